@@ -1,0 +1,225 @@
+"""Every check MagPy runs, locally and in CI (``.ci/run`` is just ``python3 -m nox``).
+
+    python3 -m nox                                   # the default sessions below
+    python3 -m nox -s "tests(pkg='codegen')" -- -k guard
+    python3 -m nox -l                                # list all sessions
+
+Each package is tested in its own fresh venv that holds only what its pyproject declares. That
+proves each package installs on its own, and it enforces the layering: refgraph's venv has no
+torch, so an accidental ``import torch`` there fails. ``-r`` reuses venvs for quick reruns.
+"""
+
+from __future__ import annotations
+
+import graphlib
+import re
+import sys
+import tomllib
+from pathlib import Path
+
+import nox
+
+ROOT = Path(__file__).parent
+PYTHON = "3.11"
+# Exactly the build that lies on the dev machines' disk (2.13.0+cpu satisfies this pin). Any looser
+# pin lets pip pick a multi-GB CUDA build from PyPI. Every package that needs torch pins the same.
+TORCH = "torch==2.13.0"
+# Dev-only tools, pinned so that lint and typecheck results do not change under us.
+RUFF = "ruff==0.17.6"
+MYPY = "mypy==2.4.1"
+
+nox.options.default_venv_backend = "virtualenv"
+nox.options.reuse_venv = "no"  # fresh venvs by default; `nox -r` reuses them
+nox.options.error_on_missing_interpreters = True
+nox.options.sessions = ["lint", "typecheck", "layering", "sizes", "tests", "integration"]
+
+
+# --- workspace: packages and their order, read from packages/magpy-*/pyproject.toml ------------
+
+
+def _req_name(requirement: str) -> str:
+    match = re.match(r"[A-Za-z0-9._-]+", requirement)
+    assert match, f"cannot parse requirement {requirement!r}"
+    return re.sub(r"[-_.]+", "-", match.group(0)).lower()
+
+
+def _read_workspace() -> tuple[dict[str, list[str]], dict[str, set[str]]]:
+    """Return ({pkg: its requirements}, {pkg: its local magpy-* deps}); pkg is the short name."""
+    requirements: dict[str, list[str]] = {}
+    for pyproject in sorted(ROOT.glob("packages/magpy-*/pyproject.toml")):
+        project = tomllib.loads(pyproject.read_text())["project"]
+        requirements[project["name"].removeprefix("magpy-")] = project.get("dependencies", [])
+    local = {
+        pkg: {
+            name.removeprefix("magpy-")
+            for name in map(_req_name, reqs)
+            if name.removeprefix("magpy-") in requirements
+        }
+        for pkg, reqs in requirements.items()
+    }
+    for pkg, reqs in requirements.items():
+        pins = [r.replace(" ", "") for r in reqs if _req_name(r) == "torch"]
+        assert pins in ([], [TORCH]), f"magpy-{pkg} pins {pins}; the workspace pins {TORCH}"
+    return requirements, local
+
+
+def _topological(local: dict[str, set[str]]) -> tuple[str, ...]:
+    """Dependencies first; ties broken by name so the order is stable."""
+    sorter = graphlib.TopologicalSorter(local)
+    sorter.prepare()
+    order: list[str] = []
+    while sorter.is_active():
+        ready = sorted(sorter.get_ready())
+        order.extend(ready)
+        sorter.done(*ready)
+    return tuple(order)
+
+
+REQUIREMENTS, LOCAL_DEPS = _read_workspace()
+PACKAGES = _topological(LOCAL_DEPS)  # ("refgraph", "monitor", "codegen", "runtime")
+
+
+def _closure(pkg: str) -> list[str]:
+    """``pkg`` and every local package it needs, dependencies first."""
+    needed = {pkg}
+    stack = [pkg]
+    while stack:
+        for dep in LOCAL_DEPS[stack.pop()]:
+            if dep not in needed:
+                needed.add(dep)
+                stack.append(dep)
+    return [p for p in PACKAGES if p in needed]
+
+
+def _needs_torch(pkg: str) -> bool:
+    return any(_req_name(r) == "torch" for p in _closure(pkg) for r in REQUIREMENTS[p])
+
+
+def _install_local(session: nox.Session, pkg: str, extra: str | None = None) -> None:
+    """Install ``pkg`` and its local deps editable in one pip call; torch first, pinned."""
+    if _needs_torch(pkg):
+        session.install("--quiet", TORCH)
+    editables: list[str] = []
+    for dep in _closure(pkg):
+        suffix = f"[{extra}]" if extra and dep == pkg else ""
+        editables += ["-e", f"packages/magpy-{dep}{suffix}"]
+    session.install("--quiet", *editables)
+
+
+def _install_all(session: nox.Session, *extra_reqs: str) -> None:
+    """Install the meta-package and all packages editable (for integration, demo, bench)."""
+    session.install("--quiet", TORCH)
+    editables = [arg for pkg in PACKAGES for arg in ("-e", f"packages/magpy-{pkg}")]
+    session.install("--quiet", *editables, "-e", ".", *extra_reqs)
+
+
+def _pytest(session: nox.Session, *args: str) -> None:
+    session.run("python", "-m", "pytest", "-c", "pyproject.toml", *args, *session.posargs)
+
+
+# --- static checks -----------------------------------------------------------------------------
+
+
+@nox.session(python=PYTHON)
+def lint(session: nox.Session) -> None:
+    """ruff lint + format check over the whole repository (config: root pyproject.toml)."""
+    session.install("--quiet", RUFF)
+    session.run("ruff", "check", ".", *session.posargs)
+    session.run("ruff", "format", "--check", ".")
+
+
+@nox.session(python=PYTHON)
+@nox.parametrize("pkg", [*PACKAGES, "magpy"])
+def typecheck(session: nox.Session, pkg: str) -> None:
+    """mypy in the package's own venv: strict for refgraph and magpy, ratcheted for the rest."""
+    if pkg == "magpy":
+        _install_all(session, MYPY)
+        target = "src/magpy"
+    else:
+        _install_local(session, pkg)
+        session.install("--quiet", MYPY)
+        target = f"packages/magpy-{pkg}/src"
+    cache = f".mypy_cache/{pkg}"  # one cache per venv: they see different site-packages
+    session.run("mypy", "--config-file", "pyproject.toml", "--cache-dir", cache, target)
+
+
+@nox.session(python=PYTHON)
+def layering(session: nox.Session) -> None:
+    """Imports follow refgraph < monitor < codegen < runtime < magpy; refgraph never sees torch."""
+    session.run("python", "tools/check_layering.py")
+    # The environment enforces it too: refgraph installs without torch, and importing it pulls
+    # in nothing from torch's world.
+    _install_local(session, "refgraph")
+    session.run(
+        "python",
+        "-c",
+        "import importlib.util, sys, magpy_refgraph; "
+        "assert importlib.util.find_spec('torch') is None, 'torch is installed in refgraph venv'; "
+        "assert not {'torch', 'numpy'} & set(sys.modules), 'magpy_refgraph imported torch/numpy'",
+    )
+
+
+@nox.session(venv_backend="none")
+def sizes(session: nox.Session) -> None:
+    """Fail if a module under packages/*/src grows past the line budget (stdlib only)."""
+    session.run(sys.executable, "tools/check_sizes.py", *session.posargs, external=True)
+
+
+# --- tests -------------------------------------------------------------------------------------
+
+
+@nox.session(python=PYTHON)
+@nox.parametrize("pkg", PACKAGES)
+def tests(session: nox.Session, pkg: str) -> None:
+    """One package's tests in a venv with only that package, its magpy-* deps and [test]."""
+    _install_local(session, pkg, extra="test")
+    _pytest(session, f"packages/magpy-{pkg}/tests")
+
+
+def _integration_session(session: nox.Session, *pytest_args: str, extras: str = "") -> None:
+    _install_all(session, "pytest", "hypothesis")
+    if extras:
+        session.install("--quiet", "-e", f".[{extras}]")
+    _pytest(session, "integration", *pytest_args)
+
+
+@nox.session(python=PYTHON)
+def integration(session: nox.Session) -> None:
+    """Cross-package tests with everything installed; no GPU, nothing slow."""
+    _integration_session(session, "-m", "not gpu and not slow")
+
+
+@nox.session(python=PYTHON, default=False)
+def integration_slow(session: nox.Session) -> None:
+    """The slow integration tests (opt-in)."""
+    _integration_session(session, "-m", "slow and not gpu")
+
+
+@nox.session(python=PYTHON, default=False)
+def integration_gpu(session: nox.Session) -> None:
+    """GPU integration tests (opt-in); needs CUDA, installs triton via magpy[gpu]."""
+    _integration_session(session, "-m", "gpu", extras="gpu")
+
+
+# --- user-facing entry points ------------------------------------------------------------------
+# `demo` is the first command in README.md. Add `bench` here (default=False, install
+# `-e .[bench]`, run `magpy bench`) when magpy_runtime.cli.bench exists; keep the README table
+# in sync.
+
+
+@nox.session(python=PYTHON, default=False)
+def demo(session: nox.Session) -> None:
+    """Install everything and run `magpy demo` (arguments after `--` go to the demo)."""
+    _install_all(session)
+    session.run("magpy", "demo", *session.posargs)
+
+
+# --- packaging ---------------------------------------------------------------------------------
+
+
+@nox.session(python=PYTHON, default=False)
+def build(session: nox.Session) -> None:
+    """Build sdist + wheel of every package and of the meta-package into dist/."""
+    session.install("--quiet", "build")
+    for path in [*(f"packages/magpy-{pkg}" for pkg in PACKAGES), "."]:
+        session.run("python", "-m", "build", "--outdir", "dist", path)

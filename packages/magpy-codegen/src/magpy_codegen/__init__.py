@@ -1,0 +1,21 @@
+"""MagPy's code generation: guards, mocks, and lowering of operator graphs to a backend."""
+
+from ._backend import BACKENDS, compile_graph, resolve_backend
+from ._generated import GeneratedCode, NameAllocator
+from ._guard import generate_guard
+from ._mock import generate_mock
+from ._record import Record, build_record
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BACKENDS",
+    "GeneratedCode",
+    "NameAllocator",
+    "Record",
+    "build_record",
+    "compile_graph",
+    "generate_guard",
+    "generate_mock",
+    "resolve_backend",
+]

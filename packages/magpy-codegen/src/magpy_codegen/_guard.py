@@ -1,0 +1,173 @@
+"""Guard generation: a fused check-and-extract function per record.
+
+The generated ``__magpy_guard(fn, args, kwargs)`` evaluates each entry path once (in path-depth
+order, so a container's type and length are checked before its elements are read), runs every
+check cheapest first with short-circuit returns, and returns the operator graph's inputs as a
+tuple on success or ``None`` on a miss. Any exception while checking is a miss.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from magpy_refgraph import (
+    Access,
+    AccessKind,
+    GuardKind,
+    GuardReq,
+    InternalError,
+    Path,
+    Plan,
+    literal_expr,
+    render_step,
+)
+
+from ._generated import GeneratedCode, NameAllocator
+
+__all__ = ["PathVars", "generate_guard"]
+
+ROOT_LOCALS = ("fn", "args", "kwargs")
+
+
+class PathVars:
+    """Evaluates entry paths into local variables once each (a render context for refgraph)."""
+
+    def __init__(self, names: NameAllocator, lines: list[str], indent: str) -> None:
+        self.names = names
+        self.lines = lines
+        self.indent = indent
+        self.vars: dict[Path, str] = {}
+
+    def root_expr(self, access: Access) -> str:
+        kind, key = access.kind, access.key
+        if kind is AccessKind.LOCAL:
+            if key not in ROOT_LOCALS:
+                raise InternalError(f"unknown root local {key!r}")
+            return str(key)
+        if kind is AccessKind.GLOBAL:
+            if access.scope is None:
+                raise InternalError(f"global {key!r} without its module dict")
+            return f"{self.const_expr(access.scope)}[{self.key_expr(key)}]"
+        if kind is AccessKind.BUILTIN:
+            import builtins
+
+            return f"{self.const_expr(builtins.__dict__)}[{self.key_expr(key)}]"
+        if kind is AccessKind.CELL:
+            fn = access.scope
+            index = fn.__code__.co_freevars.index(key)  # type: ignore[union-attr]
+            return f"{self.const_expr(fn)}.__closure__[{index}].cell_contents"
+        if kind is AccessKind.CONST:
+            return self.const_expr(key)
+        raise InternalError(f"not a root access: {access!r}")
+
+    def const_expr(self, obj: object) -> str:
+        return self.names.const(obj)
+
+    def key_expr(self, key: object) -> str:
+        text = literal_expr(key)
+        return text if text is not None else self.const_expr(key)
+
+    def var(self, path: Path) -> str:
+        """The local variable holding ``path``'s object (emitting its evaluation if new)."""
+        name = self.vars.get(path)
+        if name is not None:
+            return name
+        if not path.steps:
+            expr = self.root_expr(path.root)
+            if expr in ROOT_LOCALS:
+                self.vars[path] = expr
+                return expr
+        else:
+            expr = render_step(self.var(Path(path.root, path.steps[:-1])), path.steps[-1], self)
+        name = self.names.fresh("v")
+        self.lines.append(f"{self.indent}{name} = {expr}")
+        self.vars[path] = name
+        return name
+
+
+def _tensor_check(v: str, meta: tuple[Any, ...], c: Any) -> str:
+    cls, dtype, device, shape, stride, requires_grad = meta
+    return (f"type({v}) is {c(cls)} and {v}.dtype is {c(dtype)} and {v}.shape == {c(shape)} "
+            f"and {v}.stride() == {c(stride)} and {v}.device == {c(device)} "
+            f"and {v}.requires_grad is {requires_grad}")
+
+
+def _value_check(v: str, value: Any, c: Any) -> str:
+    if value is None or value is True or value is False or value is Ellipsis:
+        return f"{v} is {value!r}"
+    lit = literal_expr(value)
+    if lit is None:
+        return f"type({v}) is {c(type(value))} and {v} == {c(value)}"
+    return f"type({v}) is {c(type(value))} and {v} == {lit}"
+
+
+def _custom_check(v: str, payload: Any, c: Any) -> str:
+    if payload == "module_no_hooks":
+        from torch.nn.modules import module as mm
+
+        glob = " or ".join(c(d) for d in (mm._global_backward_pre_hooks, mm._global_backward_hooks,
+                                          mm._global_forward_hooks, mm._global_forward_pre_hooks))
+        return (f"not ({v}._forward_hooks or {v}._forward_pre_hooks or {v}._backward_hooks "
+                f"or {v}._backward_pre_hooks or {glob}) and 'forward' not in {v}.__dict__")
+    raise InternalError(f"unknown custom guard {payload!r}")
+
+
+def check_expr(req: GuardReq, v: str, c: Any) -> str:
+    """The boolean expression for one requirement on variable ``v``."""
+    kind, payload = req.kind, req.payload
+    if kind is GuardKind.ID:
+        return f"{v} is {c(payload)}"
+    if kind is GuardKind.TYPE:
+        return f"type({v}) is {c(payload)}"
+    if kind is GuardKind.NONE:
+        return f"{v} is None"
+    if kind is GuardKind.NOT_NONE:
+        return f"{v} is not None"
+    if kind is GuardKind.VALUE:
+        return _value_check(v, payload, c)
+    if kind is GuardKind.LEN:
+        return f"len({v}) == {int(payload)}"  # type: ignore[call-overload]
+    if kind is GuardKind.KEYS:
+        return f"tuple({v}) == {c(tuple(payload))}"  # type: ignore[arg-type]
+    if kind is GuardKind.HASATTR:
+        return f"hasattr({v}, {c(payload)})"
+    if kind is GuardKind.NOT_HASATTR:
+        return f"not hasattr({v}, {c(payload)})"
+    if kind is GuardKind.TENSOR_META:
+        return _tensor_check(v, payload, c)  # type: ignore[arg-type]
+    if kind is GuardKind.CUSTOM:
+        return _custom_check(v, payload, c)
+    raise InternalError(f"no emitter for guard kind {kind}")
+
+
+def generate_guard(plan: Plan, names: NameAllocator, *, grad_enabled: bool,
+                   qualname: str = "") -> GeneratedCode:
+    """The guard of ``plan`` as generated source (function ``__magpy_guard``)."""
+    body: list[str] = []
+    ind = "        "
+    pv = PathVars(names, body, ind)
+    c = names.const
+    body.append(f"{ind}if {c(torch.is_grad_enabled)}() is not {grad_enabled}: return None")
+    for req in plan.guards:
+        v = pv.var(req.path)
+        body.append(f"{ind}if not ({check_expr(req, v, c)}): return None")
+    for a, b in plan.aliases:
+        body.append(f"{ind}if {pv.var(a)} is not {pv.var(b)}: return None")
+    inputs = [pv.var(p) for p in plan.inputs]
+    if len(inputs) > 1:
+        body.append(f"{ind}if len({{{', '.join(f'id({x})' for x in inputs)}}}) != "
+                    f"{len(inputs)}: return None")
+    ret = f"({', '.join(inputs)},)" if inputs else "()"
+    src = [
+        f"# guard of {qualname}",
+        "def __magpy_guard(fn, args, kwargs):",
+        "    try:",
+        *body,
+        f"        return {ret}",
+        "    except Exception:",
+        "        return None",
+        "",
+    ]
+    return GeneratedCode("\n".join(src), dict(names.consts), "guard")

@@ -1,0 +1,125 @@
+"""Mock generation: reproduce a monitored run's results and effects without running its Python.
+
+The generated ``__magpy_mock(fn, args, kwargs, inputs)`` reads the entry values it needs (before
+anything is written), calls the compiled graph, builds each new object once (so aliasing between
+outputs, and with inputs, is the same as in the monitored run), applies the write-backs in
+program order, and returns the result.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from magpy_refgraph import (
+    Apply,
+    Build,
+    BuildKind,
+    Constant,
+    DelAttr,
+    DelItem,
+    FromPath,
+    GraphOut,
+    InternalError,
+    Plan,
+    Recipe,
+    ReplaceContents,
+    SetAttr,
+    SetItem,
+    literal_expr,
+)
+
+from ._generated import GeneratedCode, NameAllocator
+from ._guard import PathVars
+
+__all__ = ["generate_mock"]
+
+
+class _MockWriter:
+    def __init__(self, names: NameAllocator) -> None:
+        self.names = names
+        self.reads: list[str] = []
+        self.builds: list[str] = []
+        self.paths = PathVars(names, self.reads, "    ")
+        self.built: dict[int, str] = {}
+
+    def c(self, obj: Any) -> str:
+        lit = literal_expr(obj)
+        return lit if lit is not None else self.names.const(obj)
+
+    def expr(self, r: Recipe) -> str:
+        if isinstance(r, FromPath):
+            return self.paths.var(r.path)
+        if isinstance(r, Constant):
+            return self.c(r.value)
+        if isinstance(r, GraphOut):
+            return f"__magpy_outs[{r.index}]"
+        if isinstance(r, Apply):
+            args = ", ".join(self.expr(a) for a in r.args)
+            return f"{self.expr(r.fn)}({args})"
+        if isinstance(r, Build):
+            return self.build(r)
+        raise InternalError(f"unknown recipe {r!r}")
+
+    def build(self, b: Build) -> str:
+        name = self.built.get(b.key)
+        if name is not None:
+            return name
+        parts = [self.expr(p) for p in b.parts]
+        kind = b.kind
+        if kind == BuildKind.TUPLE:
+            text = f"({', '.join(parts)},)" if parts else "()"
+        elif kind == BuildKind.LIST:
+            text = f"[{', '.join(parts)}]"
+        elif kind == BuildKind.SET:
+            text = f"{{{', '.join(parts)}}}" if parts else "set()"
+        elif kind == BuildKind.SLICE:
+            text = f"slice({', '.join(parts)})"
+        elif kind == BuildKind.DICT:
+            pairs = ", ".join(f"{parts[i]}: {parts[i + 1]}" for i in range(0, len(parts), 2))
+            text = f"{{{pairs}}}"
+            if b.extra and b.extra[0] is not dict:
+                text = f"{self.names.const(b.extra[0])}({text})"
+        elif kind == BuildKind.NAMEDTUPLE:
+            text = f"{self.names.const(b.extra[0])}({', '.join(parts)})"
+        elif kind == BuildKind.CALL:
+            text = f"{parts[0]}({', '.join(parts[1:])})"
+        else:
+            raise InternalError(f"cannot build {kind!r} yet")
+        name = self.names.fresh("b")
+        self.builds.append(f"    {name} = {text}")
+        self.built[b.key] = name
+        return name
+
+    def writeback(self, w: Any) -> str:
+        if isinstance(w, SetAttr):
+            return f"    setattr({self.expr(w.target)}, {w.name!r}, {self.expr(w.value)})"
+        if isinstance(w, DelAttr):
+            return f"    delattr({self.expr(w.target)}, {w.name!r})"
+        if isinstance(w, SetItem):
+            return f"    {self.expr(w.target)}[{self.expr(w.key)}] = {self.expr(w.value)}"
+        if isinstance(w, DelItem):
+            return f"    del {self.expr(w.target)}[{self.expr(w.key)}]"
+        if isinstance(w, ReplaceContents):
+            parts = ", ".join(self.expr(p) for p in w.parts)
+            return f"    {self.expr(w.target)}[:] = [{parts}]"
+        raise InternalError(f"unknown write-back {w!r}")
+
+
+def generate_mock(plan: Plan, names: NameAllocator, *, has_graph: bool,
+                  qualname: str = "") -> GeneratedCode:
+    """The mock of ``plan`` as generated source (function ``__magpy_mock``)."""
+    w = _MockWriter(names)
+    writes = [w.writeback(x) for x in plan.writebacks]
+    result = w.expr(plan.result)
+    call = ("    __magpy_outs = __magpy_graph(*inputs)" if has_graph else "    __magpy_outs = ()")
+    src = [
+        f"# mock of {qualname}",
+        "def __magpy_mock(fn, args, kwargs, inputs):",
+        *w.reads,
+        call,
+        *w.builds,
+        *writes,
+        f"    return {result}",
+        "",
+    ]
+    return GeneratedCode("\n".join(src), dict(names.consts), "mock")

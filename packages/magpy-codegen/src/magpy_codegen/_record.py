@@ -1,0 +1,62 @@
+"""A record: guard + compiled graph + mock, generated from one capture."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import torch
+import torch.fx as fx
+
+from magpy_refgraph import Plan
+
+from ._backend import Backend, compile_graph
+from ._generated import GeneratedCode, NameAllocator
+from ._guard import generate_guard
+from ._mock import generate_mock
+
+__all__ = ["Record", "build_record"]
+
+
+@attrs.define(eq=False)
+class Record:
+    """One cache entry: ``guard(fn, args, kwargs) -> inputs | None`` and
+    ``mock(fn, args, kwargs, inputs) -> result``; plus what produced them, for inspection."""
+
+    guard: Callable[..., Any]
+    mock: Callable[..., Any]
+    plan: Plan
+    guard_code: GeneratedCode
+    mock_code: GeneratedCode
+    graph_module: fx.GraphModule | None
+    op_count: int
+    hits: int = 0
+
+    @property
+    def guard_source(self) -> str:
+        return self.guard_code.source
+
+    @property
+    def mock_source(self) -> str:
+        return self.mock_code.source
+
+
+def build_record(plan: Plan, graph: fx.Graph, example_inputs: list[Any],
+                 backend: str | Backend, *, qualname: str = "") -> Record:
+    """Generate the guard and mock of ``plan`` and compile ``graph`` with ``backend``."""
+    op_count = sum(1 for n in graph.nodes if n.op in ("call_function", "call_method"))
+    has_graph = op_count > 0
+    gm = None
+    compiled: Callable[..., Any] | None = None
+    if has_graph:
+        gm, compiled = compile_graph(graph, example_inputs, backend)
+    guard_code = generate_guard(plan, NameAllocator(), grad_enabled=torch.is_grad_enabled(),
+                                qualname=qualname)
+    mock_code = generate_mock(plan, NameAllocator(), has_graph=has_graph, qualname=qualname)
+    if compiled is not None:
+        mock_code.globals["__magpy_graph"] = compiled
+    guard = guard_code.load()["__magpy_guard"]
+    mock = mock_code.load()["__magpy_mock"]
+    return Record(guard=guard, mock=mock, plan=plan, guard_code=guard_code, mock_code=mock_code,
+                  graph_module=gm, op_count=op_count)

@@ -1,0 +1,27 @@
+"""MagPy's monitor: watches CPython 3.11 run a program and captures its RefGraph and fx graph."""
+
+from . import _compat  # noqa: F401  (fails at import on other Python versions)
+from ._annotations import TABLE, Annotation, AnnotationTable, Kind, classify
+from ._api import CaptureResult, capture, entry
+from ._capture import Capture
+from ._frameio import NULL, StackView, read_stack, stack_depth
+from ._values import Val
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "NULL",
+    "TABLE",
+    "Annotation",
+    "AnnotationTable",
+    "Capture",
+    "CaptureResult",
+    "Kind",
+    "StackView",
+    "Val",
+    "capture",
+    "classify",
+    "entry",
+    "read_stack",
+    "stack_depth",
+]

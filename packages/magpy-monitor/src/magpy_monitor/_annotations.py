@@ -1,0 +1,187 @@
+"""The annotation registry of the paper's section 5.2, as a declarative table.
+
+Each callable the monitor meets is classified once, by identity first, then by rules over its
+type and module. The properties follow the paper:
+
+- ``AS_OP``: the call becomes one operator-graph node (torch functions, Tensor methods,
+  ``torch.nn.functional``); ``inplace`` lists the argument positions it mutates.
+- ``META``: a pure read of tensor metadata (``x.size()``, ``x.dim()``); with tensor metadata
+  guarded, the result is a constant.
+- ``PURE``: a pure closure over its inputs (no side effects, result determined by the inputs); it
+  runs natively at record time and its result is a constant guarded by its inputs.
+- ``VALUE_READ``: reads tensor *values* into Python (``.item()``, ``bool(t)``): dynamic.
+- ``EFFECT``: observable side effects or hidden inputs (``print``, ``time.time``): dynamic.
+- ``INLINE``: Python code the monitor follows into (user code, torch's Python helpers).
+"""
+
+from __future__ import annotations
+
+import enum
+import types
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import torch
+
+__all__ = ["Annotation", "AnnotationTable", "Kind", "TABLE", "classify", "tensor_attr_kind"]
+
+
+class Kind(enum.Enum):
+    AS_OP = "as_op"
+    META = "meta"
+    PURE = "pure"
+    VALUE_READ = "value_read"
+    EFFECT = "effect"
+    INLINE = "inline"
+    UNKNOWN = "unknown"
+
+
+@attrs.frozen
+class Annotation:
+    """How a call to one callable is captured.
+
+    ``method``: record as ``call_method`` with this name (Tensor methods), else ``call_function``.
+    ``inplace``: argument positions the call mutates (in-place tensor ops, ``setitem``).
+    ``returns_arg``: position of an argument the call returns as is (``x.add_(1)`` returns ``x``).
+    """
+
+    kind: Kind
+    method: str | None = None
+    inplace: tuple[int, ...] = ()
+    returns_arg: int | None = None
+    reason: str = ""
+
+
+_TENSOR_META_METHODS = frozenset(
+    "size dim ndimension numel nelement element_size is_contiguous stride is_floating_point "
+    "is_complex get_device storage_offset __len__ is_signed is_inference has_names "
+    "is_set_to is_nonzero_shape __sizeof__ type_as_meta".split()
+)
+_TENSOR_VALUE_READ = frozenset(
+    "item tolist __bool__ __int__ __float__ __index__ __complex__ numpy data_ptr __array__ "
+    "__iter__ __contains__ __hash__ __reduce_ex__ __deepcopy__ __repr__ __str__ __format__ "
+    "backward register_hook untyped_storage storage".split()
+)
+_TENSOR_META_ATTRS = frozenset(
+    "shape dtype device ndim is_cuda is_cpu requires_grad layout is_sparse is_quantized is_leaf "
+    "is_meta is_mkldnn is_nested names is_mps is_xpu itemsize nbytes".split()
+)
+_TENSOR_OP_ATTRS = frozenset("T mT H mH real imag data".split())
+_INPLACE_DUNDERS = frozenset(
+    "__iadd__ __isub__ __imul__ __itruediv__ __ifloordiv__ __imod__ __ipow__ __iand__ __ior__ "
+    "__ixor__ __ilshift__ __irshift__ __imatmul__ __setitem__".split()
+)
+_TORCH_PURE_FUNCS = frozenset(
+    "is_tensor is_storage is_floating_point is_complex numel get_default_dtype is_grad_enabled "
+    "is_inference_mode_enabled is_autocast_enabled result_type promote_types can_cast "
+    "is_nonzero_meta".split()
+)
+_TORCH_EFFECT_FUNCS = frozenset("manual_seed seed initial_seed set_printoptions save load".split())
+_TORCH_FUNC_MODULES = frozenset(
+    {"torch", "torch._C._nn", "torch._C._fft", "torch._C._linalg", "torch._C._special",
+     "torch._C._VariableFunctions", "torch.nn.functional", "torch.functional"}
+)
+
+
+def tensor_attr_kind(name: str) -> Kind:
+    """How reading attribute ``name`` of a tensor is captured."""
+    if name in _TENSOR_META_ATTRS:
+        return Kind.META
+    if name in _TENSOR_OP_ATTRS:
+        return Kind.AS_OP
+    return Kind.UNKNOWN
+
+
+def _tensor_method(name: str) -> Annotation:
+    if name in _TENSOR_META_METHODS:
+        return Annotation(Kind.META)
+    if name in _TENSOR_VALUE_READ:
+        return Annotation(Kind.VALUE_READ, reason=f"Tensor.{name} reads tensor values into Python")
+    if name in _INPLACE_DUNDERS:
+        return Annotation(Kind.AS_OP, method=name, inplace=(0,), returns_arg=None)
+    if name.endswith("_") and not name.endswith("__"):
+        return Annotation(Kind.AS_OP, method=name, inplace=(0,), returns_arg=0)
+    return Annotation(Kind.AS_OP, method=name)
+
+
+def _torch_function(fn: Any, name: str) -> Annotation:
+    if name in _TORCH_PURE_FUNCS:
+        return Annotation(Kind.PURE)
+    if name in _TORCH_EFFECT_FUNCS:
+        return Annotation(Kind.EFFECT, reason=f"torch.{name} has effects outside the program")
+    if name.endswith("_") and not name.startswith("_"):
+        return Annotation(Kind.AS_OP, inplace=(0,), returns_arg=0)
+    return Annotation(Kind.AS_OP)
+
+
+@attrs.define
+class AnnotationTable:
+    """Annotations by callable identity, then by rule; lookups are memoised by identity."""
+
+    _by_id: dict[int, tuple[Any, Annotation]] = attrs.field(factory=dict)
+    _rules: list[Callable[[Any], Annotation | None]] = attrs.field(factory=list)
+    _memo: dict[int, tuple[Any, Annotation]] = attrs.field(factory=dict)
+
+    def register(self, fn: Any, annotation: Annotation) -> None:
+        """Annotate ``fn`` (kept alive by the table)."""
+        self._by_id[id(fn)] = (fn, annotation)
+        self._memo.pop(id(fn), None)
+
+    def add_rule(self, rule: Callable[[Any], Annotation | None]) -> None:
+        """Add a rule consulted (in order) for callables without an identity entry."""
+        self._rules.append(rule)
+        self._memo.clear()
+
+    def lookup(self, fn: Any) -> Annotation:
+        """The annotation of ``fn`` (``Kind.UNKNOWN`` if nothing matches)."""
+        hit = self._by_id.get(id(fn)) or self._memo.get(id(fn))
+        if hit is not None and hit[0] is fn:
+            return hit[1]
+        ann = Annotation(Kind.UNKNOWN)
+        for rule in self._rules:
+            found = rule(fn)
+            if found is not None:
+                ann = found
+                break
+        try:
+            self._memo[id(fn)] = (fn, ann)
+        except TypeError:  # pragma: no cover - unhashable ids cannot happen
+            pass
+        return ann
+
+
+def _torch_rule(fn: Any) -> Annotation | None:
+    objclass = getattr(fn, "__objclass__", None)
+    if objclass is not None and isinstance(objclass, type) and issubclass(
+        objclass, torch._C.TensorBase
+    ):
+        return _tensor_method(fn.__name__)
+    if isinstance(fn, types.FunctionType):
+        module = fn.__module__ or ""
+        if module == "torch._tensor" and fn.__qualname__.startswith("Tensor."):
+            return _tensor_method(fn.__name__)
+        if module in ("torch.nn.functional", "torch.functional") and not fn.__name__.startswith("_"):
+            return Annotation(Kind.AS_OP)
+        return None
+    if isinstance(fn, types.BuiltinFunctionType):
+        module = getattr(fn, "__module__", None) or ""
+        owner = getattr(fn, "__self__", None)
+        if module in _TORCH_FUNC_MODULES or (
+            isinstance(owner, type) and owner.__name__ == "_VariableFunctionsClass"
+        ):
+            return _torch_function(fn, fn.__name__)
+        if isinstance(owner, torch.Tensor):
+            return _tensor_method(fn.__name__)
+    if isinstance(fn, torch._ops.OpOverloadPacket | torch._ops.OpOverload):
+        return Annotation(Kind.AS_OP)
+    return None
+
+
+TABLE = AnnotationTable()
+TABLE.add_rule(_torch_rule)
+
+
+def classify(fn: Any) -> Annotation:
+    """Annotation of ``fn`` in the global table."""
+    return TABLE.lookup(fn)

@@ -1,0 +1,64 @@
+"""The monitor's entry point: run one call under monitoring and return what was captured."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import torch.fx as fx
+
+from magpy_refgraph import MagPyError, Plan
+
+from ._capture import Capture
+from ._planner import build_plan
+from ._tracer import Monitor
+
+__all__ = ["CaptureResult", "capture", "entry"]
+
+
+def entry(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """The root frame of every monitored call: the program's call as the user wrote it."""
+    return fn(*args, **kwargs)
+
+
+@attrs.define
+class CaptureResult:
+    """Outcome of one monitored call.
+
+    ``value``: the program's real result. ``failure``: why capture stopped (an ``Unsupported``
+    graph break or an ``InternalError``), or None. ``plan``/``graph``/``example_inputs``: the
+    record to compile when capture succeeded.
+    """
+
+    value: Any
+    capture: Capture
+    failure: MagPyError | None = None
+    plan: Plan | None = None
+    graph: fx.Graph | None = None
+    example_inputs: list[Any] = attrs.field(factory=list)
+
+
+def capture(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], *, name: str = "") -> (
+        CaptureResult):
+    """Call ``fn(*args, **kwargs)`` under monitoring.
+
+    The program's own exceptions propagate unchanged. The result is returned whether or not
+    capture succeeded; on success the plan and the finished fx graph are attached.
+    """
+    cap = Capture(name)
+    mon = Monitor(cap, entry.__code__)
+    value = mon.run(entry, fn, args, kwargs)
+    out = CaptureResult(value=value, capture=cap)
+    if mon.failure is not None:
+        failure = mon.failure
+        out.failure = failure if isinstance(failure, MagPyError) else None
+        return out
+    try:
+        plan, outputs = build_plan(cap)
+        out.graph = cap.rec.finish(outputs)
+    except MagPyError as exc:
+        out.failure = exc
+        return out
+    out.plan = plan
+    out.example_inputs = list(cap.rec.example_inputs)
+    return out

@@ -1,0 +1,369 @@
+"""Handlers for builtins and container/str methods that model code calls.
+
+Each handler models one native callable's effect on provenance. Scalar arithmetic (``abs``,
+``int``, ``math.sqrt``) stays replayable (an ``expr``) until its value is observed; container
+builders keep the shadows of their elements; everything else here is pure and guarded by its
+inputs.
+"""
+
+from __future__ import annotations
+
+import builtins
+import math
+import operator
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from magpy_refgraph import GuardKind
+
+from ._calls import load_attr, pure_call
+from ._capture import is_value_type
+from ._frame import FrameMonitor, Inst
+from ._iteration import get_iter, iter_items, make_iterator
+from ._values import Val
+
+__all__ = ["BUILTIN_HANDLERS", "METHOD_HANDLERS", "register_builtin"]
+
+BuiltinHandler = Callable[[FrameMonitor, Inst, list[Val], dict[str, Val]], None]
+BUILTIN_HANDLERS: dict[int, tuple[Any, BuiltinHandler]] = {}
+METHOD_HANDLERS: dict[tuple[Any, Any], BuiltinHandler] = {}
+
+
+def register_builtin(*fns: Any) -> Callable[[BuiltinHandler], BuiltinHandler]:
+    """Use the decorated handler for calls of ``fns`` (by identity)."""
+
+    def deco(h: BuiltinHandler) -> BuiltinHandler:
+        for fn in fns:
+            BUILTIN_HANDLERS[id(fn)] = (fn, h)
+        return h
+
+    return deco
+
+
+def _methods(owner: type, *names: str) -> Callable[[BuiltinHandler], BuiltinHandler]:
+    def deco(h: BuiltinHandler) -> BuiltinHandler:
+        for n in names:
+            METHOD_HANDLERS[(owner, n)] = h
+        return h
+
+    return deco
+
+
+def _has_tensor(vals: list[Val]) -> bool:
+    return any(isinstance(v.obj, torch.Tensor) for v in vals)
+
+
+def _replayable(fn: Any) -> BuiltinHandler:
+    def handle(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+        if _has_tensor([*pos, *kw.values()]) or kw:
+            if _has_tensor([*pos, *kw.values()]):
+                raise m.unsupported(f"{fn.__name__}() of a tensor reads its value")
+            pure_call(m, inst, pos, kw)
+            return
+        from ._handlers import _scalar_op
+
+        _scalar_op(m, inst, fn, pos)
+
+    return handle
+
+
+for _fn in (abs, int, float, bool, str, round, divmod, pow, math.sqrt, math.exp, math.log,
+            math.log2, math.log10, math.ceil, math.floor, math.trunc, math.sin, math.cos,
+            math.tan, math.tanh, math.erf, math.fabs, math.isqrt, math.gcd, math.pow,
+            math.isnan, math.isinf, math.isfinite, operator.index, chr, ord, hash):
+    BUILTIN_HANDLERS[id(_fn)] = (_fn, _replayable(_fn))
+
+for _fn in (operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv,
+            operator.mod, operator.neg, operator.pow, operator.matmul, operator.lt, operator.le,
+            operator.gt, operator.ge, operator.eq, operator.ne, operator.and_, operator.or_,
+            operator.not_, operator.abs, operator.pos, operator.invert, operator.xor):
+
+    def _op_handler(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val],
+                    fn: Any = _fn) -> None:
+        from ._handlers import _scalar_op, _tensor_op
+
+        if _has_tensor(pos):
+            _tensor_op(m, inst, fn, pos)
+        else:
+            _scalar_op(m, inst, fn, pos)
+
+    BUILTIN_HANDLERS[id(_fn)] = (_fn, _op_handler)
+
+
+@register_builtin(len)
+def _len(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    (v,) = pos
+    cap = m.cap
+    obj = v.obj
+    if isinstance(obj, torch.Tensor):
+        cap.guard_meta(v)
+        m.expect_outputs(inst, 1, lambda real: [cap.const(real[0])])
+    elif isinstance(v.items, list | dict) and not v.external:
+        m.expect_outputs(inst, 1, lambda real: [cap.const(real[0])])
+    elif v.external:
+        m.expect_outputs(inst, 1, lambda real: [Val(real[0], expr=(len, (v,)))])
+    else:
+        cap.observe(v)
+        m.expect_outputs(inst, 1, lambda real: [cap.const(real[0])])
+
+
+@register_builtin(isinstance, issubclass)
+def _isinstance(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    obj, cls = pos
+    cap = m.cap
+    if isinstance(obj.obj, torch.Tensor):
+        cap.guard_meta(obj)
+    elif obj.obj is None or is_value_type(obj.obj):
+        if obj.external and obj.node is not None:
+            cap.observe_type(obj)
+    else:
+        cap.observe_type(obj)
+    cap.observe(cls)
+    m.expect_outputs(inst, 1, lambda real: [cap.const(real[0])])
+
+
+@register_builtin(type)
+def _type(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    if len(pos) != 1:
+        raise m.unsupported("type() with three arguments creates a class")
+    (v,) = pos
+    if isinstance(v.obj, torch.Tensor):
+        m.cap.guard_meta(v)
+    else:
+        m.cap.observe_type(v)
+    m.expect_outputs(inst, 1, lambda real: [m.cap.const(real[0])])
+
+
+@register_builtin(getattr)
+def _getattr(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    base, name = pos[0], pos[1]
+    m.cap.observe(name)
+    if len(pos) == 3:
+        if not hasattr(base.obj, name.obj):
+            _hasattr_guard(m, base, name.obj, False)
+            m.push(pos[2])
+            m.expect_outputs(inst, 0, lambda real: [])
+            m.pop()
+            m.push(pos[2])
+            return
+    m.expect_outputs(inst, 1, lambda real: [load_attr(m, base, name.obj, real[0])])
+
+
+def _hasattr_guard(m: FrameMonitor, base: Val, name: str, present: bool) -> None:
+    cap = m.cap
+    if base.external and base.node is not None:
+        cap.observe_type(base)
+        cap.graph.observe(base.node, GuardKind.HASATTR if present else GuardKind.NOT_HASATTR,
+                          name)
+    elif not base.const and not is_value_type(base.obj):
+        if base.attrs is None or name not in base.attrs:
+            raise m.unsupported("hasattr() on an object created during the run")
+
+
+@register_builtin(hasattr)
+def _hasattr(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    base, name = pos
+    m.cap.observe(name)
+    _hasattr_guard(m, base, name.obj, hasattr(base.obj, name.obj))
+    m.expect_outputs(inst, 1, lambda real: [m.cap.const(real[0])])
+
+
+@register_builtin(range, slice)
+def _range(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    for v in pos:
+        m.cap.observe(v)
+    m.expect_outputs(inst, 1, lambda real: [m.cap.const(real[0])])
+
+
+@register_builtin(tuple, list)
+def _tuple_list(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    cap = m.cap
+    if not pos:
+        m.expect_outputs(inst, 1, lambda real: [cap.new(real[0], items=[])])
+        return
+    (src,) = pos
+    items = iter_items(m, src)
+    if items is None:
+        from ._iteration import is_generator
+
+        if not is_generator(src):
+            raise m.unsupported(f"building a sequence from a {type(src.obj).__name__}")
+
+        def make_gen(real: list[Any]) -> list[Val]:
+            return [cap.new(real[0], items=list(p.yields))]
+
+        p = m.expect_outputs(inst, 1, make_gen)
+        p.gen = src
+        return
+    if isinstance(src.extra, dict) and "iter" in src.extra:
+        src.extra["pos"] = len(src.extra["iter"])
+    if items and all(i.const for i in items) and is_value_type(tuple(i.obj for i in items)):
+        m.expect_outputs(inst, 1, lambda real: [cap.new(real[0], const=True)])
+        return
+    m.expect_outputs(inst, 1, lambda real: [cap.new(real[0], items=list(items))])
+
+
+@register_builtin(iter)
+def _iter(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    if len(pos) != 1:
+        raise m.unsupported("iter() with a sentinel")
+    get_iter(m, inst, pos[0])
+
+
+@register_builtin(enumerate)
+def _enumerate(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    cap = m.cap
+    start_val = pos[1] if len(pos) > 1 else kw.get("start")
+    start = 0
+    if start_val is not None:
+        cap.observe(start_val)
+        start = start_val.obj
+    items = iter_items(m, pos[0])
+    if items is None:
+        raise m.unsupported(f"enumerate over a {type(pos[0].obj).__name__}")
+    pairs = [cap.new((start + i, v.obj), items=[cap.const(start + i), v])
+             for i, v in enumerate(items)]
+    m.expect_outputs(inst, 1, lambda real: [make_iterator(m, real[0], pairs)])
+
+
+@register_builtin(zip)
+def _zip(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    cap = m.cap
+    if kw:
+        raise m.unsupported("zip(strict=...)")
+    columns = [iter_items(m, p) for p in pos]
+    if any(c is None for c in columns):
+        raise m.unsupported("zip over an iterable of unknown contents")
+    rows = [cap.new(tuple(v.obj for v in row), items=list(row))
+            for row in zip(*columns, strict=False)]  # type: ignore[misc]
+    m.expect_outputs(inst, 1, lambda real: [make_iterator(m, real[0], rows)])
+
+
+@register_builtin(reversed)
+def _reversed(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    items = iter_items(m, pos[0])
+    if items is None:
+        raise m.unsupported(f"reversed() of a {type(pos[0].obj).__name__}")
+    rev = list(reversed(items))
+    m.expect_outputs(inst, 1, lambda real: [make_iterator(m, real[0], rev)])
+
+
+@register_builtin(sum)
+def _sum(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    cap = m.cap
+    items = iter_items(m, pos[0])
+    if items is None:
+        raise m.unsupported("sum() over an iterable of unknown contents")
+    if isinstance(pos[0].extra, dict) and "iter" in pos[0].extra:
+        pos[0].extra["pos"] = len(pos[0].extra["iter"])
+    start = pos[1] if len(pos) > 1 else kw.get("start", cap.const(0))
+    if not _has_tensor([*items, start]):
+        for v in (*items, start):
+            cap.observe(v)
+        m.expect_outputs(inst, 1, lambda real: [cap.new(real[0], const=True)])
+        return
+
+    def make(real: list[Any]) -> list[Val]:
+        acc = cap.to_arg(start)
+        for v in items:
+            acc = cap.rec.call("call_function", operator.add, (acc, cap.to_arg(v)), {})
+        return [cap.op_result(real[0], acc)]
+
+    m.expect_outputs(inst, 1, make)
+
+
+@register_builtin(min, max)
+def _min_max(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    if _has_tensor([*pos, *kw.values()]):
+        raise m.unsupported("min()/max() over tensors compares tensor values")
+    if len(pos) == 1:
+        items = iter_items(m, pos[0])
+        if items is None:
+            raise m.unsupported("min()/max() over an iterable of unknown contents")
+        if _has_tensor(items):
+            raise m.unsupported("min()/max() over tensors compares tensor values")
+        pos = items
+    pure_call(m, inst, pos, kw)
+
+
+@register_builtin(print, input, open, id, globals, locals, vars, exec, eval, compile,
+                  breakpoint, __import__)
+def _effect(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    raise m.unsupported("call with effects outside the program (I/O, identity, scopes)")
+
+
+@register_builtin(torch.Size, torch.device, torch.finfo, torch.iinfo, math.prod, sorted,
+                  frozenset, set, any, all, repr, format, callable, math.isclose)
+def _pure(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    flat: list[Val] = []
+    for v in pos:
+        items = None if is_value_type(v.obj) else iter_items(m, v)
+        flat.extend(items if items is not None else [v])
+    if _has_tensor(flat):
+        raise m.unsupported("pure function over tensors would read their values")
+    pure_call(m, inst, flat, kw)
+
+
+# ---------------------------------------------------------------------- container methods
+def _dict_view(name: str) -> BuiltinHandler:
+    def handle(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+        (base,) = pos
+        m.expect_outputs(inst, 1, lambda real: [
+            m.cap.new(real[0], extra={"view": name, "base": base})])
+
+    return handle
+
+
+for _name in ("items", "keys", "values"):
+    METHOD_HANDLERS[(dict, _name)] = _dict_view(_name)
+
+
+@_methods(dict, "get")
+def _dict_get(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    from magpy_refgraph import Item
+
+    base, key = pos[0], pos[1]
+    default = pos[2] if len(pos) > 2 else m.cap.const(None)
+    cap = m.cap
+    cap.observe(key)
+    if isinstance(base.items, dict):
+        pair = base.items.get(key.obj)
+        m.push(pair[1] if pair is not None else default)
+        return
+    if base.external and type(base.obj) is dict:
+        cap.observe_keys(base)
+        if key.obj in base.obj:
+            m.expect_outputs(inst, 1, lambda real: [cap.child(base, Item(key.obj), real[0])])
+        else:
+            m.push(default)
+        return
+    raise m.unsupported("dict.get on a dict of unknown contents")
+
+
+@_methods(list, "append")
+def _list_append(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    base, v = pos
+    if not isinstance(base.items, list) or base.external:
+        raise m.unsupported("list.append on a list from outside (write-back not supported yet)")
+    base.items.append(v)
+    m.expect_outputs(inst, 1, lambda real: [m.cap.const(None)])
+
+
+@_methods(str, "join", "split", "rsplit", "strip", "lstrip", "rstrip", "upper", "lower",
+          "startswith", "endswith", "replace", "format", "partition", "rpartition", "find",
+          "rfind", "index", "count", "isidentifier", "isdigit", "isalpha", "title", "zfill",
+          "splitlines", "capitalize", "casefold", "center", "ljust", "rjust", "encode")
+@_methods(tuple, "index", "count")
+def _str_method(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    flat: list[Val] = [pos[0]]
+    for v in pos[1:]:
+        items = None if is_value_type(v.obj) else iter_items(m, v)
+        flat.extend(items if items is not None else [v])
+    if _has_tensor(flat):
+        raise m.unsupported("string method over tensors")
+    pure_call(m, inst, flat, kw)
+
+
+_ = builtins

@@ -1,0 +1,400 @@
+"""Calls, attribute reads and subscripts: how the monitor decides what a call means.
+
+Dynamic detection follows the paper's section 5.3.1: unannotated Python code is inlined (the
+callee frame is monitored with its arguments bound to the caller's shadow values); AS_OP calls
+become graph nodes; PURE native calls run natively and their results become constants guarded by
+their inputs; unannotated native code, VALUE_READ on tensors and EFFECT calls stop capture.
+"""
+
+from __future__ import annotations
+
+import types
+from typing import Any
+
+import torch
+
+from magpy_refgraph import Attr, GuardKind, Item
+
+from ._annotations import Annotation, Kind, classify, tensor_attr_kind
+from ._capture import FROZEN_MODULE_ROOTS, is_value_type
+from ._frame import CellBox, FrameMonitor, Inst, initial_fast
+from ._values import UNBOUND, Val
+
+__all__ = ["dispatch_call", "inline", "load_attr", "method_self", "subscr", "truthiness"]
+
+CO_GENERATOR, CO_COROUTINE, CO_ITERABLE_COROUTINE, CO_ASYNC_GENERATOR = 0x20, 0x80, 0x100, 0x200
+_MODULE_CONTAINERS = (torch.nn.ModuleList, torch.nn.Sequential, torch.nn.ParameterList)
+
+
+def dispatch_call(m: FrameMonitor, inst: Inst, fn_val: Val, pos: list[Val],
+                  kwargs: dict[str, Val]) -> None:
+    """Model ``fn(*pos, **kwargs)`` at a CALL instruction."""
+    from ._builtins import BUILTIN_HANDLERS, METHOD_HANDLERS
+
+    fn = fn_val.obj
+    cap = m.cap
+    special = BUILTIN_HANDLERS.get(id(fn))
+    if special is not None and special[0] is fn:
+        cap.observe_identity(fn_val)
+        special[1](m, inst, pos, kwargs)
+        return
+    if isinstance(fn, torch.nn.Module):
+        _module_call(m, inst, fn_val, pos, kwargs)
+        return
+    if type(fn) is types.MethodType:
+        self_val = method_self(m, fn_val)
+        dispatch_call(m, inst, cap.const(fn.__func__), [self_val, *pos], kwargs)
+        return
+    if isinstance(fn, types.BuiltinMethodType) and isinstance(fn.__self__, torch.Tensor):
+        pos = [method_self(m, fn_val), *pos]
+    ann = classify(fn)
+    if ann.kind is Kind.AS_OP:
+        cap.observe_identity(fn_val)
+        _as_op(m, inst, fn, ann, pos, kwargs)
+    elif ann.kind is Kind.META:
+        _meta_call(m, inst, pos, kwargs)
+    elif ann.kind is Kind.PURE:
+        cap.observe_identity(fn_val)
+        pure_call(m, inst, pos, kwargs)
+    elif ann.kind in (Kind.VALUE_READ, Kind.EFFECT):
+        raise m.unsupported(ann.reason or f"{_name(fn)} is dynamic")
+    elif isinstance(fn, types.FunctionType):
+        cap.observe_identity(fn_val)
+        inline(m, inst, fn_val, pos, kwargs)
+    else:
+        owner = getattr(fn, "__objclass__", None)
+        if owner is None and isinstance(fn, types.BuiltinMethodType):
+            owner = type(fn.__self__)
+            pos = [method_self(m, fn_val), *pos]
+        handler = METHOD_HANDLERS.get((owner, getattr(fn, "__name__", None)))
+        if handler is None:
+            raise m.unsupported(f"call to {_name(fn)}: native code without an annotation")
+        handler(m, inst, pos, kwargs)
+
+
+def _name(fn: Any) -> str:
+    qual = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+    module = getattr(fn, "__module__", None)
+    return f"{module}.{qual}" if module else str(qual)
+
+
+def method_self(m: FrameMonitor, fn_val: Val) -> Val:
+    """The shadow of a bound method's ``__self__``."""
+    if isinstance(fn_val.extra, dict) and "self" in fn_val.extra:
+        self_val: Val = fn_val.extra["self"]
+        return self_val
+    owner = fn_val.obj.__self__
+    known = m.cap.known(owner)
+    if known is not None:
+        return known
+    if fn_val.external:
+        return m.cap.child(fn_val, Attr("__self__"), owner)
+    if isinstance(owner, type | types.ModuleType):
+        return m.cap.const(owner)
+    raise m.unsupported(f"bound method of an object of unknown origin ({type(owner).__name__})")
+
+
+# ---------------------------------------------------------------------- operators in the graph
+def _as_op(m: FrameMonitor, inst: Inst, fn: Any, ann: Annotation, pos: list[Val],
+           kwargs: dict[str, Val]) -> None:
+    cap = m.cap
+
+    def make(real: list[Any]) -> list[Val]:
+        args = tuple(cap.to_arg(a) for a in pos)
+        kw = {k: cap.to_arg(v) for k, v in kwargs.items()}
+        if ann.method is not None:
+            node = cap.rec.call("call_method", ann.method, args, kw)
+        else:
+            node = cap.rec.call("call_function", fn, args, kw)
+        target = None
+        if ann.inplace and len(pos) > ann.inplace[0]:
+            cand = pos[ann.inplace[0]]
+            if isinstance(cand.obj, torch.Tensor):
+                target = cand
+                node.meta["effect"] = True
+        if target is not None and real[0] is not target.obj:
+            cap.mutate_tensor(target, node)
+            return [cap.op_result(real[0], node)]
+        return [cap.op_result(real[0], node, inplace_of=target)]
+
+    m.expect_outputs(inst, 1, make)
+
+
+def _meta_call(m: FrameMonitor, inst: Inst, pos: list[Val], kwargs: dict[str, Val]) -> None:
+    for v in (*pos, *kwargs.values()):
+        if isinstance(v.obj, torch.Tensor):
+            m.cap.guard_meta(v)
+        else:
+            m.cap.observe(v)
+    m.expect_outputs(inst, 1, lambda real: [m.cap.new(real[0], const=True)])
+
+
+def pure_call(m: FrameMonitor, inst: Inst, pos: list[Val], kwargs: dict[str, Val]) -> None:
+    """A pure native call: its inputs are guarded, its result is a constant."""
+    for v in (*pos, *kwargs.values()):
+        if isinstance(v.obj, torch.Tensor):
+            m.cap.guard_meta(v)
+        else:
+            m.cap.observe(v)
+    m.expect_outputs(inst, 1, lambda real: [m.cap.new(real[0], const=True)])
+
+
+# ---------------------------------------------------------------------- inlining
+def _module_call(m: FrameMonitor, inst: Inst, fn_val: Val, pos: list[Val],
+                 kwargs: dict[str, Val]) -> None:
+    mod = fn_val.obj
+    if _has_hooks(mod):
+        raise m.unsupported(f"{type(mod).__name__} has forward/backward hooks")
+    if "forward" in mod.__dict__:
+        raise m.unsupported(f"{type(mod).__name__} instance overrides forward")
+    forward = type(mod).forward
+    if not isinstance(forward, types.FunctionType):
+        raise m.unsupported(f"{type(mod).__name__}.forward is not a Python function")
+    cap = m.cap
+    cap.observe_type(fn_val)
+    if fn_val.external and fn_val.node is not None:
+        cap.graph.observe(fn_val.node, GuardKind.CUSTOM, "module_no_hooks")
+    elif not fn_val.external:
+        raise m.unsupported("calling a module created during the run")
+    inline(m, inst, cap.const(forward), [fn_val, *pos], kwargs)
+
+
+def _has_hooks(mod: torch.nn.Module) -> bool:
+    from torch.nn.modules import module as mm
+
+    return bool(
+        mod._backward_hooks or mod._backward_pre_hooks or mod._forward_hooks
+        or mod._forward_pre_hooks or mm._global_backward_pre_hooks or mm._global_backward_hooks
+        or mm._global_forward_hooks or mm._global_forward_pre_hooks
+    )
+
+
+def inline(m: FrameMonitor, inst: Inst, fn_val: Val, pos: list[Val],
+           kwargs: dict[str, Val]) -> None:
+    """Follow a Python function into its frame, with arguments bound to shadow values."""
+    cap = m.cap
+    func = fn_val.obj
+    code = func.__code__
+    if code.co_flags & (CO_COROUTINE | CO_ITERABLE_COROUTINE | CO_ASYNC_GENERATOR):
+        raise m.unsupported(f"coroutine {func.__qualname__}")
+    bound = bind_args(m, fn_val, pos, kwargs)
+    closure = _closure(m, fn_val)
+    if code.co_flags & CO_GENERATOR:
+
+        def make_gen(real: list[Any]) -> list[Val]:
+            gen = real[0]
+            v = cap.new(gen, extra={"gen": (bound, closure), "monitor": None})
+            cap.gen_frames[id(gen.gi_frame)] = v
+            return [v]
+
+        m.expect_outputs(inst, 1, make_gen)
+        return
+
+    def make(real: list[Any]) -> list[Val]:
+        if p.result is None:
+            raise m.unsupported(f"{func.__qualname__} was called but its frame was not seen")
+        return [p.result]
+
+    p = m.expect_outputs(inst, 1, make, opaque=True)
+
+    def start(frame: types.FrameType) -> FrameMonitor:
+        return FrameMonitor(cap, frame, initial_fast(cap, frame, _fresh(frame, bound), closure))
+
+    p.expect = (code, start)
+
+
+def _fresh(frame: types.FrameType, bound: dict[str, Val]) -> dict[str, Val]:
+    """Give ``*args``/``**kwargs`` shadows the real objects CPython built for the frame."""
+    for name, v in bound.items():
+        if isinstance(v.extra, dict) and v.extra.get("fresh"):
+            v.obj = frame.f_locals[name]
+            v.extra = None
+    return bound
+
+
+def _closure(m: FrameMonitor, fn_val: Val) -> list[Val] | None:
+    func = fn_val.obj
+    if not func.__closure__:
+        return None
+    if isinstance(fn_val.extra, dict) and fn_val.extra.get("closure") is not None:
+        cells: list[Val] = fn_val.extra["closure"]
+        return cells
+    out = []
+    for name, cell in zip(func.__code__.co_freevars, func.__closure__, strict=True):
+        known = m.cap.known(cell)
+        out.append(known if known is not None else
+                   m.cap.new(cell, extra=CellBox(UNBOUND, name, func)))
+    return out
+
+
+def bind_args(m: FrameMonitor, fn_val: Val, pos: list[Val],
+              kwargs: dict[str, Val]) -> dict[str, Val]:
+    """Bind shadow arguments to ``func``'s parameters (like CPython's frame setup)."""
+    cap = m.cap
+    func = fn_val.obj
+    code = func.__code__
+    names = code.co_varnames
+    argc, kwonly, posonly = code.co_argcount, code.co_kwonlyargcount, code.co_posonlyargcount
+    has_varargs, has_varkw = bool(code.co_flags & 0x04), bool(code.co_flags & 0x08)
+    positional = names[:argc]
+    bound: dict[str, Val] = dict(zip(positional, pos[:argc], strict=False))
+    extra_pos = pos[argc:]
+    if extra_pos and not has_varargs:
+        raise m.unsupported(f"too many arguments for {func.__qualname__}")
+    extra_kw: dict[str, Val] = {}
+    kwonly_names = names[argc: argc + kwonly]
+    for k, v in kwargs.items():
+        if (k in positional[posonly:] or k in kwonly_names) and k not in bound:
+            bound[k] = v
+        elif has_varkw:
+            extra_kw[k] = v
+        else:
+            raise m.unsupported(f"bad keyword argument {k!r} for {func.__qualname__}")
+    defaults = _defaults(m, fn_val)
+    first_default = argc - len(defaults)
+    for i, name in enumerate(positional):
+        if name not in bound:
+            if i < first_default:
+                raise m.unsupported(f"missing argument {name!r} for {func.__qualname__}")
+            bound[name] = defaults[i - first_default]
+    kwdefaults = func.__kwdefaults__ or {}
+    for name in kwonly_names:
+        if name not in bound:
+            if name not in kwdefaults:
+                raise m.unsupported(f"missing argument {name!r} for {func.__qualname__}")
+            bound[name] = cap.const(kwdefaults[name])
+    idx = argc + kwonly
+    if has_varargs:
+        bound[names[idx]] = Val(tuple(v.obj for v in extra_pos), items=list(extra_pos),
+                                extra={"fresh": True})
+        idx += 1
+    if has_varkw:
+        bound[names[idx]] = Val({}, items={k: (cap.const(k), v) for k, v in extra_kw.items()},
+                                extra={"fresh": True})
+    return bound
+
+
+def _defaults(m: FrameMonitor, fn_val: Val) -> list[Val]:
+    if isinstance(fn_val.extra, dict) and fn_val.extra.get("defaults") is not None:
+        d: Val = fn_val.extra["defaults"]
+        if isinstance(d.items, list):
+            return list(d.items)
+        return [m.cap.const(x) for x in d.obj]
+    return [m.cap.const(x) for x in (fn_val.obj.__defaults__ or ())]
+
+
+# ---------------------------------------------------------------------- attributes, items, truth
+def load_attr(m: FrameMonitor, base: Val, name: str, real: Any) -> Val:
+    """The shadow of ``base.name`` whose real value is ``real``."""
+    cap = m.cap
+    obj = base.obj
+    if isinstance(obj, torch.Tensor):
+        kind = tensor_attr_kind(name)
+        if kind is Kind.META:
+            cap.guard_meta(base)
+            return cap.new(real, const=True)
+        if kind is Kind.AS_OP:
+            node = cap.rec.call("call_function", getattr, (cap.tensor_node(base), name), {})
+            return cap.op_result(real, node)
+        if callable(real) and getattr(real, "__self__", None) is obj:
+            return Val(real, extra={"self": base})
+        raise m.unsupported(f"tensor attribute {name!r} is not supported")
+    if isinstance(obj, types.ModuleType) and obj.__name__.split(".")[0] in FROZEN_MODULE_ROOTS:
+        cap.observe_identity(base)
+        return cap.new(real, const=True)
+    if base.attrs is not None and name in base.attrs:
+        return base.attrs[name]
+    if base.const:
+        return cap.new(real, const=True)
+    if base.external:
+        cap.observe_type(base)
+        v = cap.child(base, Attr(name), real)
+        if type(real) is types.MethodType and real.__self__ is obj and v.extra is None:
+            v.extra = {"self": base}
+        return v
+    if base.expr is not None or is_value_type(obj):
+        return Val(real, expr=(getattr, (base, cap.const(name))))
+    fields = getattr(type(obj), "_fields", None) or getattr(type(obj), "n_fields", None)
+    if isinstance(base.items, list) and isinstance(fields, tuple) and name in fields:
+        item: Val = base.items[fields.index(name)]
+        return item
+    if type(real) is types.MethodType and real.__self__ is obj:
+        return Val(real, extra={"self": base})
+    known = cap.known(real)
+    if known is not None:
+        return known
+    if is_value_type(real) and type(obj) in _STRUCTSEQ_LIKE:
+        return cap.new(real, const=True)
+    raise m.unsupported(f"attribute {name!r} of a {type(obj).__name__} created during the run")
+
+
+_STRUCTSEQ_LIKE: tuple[type, ...] = (torch.finfo, torch.iinfo)
+
+
+def subscr(m: FrameMonitor, inst: Inst, container: Val, key: Val) -> None:
+    """Model ``container[key]`` (BINARY_SUBSCR)."""
+    cap = m.cap
+    obj = container.obj
+    if isinstance(obj, torch.Tensor):
+        from ._handlers import _tensor_op  # shared helper
+        import operator
+
+        _tensor_op(m, inst, operator.getitem, [container, key])
+        return
+    if isinstance(container.items, list) and type(obj) in (list, tuple) or (
+        isinstance(container.items, list) and isinstance(obj, tuple)
+    ):
+        cap.observe(key)
+        k = key.obj
+        if isinstance(k, slice):
+            items = container.items[k]
+            m.expect_outputs(inst, 1, lambda real: [cap.new(real[0], items=items)])
+        else:
+            m.push(container.items[k])
+        return
+    if isinstance(container.items, dict):
+        cap.observe(key)
+        m.push(container.items[key.obj][1])
+        return
+    if container.external and (type(obj) in (list, tuple, dict) or isinstance(
+            obj, _MODULE_CONTAINERS | torch.nn.ModuleDict | torch.nn.ParameterDict)):
+        cap.observe(key)
+        cap.observe_type(container)
+        if isinstance(key.obj, slice):
+            raise m.unsupported(f"slicing a {type(obj).__name__} from outside")
+        m.expect_outputs(inst, 1, lambda real: [cap.child(container, Item(key.obj), real[0])])
+        return
+    if is_value_type(obj) or container.const or container.expr is not None:
+        from ._handlers import _scalar_op
+        import operator
+
+        _scalar_op(m, inst, operator.getitem, [container, key])
+        return
+    getitem = getattr(type(obj), "__getitem__", None)
+    if isinstance(getitem, types.FunctionType):
+        cap.observe_type(container)
+        inline(m, inst, cap.const(getitem), [container, key], {})
+        return
+    raise m.unsupported(f"subscript of a {type(obj).__name__}")
+
+
+def truthiness(m: FrameMonitor, v: Val) -> bool:
+    """The program branches on ``bool(v)``: guard what that depends on; return the outcome."""
+    cap = m.cap
+    obj = v.obj
+    if isinstance(obj, torch.Tensor):
+        raise m.unsupported("branch on a tensor's value (data-dependent control flow)")
+    if obj is None or is_value_type(obj):
+        cap.observe(v)
+    elif type(obj) in (list, tuple, dict, set, frozenset) or isinstance(obj, _MODULE_CONTAINERS):
+        if v.external:
+            cap.observe_len(v)
+        else:
+            cap.observe(v)
+    elif getattr(type(obj), "__bool__", None) is not None:
+        raise m.unsupported(f"truth value of a {type(obj).__name__} with __bool__")
+    elif hasattr(type(obj), "__len__"):
+        raise m.unsupported(f"truth value of a {type(obj).__name__} with __len__")
+    else:
+        cap.observe_type(v)
+    return bool(obj)

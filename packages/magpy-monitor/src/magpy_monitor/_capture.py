@@ -1,0 +1,362 @@
+"""The state of one monitored run: RefGraph, operator graph, identity table, observations.
+
+``Capture`` owns everything that outlives a single frame: the ``RefGraph`` (SN#0, external
+nodes, versioned edges), the ``GraphRecorder`` (fx graph), the table from object identity to the
+``Val`` of each heap object seen, and the ordered list of writes into pre-existing objects.
+Frame monitors (``_frame.py``) call its value operations; the planner (``_planner.py``) turns the
+final state into a ``Plan``.
+"""
+
+from __future__ import annotations
+
+import enum
+import types
+from typing import Any
+
+import torch
+
+from magpy_refgraph import (
+    Access,
+    Attr,
+    Item,
+    GuardKind,
+    NodeKind,
+    Path,
+    RefGraph,
+    ShadowNode,
+    Unsupported,
+)
+
+from ._recorder import GraphRecorder
+from ._values import Val
+
+__all__ = ["VALUE_TYPES", "Capture", "Write", "is_value_type"]
+
+VALUE_TYPES: tuple[type, ...] = (
+    int, float, bool, complex, str, bytes, type(None), type(Ellipsis), type(NotImplemented),
+    range, slice, torch.dtype, torch.device, torch.layout, torch.memory_format,
+)
+# Modules whose attributes are treated as constants once the module object itself is guarded.
+FROZEN_MODULE_ROOTS = frozenset(
+    "torch math operator builtins functools itertools collections typing enum re string json "
+    "numpy copy dataclasses inspect warnings logging abc types cmath numbers".split()
+)
+
+
+def is_value_type(obj: Any) -> bool:
+    """True for immutable values whose identity never matters (ints, strs, dtypes, ...)."""
+    if isinstance(obj, VALUE_TYPES) or isinstance(obj, enum.Enum):
+        return True
+    if type(obj) in (tuple, frozenset, torch.Size):
+        return all(is_value_type(x) for x in obj)
+    return False
+
+
+def _kind_of(obj: Any) -> NodeKind:
+    if isinstance(obj, torch.Tensor):
+        return NodeKind.TENSOR
+    if obj is None:
+        return NodeKind.NONE
+    if isinstance(obj, str | bytes):
+        return NodeKind.STRING
+    if isinstance(obj, int | float | complex):
+        return NodeKind.SCALAR
+    if isinstance(obj, tuple):
+        return NodeKind.TUPLE
+    if isinstance(obj, list):
+        return NodeKind.LIST
+    if isinstance(obj, dict):
+        return NodeKind.DICT
+    if isinstance(obj, set | frozenset):
+        return NodeKind.SET
+    if isinstance(obj, torch.nn.Module):
+        return NodeKind.MODULE
+    if isinstance(obj, types.FunctionType | types.BuiltinFunctionType | types.MethodType):
+        return NodeKind.FUNCTION
+    if isinstance(obj, type):
+        return NodeKind.CLASS
+    if isinstance(obj, types.CellType):
+        return NodeKind.CELL
+    return NodeKind.OBJECT
+
+
+class Write:
+    """One write into a pre-existing object, in program order (``op`` in setattr/delattr/...)."""
+
+    __slots__ = ("key", "op", "target", "value")
+
+    def __init__(self, op: str, target: Val, key: Any, value: Val | None) -> None:
+        self.op, self.target, self.key, self.value = op, target, key, value
+
+
+class Capture:
+    """All state of one monitored run (one thread, one record)."""
+
+    def __init__(self, name: str = "") -> None:
+        self.name = name
+        self.graph = RefGraph()
+        self.rec = GraphRecorder()
+        self.heap: dict[int, Val] = {}
+        self.keep: list[Any] = []
+        self.writes: list[Write] = []
+        self.mutated_tensors: list[Val] = []
+        self.paths: dict[ShadowNode, Path] = {}
+        self.value_guards: set[int] = set()
+        self.global_checks: list[tuple[str, Any]] = []
+        self.frames: list[Any] = []
+        self.gen_frames: dict[int, Val] = {}
+        self.result: Val | None = None
+        self.location: tuple[str, int] | None = None
+
+    # ------------------------------------------------------------------ value creation
+    def const(self, obj: Any) -> Val:
+        """A literal of the program."""
+        return Val(obj, const=True)
+
+    def new(self, obj: Any, **kw: Any) -> Val:
+        """A value created during the run (registered by identity if it is a heap object)."""
+        v = Val(obj, **kw)
+        if not is_value_type(obj):
+            self.heap[id(obj)] = v
+            self.keep.append(obj)
+        return v
+
+    def known(self, obj: Any) -> Val | None:
+        """The ``Val`` of a heap object already seen, if any."""
+        if is_value_type(obj):
+            return None
+        v = self.heap.get(id(obj))
+        return v if v is not None and v.obj is obj else None
+
+    def root(self, access: Access, obj: Any) -> Val:
+        """A value read from SN#0 (argument, global, builtin, closure cell)."""
+        existing = self.graph.lookup(self.graph.root, access)
+        if existing is not None:
+            val: Val = existing.meta["val"]
+            return val
+        return self._external(self.graph.root, access, obj, Path(access))
+
+    def child(self, base: Val, access: Access, obj: Any) -> Val:
+        """A value read through ``access`` from ``base`` (attribute, item).
+
+        Reading from an external, unmodified object gives an external value with an entry path;
+        reading what the run itself stored gives back the stored ``Val``.
+        """
+        if base.node is not None and base.external:
+            existing = self.graph.lookup(base.node, access)
+            if existing is not None:
+                val = existing.meta.get("val")
+                if val is not None and (val.obj is obj or is_value_type(obj)):
+                    return val
+            if self.graph.current(base.node).index == 0:
+                base_path = self.paths[base.node]
+                return self._external(base.node, access, obj, base_path.child(access))
+        known = self.known(obj)
+        if known is not None:
+            return known
+        raise Unsupported(f"cannot tell where {type(obj).__name__} read via {access} comes from")
+
+    def _external(self, src: ShadowNode, access: Access, obj: Any, path: Path) -> Val:
+        known = self.known(obj)
+        if known is not None and known.node is not None and known.external:
+            self.graph.read(src, access, known.node)
+            return known
+        if known is not None:
+            # a new object reachable from entry state cannot exist; a mutated external one can
+            raise Unsupported(f"{path} refers to an object created during the run")
+        node = self.graph.new_node(_kind_of(obj), external=True, label=str(path))
+        self.graph.read(src, access, node)
+        self.paths[node] = path
+        val = Val(obj, external=True, node=node)
+        node.meta["val"] = val
+        if not is_value_type(obj):
+            self.heap[id(obj)] = val
+            self.keep.append(obj)
+        return val
+
+    def node_of(self, val: Val) -> ShadowNode:
+        """The RefGraph node of ``val`` (created on demand for values made during the run)."""
+        if val.node is None:
+            val.node = self.graph.new_node(_kind_of(val.obj), external=False,
+                                           label=type(val.obj).__name__)
+            val.node.meta["val"] = val
+        return val.node
+
+    # ------------------------------------------------------------------ observations
+    def observe(self, val: Val) -> None:
+        """The program's behaviour depends on the *value* of ``val``: guard what it came from."""
+        if val.const:
+            return
+        if val.fx is not None:
+            raise Unsupported("reads the value of a tensor computed in the graph")
+        if val.expr is not None:
+            fn, args = val.expr
+            if fn is len:
+                self.observe_len(args[0])
+            else:
+                for a in args:
+                    self.observe(a)
+            val.const = True
+            return
+        if val.external and val.node is not None:
+            self._observe_external(val)
+            return
+        if isinstance(val.items, list):
+            for item in val.items:
+                self.observe(item)
+        elif isinstance(val.items, dict):
+            for k, item in val.items.values():
+                self.observe(k)
+                self.observe(item)
+
+    def _observe_external(self, val: Val) -> None:
+        obj, node = val.obj, val.node
+        assert node is not None
+        if isinstance(obj, torch.Tensor):
+            self.tensor_node(val)
+        elif is_value_type(obj):
+            self.graph.observe(node, GuardKind.VALUE, obj)
+            val.const = True
+        elif isinstance(obj, types.FunctionType | types.BuiltinFunctionType | type
+                        | types.ModuleType | types.MethodType | types.CodeType):
+            self.graph.observe(node, GuardKind.ID, obj)
+        elif type(obj) in (list, tuple):
+            self.observe_len(val)
+            for i, item in enumerate(obj):
+                self.observe(self.child(val, Item(i), item))
+        elif type(obj) is dict:
+            self.observe_keys(val)
+            for k, item in obj.items():
+                self.observe(self.child(val, Item(k), item))
+        else:
+            self.observe_type(val)
+
+    def observe_type(self, val: Val) -> None:
+        """The program depends on ``type(val)`` (attribute lookup, isinstance, dispatch)."""
+        if val.external and val.node is not None:
+            self.graph.observe(val.node, GuardKind.TYPE, type(val.obj))
+
+    def observe_len(self, val: Val) -> None:
+        """The program depends on ``len(val)``."""
+        if val.external and val.node is not None:
+            self.observe_type(val)
+            self.graph.observe(val.node, GuardKind.LEN, len(val.obj))
+        elif val.expr is not None or val.items is None:
+            self.observe(val)
+
+    def observe_keys(self, val: Val) -> None:
+        """The program depends on the keys (and their order) of a dict."""
+        if val.external and val.node is not None:
+            self.observe_type(val)
+            self.graph.observe(val.node, GuardKind.KEYS, tuple(val.obj.keys()))
+
+    def observe_identity(self, val: Val) -> None:
+        """The program depends on *which* object ``val`` is (a function it calls, a class)."""
+        if val.external and val.node is not None:
+            self.graph.observe(val.node, GuardKind.ID, val.obj)
+
+    # ------------------------------------------------------------------ tensors
+    def tensor_node(self, val: Val) -> Any:
+        """The fx node producing tensor ``val`` (a new placeholder for an entry tensor)."""
+        if val.fx is not None:
+            return val.fx
+        if not (val.external and val.node is not None):
+            raise Unsupported(f"tensor of unknown origin ({tuple(val.obj.shape)})")
+        path = self.paths[val.node]
+        self.graph.observe(val.node, GuardKind.TENSOR_META, _tensor_meta(val.obj))
+        val.fx = self.rec.placeholder(path, val.obj)
+        val.fx.meta["dtype"] = val.obj.dtype
+        return val.fx
+
+    def guard_meta(self, val: Val) -> None:
+        """The program depends on tensor ``val``'s metadata (shape, dtype, ...), not its data."""
+        if val.fx is None and val.external and val.node is not None:
+            self.graph.observe(val.node, GuardKind.TENSOR_META, _tensor_meta(val.obj))
+        elif val.fx is not None and val.fx.meta.get("dyn_shape"):
+            raise Unsupported("reads the shape of a tensor whose shape depends on tensor values")
+
+    def to_arg(self, val: Val) -> Any:
+        """``val`` as an fx argument: a node for tensors, a (guarded) constant otherwise."""
+        obj = val.obj
+        if isinstance(obj, torch.Tensor):
+            return self.tensor_node(val)
+        if isinstance(val.items, list) and type(obj) in (list, tuple):
+            mapped = [self.to_arg(x) for x in val.items]
+            return mapped if type(obj) is list else tuple(mapped)
+        if type(obj) is slice and val.items is not None:
+            return slice(*(self.to_arg(x) for x in val.items))
+        if val.external and type(obj) in (list, tuple) and _has_tensor(obj):
+            items = [self.child(val, Item(i), x) for i, x in enumerate(obj)]
+            self.observe_len(val)
+            mapped = [self.to_arg(x) for x in items]
+            return mapped if type(obj) is list else tuple(mapped)
+        self.observe(val)
+        if not _fx_constant_ok(obj):
+            raise Unsupported(f"{type(obj).__name__} object passed to a tensor operation")
+        return obj
+
+    def op_result(self, obj: Any, node: Any, *, inplace_of: Val | None = None) -> Val:
+        """The ``Val`` of an operation's real result ``obj`` produced by fx ``node``."""
+        if inplace_of is not None and obj is inplace_of.obj:
+            self.mutate_tensor(inplace_of, node)
+            return inplace_of
+        if isinstance(obj, torch.Tensor):
+            known = self.known(obj)
+            if known is not None:
+                return known  # e.g. x.contiguous() returning x itself: same value, same Val
+            node.meta["dtype"] = obj.dtype
+            return self.new(obj, fx=node)
+        if isinstance(obj, tuple | list) and all(isinstance(t, torch.Tensor) for t in obj):
+            items = [self.op_result(t, self.rec.getitem(node, i)) for i, t in enumerate(obj)]
+            return self.new(obj, items=items)
+        if obj is None:
+            return self.const(None)
+        raise Unsupported(f"tensor operation returned a {type(obj).__name__} read into Python")
+
+    def mutate_tensor(self, val: Val, node: Any) -> None:
+        """``val``'s tensor was updated in place by ``node``."""
+        node.meta["effect"] = True
+        val.fx = node
+        if val.external and val.node is not None:
+            self.graph.update_in_place(val.node, "in-place tensor op")
+            self.mutated_tensors.append(val)
+
+    # ------------------------------------------------------------------ writes
+    def set_attr(self, base: Val, name: str, value: Val) -> None:
+        """``base.name = value`` executed by the program."""
+        self._store(base, Attr(name), value, "setattr")
+        if base.attrs is None:
+            base.attrs = {}
+        base.attrs[name] = value
+
+    def del_attr(self, base: Val, name: str) -> None:
+        """``del base.name`` executed by the program."""
+        if base.external and base.node is not None:
+            self.graph.delete(base.node, Attr(name))
+            self.writes.append(Write("delattr", base, name, None))
+        if base.attrs is not None:
+            base.attrs.pop(name, None)
+
+    def _store(self, base: Val, access: Access, value: Val, op: str) -> None:
+        if base.external and base.node is not None:
+            self.graph.write(base.node, access, self.node_of(value))
+            self.writes.append(Write(op, base, access.key, value))
+
+
+def _tensor_meta(t: torch.Tensor) -> tuple[Any, ...]:
+    return (type(t), t.dtype, t.device, tuple(t.shape), tuple(t.stride()), t.requires_grad)
+
+
+def _has_tensor(obj: Any) -> bool:
+    return any(isinstance(x, torch.Tensor) for x in obj)
+
+
+def _fx_constant_ok(obj: Any) -> bool:
+    if is_value_type(obj):
+        return True
+    if type(obj) in (list, tuple):
+        return all(_fx_constant_ok(x) for x in obj)
+    return isinstance(obj, torch.Generator | torch.finfo | torch.iinfo | types.FunctionType
+                      | types.BuiltinFunctionType)
+
+

@@ -1,0 +1,257 @@
+"""One monitored frame: shadow value stack, shadow locals, and the two-step instruction protocol.
+
+At the opcode event of instruction *I* the monitor first binds the outputs of the previous
+instruction (reading them off the real stack with ctypes), then applies *I* to the shadow state:
+shuffles and loads are applied at once; everything else pops its inputs and leaves a
+``Pending`` describing how to build its outputs once they exist. Handlers live in
+``_handlers.py``; this module holds the frame state and the protocol.
+"""
+
+from __future__ import annotations
+
+import dis
+import types
+from collections.abc import Callable
+from typing import Any
+
+from magpy_refgraph import InternalError, Unsupported
+
+from ._capture import Capture, is_value_type
+from ._frameio import NULL, StackView, nlocalsplus
+from ._values import UNBOUND, Val
+
+__all__ = ["CellBox", "FrameMonitor", "Inst", "Pending", "decode"]
+
+
+class Inst:
+    """A decoded instruction (``EXTENDED_ARG`` merged, ``KW_NAMES`` resolved)."""
+
+    __slots__ = ("arg", "argval", "line", "offset", "opname")
+
+    def __init__(self, i: dis.Instruction, line: int | None) -> None:
+        self.opname, self.arg, self.argval, self.offset = i.opname, i.arg, i.argval, i.offset
+        self.line = line
+
+    def __repr__(self) -> str:
+        return f"{self.offset} {self.opname} {self.argval!r}"
+
+
+_decoded: dict[types.CodeType, dict[int, Inst]] = {}
+
+
+def decode(code: types.CodeType) -> dict[int, Inst]:
+    """Offset -> instruction for ``code`` (decoded once from the de-specialised ``co_code``)."""
+    table = _decoded.get(code)
+    if table is None:
+        table = {}
+        line = code.co_firstlineno
+        for ins in dis.get_instructions(code):
+            if ins.starts_line is not None:
+                line = ins.starts_line
+            table[ins.offset] = Inst(ins, line)
+        for ins in table.values():
+            if ins.opname == "KW_NAMES":
+                ins.argval = code.co_consts[ins.arg]
+        _decoded[code] = table
+    return table
+
+
+def localsplus_names(code: types.CodeType) -> list[str]:
+    """Names of the ``localsplus`` slots in order (varnames, extra cells, free variables)."""
+    varnames = code.co_varnames
+    cells = [c for c in code.co_cellvars if c not in varnames]
+    return [*varnames, *cells, *code.co_freevars]
+
+
+class CellBox:
+    """The shadow of a closure cell: the ``Val`` it holds (or ``UNBOUND``)."""
+
+    __slots__ = ("content", "name", "scope")
+
+    def __init__(self, content: Any, name: str = "", scope: Any = None) -> None:
+        self.content, self.name, self.scope = content, name, scope
+
+
+class Pending:
+    """What the previous instruction will leave on the stack, bound at the next event.
+
+    ``make(real)`` receives the real top ``n_out`` values (bottom first) and returns their
+    ``Val``s. ``n_out`` may depend on where execution went (``FOR_ITER`` exhaustion).
+    ``expect`` names a Python code object the instruction will enter and how to bind its frame
+    (inlined callees); ``opaque`` says nested Python frames belong to native code and are not
+    monitored. An inlined callee's return value arrives in ``result``; values yielded by a
+    generator this instruction drives arrive in ``yields``.
+    """
+
+    __slots__ = ("expect", "gen", "inst", "make", "n_out", "opaque", "result", "yields")
+
+    def __init__(self, inst: Inst, n_out: int | Callable[[int], int],
+                 make: Callable[[list[Any]], list[Val]], *, opaque: bool = True) -> None:
+        self.inst, self.n_out, self.make, self.opaque = inst, n_out, make, opaque
+        self.expect: tuple[types.CodeType, Callable[[types.FrameType], FrameMonitor]] | None = None
+        self.gen: Val | None = None
+        self.result: Val | None = None
+        self.yields: list[Val] = []
+
+
+Handler = Callable[["FrameMonitor", Inst], None]
+HANDLERS: dict[str, Handler] = {}
+
+
+class FrameMonitor:
+    """Shadow state of one monitored frame."""
+
+    def __init__(self, cap: Capture, frame: types.FrameType, fast: list[Any], *,
+                 kind: str = "callee") -> None:
+        self.cap = cap
+        self.frame = frame
+        self.code = frame.f_code
+        self.insts = decode(self.code)
+        self.names = localsplus_names(self.code)
+        self.view = StackView(frame)
+        self.stack: list[Val] = []
+        self.fast = fast
+        self.kind = kind
+        self.pending: Pending | None = None
+        self.kwnames: tuple[str, ...] = ()
+        self.last: Inst | None = None
+
+    # ------------------------------------------------------------------ protocol
+    def on_opcode(self) -> None:
+        """Handle the opcode event of the instruction at ``f_lasti``."""
+        lasti = self.frame.f_lasti
+        if self.pending is not None:
+            self.bind(lasti)
+        inst = self.insts.get(lasti)
+        if inst is None or inst.opname in ("EXTENDED_ARG", "CACHE"):
+            return
+        self.last = inst
+        self.cap.location = (self.code.co_filename, inst.line or self.code.co_firstlineno)
+        handler = HANDLERS.get(inst.opname)
+        if handler is None:
+            raise Unsupported(f"instruction {inst.opname} is not supported yet",
+                              self.code.co_filename, inst.line)
+        handler(self, inst)
+
+    def bind(self, lasti: int) -> None:
+        """Attach the previous instruction's outputs, read from the real stack."""
+        p = self.pending
+        assert p is not None
+        self.pending = None
+        n = p.n_out(lasti) if callable(p.n_out) else p.n_out
+        real = [self.view.peek(i) for i in range(n - 1, -1, -1)]
+        vals = p.make(real)
+        if len(vals) != n:
+            raise InternalError(f"{p.inst}: made {len(vals)} values for {n} outputs")
+        for v, r in zip(vals, real, strict=True):
+            if v.obj is not r and not (r is not NULL and is_value_type(r) and _same_value(v.obj, r)):
+                raise InternalError(f"{p.inst}: shadow {v!r} does not match real {r!r}")
+            v.obj = r  # equal value types: keep the real object
+        self.stack.extend(vals)
+        depth = self.view.depth()
+        if depth != len(self.stack):
+            raise InternalError(
+                f"{p.inst}: shadow stack depth {len(self.stack)} != real depth {depth} "
+                f"in {self.code.co_qualname}"
+            )
+
+    def unsupported(self, reason: str) -> Unsupported:
+        """An ``Unsupported`` located at the current instruction."""
+        line = self.last.line if self.last is not None else self.code.co_firstlineno
+        return Unsupported(reason, self.code.co_filename, line)
+
+    # ------------------------------------------------------------------ stack helpers
+    def pop(self, n: int = 1) -> list[Val]:
+        """Pop ``n`` values (returned bottom first)."""
+        if n == 0:
+            return []
+        if n > len(self.stack):
+            raise InternalError(f"shadow stack underflow in {self.code.co_qualname}")
+        out = self.stack[-n:]
+        del self.stack[-n:]
+        return out
+
+    def push(self, *vals: Val) -> None:
+        """Push known values."""
+        self.stack.extend(vals)
+
+    def expect_outputs(self, inst: Inst, n: int | Callable[[int], int],
+                       make: Callable[[list[Any]], list[Val]], *, opaque: bool = True) -> Pending:
+        """Leave a ``Pending`` for the outputs of ``inst``."""
+        p = Pending(inst, n, make, opaque=opaque)
+        self.pending = p
+        return p
+
+    def load_fast(self, index: int) -> Val:
+        """The shadow of local slot ``index`` (an argument read lazily for the root frame)."""
+        v = self.fast[index]
+        if v is UNBOUND:
+            raise self.unsupported(f"local {self.names[index]!r} is unbound")
+        if isinstance(v, Val):
+            return v
+        raise InternalError(f"local slot {index} holds {v!r}")
+
+    def cell(self, index: int) -> CellBox:
+        """The ``CellBox`` of deref slot ``index``."""
+        box = self.fast[index]
+        if isinstance(box, Val) and isinstance(box.extra, CellBox):
+            return box.extra
+        raise InternalError(f"slot {index} ({self.names[index]}) is not a cell")
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    try:
+        return type(a) is type(b) and bool(a == b) or (a != a and b != b)
+    except Exception:
+        return False
+
+
+def handler(*names: str) -> Callable[[Handler], Handler]:
+    """Register a handler for the given opcode names."""
+
+    def deco(fn: Handler) -> Handler:
+        for n in names:
+            HANDLERS[n] = fn
+        return fn
+
+    return deco
+
+
+def initial_fast(cap: Capture, frame: types.FrameType, args: dict[str, Val] | None,
+                 closure: list[Val] | None, *, root_scope: Any = None) -> list[Any]:
+    """Shadow locals for a frame about to run: bound arguments, cells, free variables.
+
+    For the root frame (``args is None``) arguments are read from SN#0 as ``Local`` accesses.
+    """
+    from magpy_refgraph import Cell, Local
+
+    code = frame.f_code
+    names = localsplus_names(code)
+    view = StackView(frame)
+    n_args = code.co_argcount + code.co_kwonlyargcount
+    n_args += bool(code.co_flags & 0x04) + bool(code.co_flags & 0x08)
+    argnames = code.co_varnames[:n_args]
+    fast: list[Any] = [UNBOUND] * nlocalsplus(code)
+    for i, name in enumerate(argnames):
+        if args is None:
+            fast[i] = cap.root(Local(name), frame.f_locals[name])
+        else:
+            fast[i] = args[name]
+    cellvars = set(code.co_cellvars)
+    n_free = len(code.co_freevars)
+    first_free = len(names) - n_free
+    for i, name in enumerate(names):
+        if i >= first_free:
+            j = i - first_free
+            real_cell = view.local(i)
+            if closure is not None:
+                fast[i] = closure[j]
+            else:
+                box = CellBox(UNBOUND, name, root_scope)
+                fast[i] = cap.new(real_cell, extra=box)
+                _ = Cell
+        elif name in cellvars:
+            real_cell = view.local(i)
+            content = fast[i] if i < len(argnames) else UNBOUND
+            fast[i] = cap.new(real_cell, extra=CellBox(content, name))
+    return fast

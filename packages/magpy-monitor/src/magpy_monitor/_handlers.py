@@ -1,0 +1,600 @@
+"""Opcode handlers: each models one CPython 3.11 instruction's effect on provenance.
+
+Handlers never execute the instruction (CPython does); they pop the shadow inputs and push, or
+leave pending, the shadow outputs. Calls are dispatched by ``_calls.py``.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import torch
+
+from magpy_refgraph import Builtin, Cell, Global, Item
+
+from ._annotations import Kind, tensor_attr_kind
+from ._calls import dispatch_call, load_attr, subscr, truthiness
+from ._capture import FROZEN_MODULE_ROOTS, is_value_type
+from ._frame import CellBox, FrameMonitor, Inst, handler
+from ._frameio import NULL
+from ._iteration import get_iter, unpack
+from ._values import UNBOUND, Val
+
+__all__: list[str] = []
+
+_BINARY_OPS = {
+    "+": operator.add, "&": operator.and_, "//": operator.floordiv, "<<": operator.lshift,
+    "@": operator.matmul, "*": operator.mul, "%": operator.mod, "|": operator.or_,
+    "**": operator.pow, ">>": operator.rshift, "-": operator.sub, "/": operator.truediv,
+    "^": operator.xor, "+=": operator.iadd, "&=": operator.iand, "//=": operator.ifloordiv,
+    "<<=": operator.ilshift, "@=": operator.imatmul, "*=": operator.imul, "%=": operator.imod,
+    "|=": operator.ior, "**=": operator.ipow, ">>=": operator.irshift, "-=": operator.isub,
+    "/=": operator.itruediv, "^=": operator.ixor,
+}
+_COMPARE_OPS = {"<": operator.lt, "<=": operator.le, "==": operator.eq, "!=": operator.ne,
+                ">": operator.gt, ">=": operator.ge}
+_BINARY_OP_NAMES = [s for _, s in __import__("dis")._nb_ops]
+
+
+# ---------------------------------------------------------------------- no-ops and shuffles
+@handler("NOP", "RESUME", "JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT",
+         "RETURN_VALUE", "YIELD_VALUE")
+def _nop(m: FrameMonitor, inst: Inst) -> None:
+    """Nothing to model (returns and yields are handled at the ``return`` event)."""
+
+
+@handler("POP_TOP")
+def _pop_top(m: FrameMonitor, inst: Inst) -> None:
+    m.pop()
+
+
+@handler("PUSH_NULL")
+def _push_null(m: FrameMonitor, inst: Inst) -> None:
+    m.push(Val(NULL, const=True))
+
+
+@handler("COPY")
+def _copy(m: FrameMonitor, inst: Inst) -> None:
+    m.push(m.stack[-inst.arg])
+
+
+@handler("SWAP")
+def _swap(m: FrameMonitor, inst: Inst) -> None:
+    s, i = m.stack, inst.arg
+    s[-1], s[-i] = s[-i], s[-1]
+
+
+@handler("KW_NAMES")
+def _kw_names(m: FrameMonitor, inst: Inst) -> None:
+    m.kwnames = inst.argval
+
+
+# ---------------------------------------------------------------------- loads and stores
+@handler("LOAD_CONST")
+def _load_const(m: FrameMonitor, inst: Inst) -> None:
+    m.push(Val(m.code.co_consts[inst.arg], const=True))
+
+
+@handler("LOAD_FAST")
+def _load_fast(m: FrameMonitor, inst: Inst) -> None:
+    m.push(m.load_fast(inst.arg))
+
+
+@handler("STORE_FAST")
+def _store_fast(m: FrameMonitor, inst: Inst) -> None:
+    m.fast[inst.arg] = m.pop()[0]
+
+
+@handler("DELETE_FAST")
+def _delete_fast(m: FrameMonitor, inst: Inst) -> None:
+    m.fast[inst.arg] = UNBOUND
+
+
+@handler("LOAD_DEREF", "LOAD_CLASSDEREF")
+def _load_deref(m: FrameMonitor, inst: Inst) -> None:
+    box = m.cell(inst.arg)
+    if box.content is not UNBOUND:
+        m.push(box.content)
+        return
+
+    def make(real: list[Any]) -> list[Val]:
+        if box.scope is None:
+            raise m.unsupported(f"free variable {box.name!r} of unknown origin")
+        box.content = m.cap.root(Cell(box.name, scope=box.scope), real[0])
+        return [box.content]
+
+    m.expect_outputs(inst, 1, make)
+
+
+@handler("STORE_DEREF")
+def _store_deref(m: FrameMonitor, inst: Inst) -> None:
+    box = m.cell(inst.arg)
+    if box.scope is not None:
+        raise m.unsupported(f"assignment to an outer function's variable {box.name!r}")
+    box.content = m.pop()[0]
+
+
+@handler("LOAD_CLOSURE")
+def _load_closure(m: FrameMonitor, inst: Inst) -> None:
+    m.push(m.fast[inst.arg])
+
+
+@handler("LOAD_GLOBAL")
+def _load_global(m: FrameMonitor, inst: Inst) -> None:
+    name = m.code.co_names[inst.arg >> 1]
+    null = inst.arg & 1
+    globals_ = m.frame.f_globals
+
+    def make(real: list[Any]) -> list[Val]:
+        obj = real[-1]
+        module = str(globals_.get("__name__", ""))
+        if module.split(".")[0] in FROZEN_MODULE_ROOTS and module.split(".")[0] != "__main__":
+            val = m.cap.const(obj)  # torch's (and the stdlib's) own globals are stable
+        elif name in globals_:
+            val = m.cap.root(Global(name, scope=globals_), obj)
+        else:
+            val = m.cap.root(Builtin(name), obj)
+        return [Val(NULL, const=True), val] if null else [val]
+
+    m.expect_outputs(inst, 1 + null, make)
+
+
+@handler("STORE_GLOBAL", "DELETE_GLOBAL", "STORE_NAME", "LOAD_NAME", "DELETE_NAME",
+         "IMPORT_NAME", "IMPORT_FROM", "IMPORT_STAR", "SETUP_ANNOTATIONS", "LOAD_BUILD_CLASS")
+def _unsupported_scope(m: FrameMonitor, inst: Inst) -> None:
+    raise m.unsupported(f"{inst.opname} is not supported yet")
+
+
+@handler("LOAD_ATTR")
+def _load_attr(m: FrameMonitor, inst: Inst) -> None:
+    (base,) = m.pop()
+    name = m.code.co_names[inst.arg]
+    m.expect_outputs(inst, 1, lambda real: [load_attr(m, base, name, real[0])])
+
+
+@handler("LOAD_METHOD")
+def _load_method(m: FrameMonitor, inst: Inst) -> None:
+    (base,) = m.pop()
+    name = m.code.co_names[inst.arg]
+
+    def make(real: list[Any]) -> list[Val]:
+        if real[0] is NULL:
+            return [Val(NULL, const=True), load_attr(m, base, name, real[1])]
+        if base.external:
+            m.cap.observe_type(base)
+        return [m.cap.const(real[0]), base]
+
+    m.expect_outputs(inst, 2, make)
+
+
+@handler("STORE_ATTR")
+def _store_attr(m: FrameMonitor, inst: Inst) -> None:
+    base, value = m.pop(2)[::-1]
+    name = m.code.co_names[inst.arg]
+    if isinstance(base.obj, torch.Tensor):
+        raise m.unsupported(f"setting attribute {name!r} of a tensor")
+    m.cap.set_attr(base, name, value)
+    m.expect_outputs(inst, 0, lambda real: [])
+
+
+@handler("DELETE_ATTR")
+def _delete_attr(m: FrameMonitor, inst: Inst) -> None:
+    (base,) = m.pop()
+    m.cap.del_attr(base, m.code.co_names[inst.arg])
+    m.expect_outputs(inst, 0, lambda real: [])
+
+
+# ---------------------------------------------------------------------- operators
+def _tensor_involved(*vals: Val) -> bool:
+    return any(isinstance(v.obj, torch.Tensor) for v in vals)
+
+
+def _scalar_op(m: FrameMonitor, inst: Inst, fn: Any, args: list[Val]) -> None:
+    cap = m.cap
+
+    def make(real: list[Any]) -> list[Val]:
+        if all(a.const for a in args):
+            return [cap.const(real[0])]
+        if is_value_type(real[0]) and all(is_value_type(a.obj) for a in args):
+            for a in args:
+                if a.external:
+                    cap.observe_type(a)
+            return [Val(real[0], expr=(fn, tuple(args)))]
+        for a in args:
+            cap.observe(a)
+        return [cap.new(real[0], const=True)]
+
+    m.expect_outputs(inst, 1, make)
+
+
+def _tensor_op(m: FrameMonitor, inst: Inst, fn: Any, args: list[Val], *,
+               inplace: bool = False) -> None:
+    cap = m.cap
+
+    def make(real: list[Any]) -> list[Val]:
+        node = cap.rec.call("call_function", fn, tuple(cap.to_arg(a) for a in args), {})
+        target = args[0] if inplace and isinstance(args[0].obj, torch.Tensor) else None
+        return [cap.op_result(real[0], node, inplace_of=target)]
+
+    m.expect_outputs(inst, 1, make)
+
+
+@handler("BINARY_OP")
+def _binary_op(m: FrameMonitor, inst: Inst) -> None:
+    args = m.pop(2)
+    symbol = _BINARY_OP_NAMES[inst.arg]
+    fn = _BINARY_OPS[symbol]
+    if _tensor_involved(*args):
+        _tensor_op(m, inst, fn, args, inplace=symbol.endswith("=") and symbol != "==")
+    else:
+        _scalar_op(m, inst, fn, args)
+
+
+@handler("COMPARE_OP")
+def _compare_op(m: FrameMonitor, inst: Inst) -> None:
+    args = m.pop(2)
+    fn = _COMPARE_OPS[inst.argval]
+    if _tensor_involved(*args):
+        _tensor_op(m, inst, fn, args)
+    else:
+        _scalar_op(m, inst, fn, args)
+
+
+@handler("UNARY_NEGATIVE", "UNARY_POSITIVE", "UNARY_INVERT")
+def _unary(m: FrameMonitor, inst: Inst) -> None:
+    args = m.pop()
+    fn = {"UNARY_NEGATIVE": operator.neg, "UNARY_POSITIVE": operator.pos,
+          "UNARY_INVERT": operator.invert}[inst.opname]
+    if _tensor_involved(*args):
+        _tensor_op(m, inst, fn, args)
+    else:
+        _scalar_op(m, inst, fn, args)
+
+
+@handler("UNARY_NOT")
+def _unary_not(m: FrameMonitor, inst: Inst) -> None:
+    (v,) = m.pop()
+    truthiness(m, v)
+    m.expect_outputs(inst, 1, lambda real: [m.cap.const(real[0])])
+
+
+@handler("IS_OP")
+def _is_op(m: FrameMonitor, inst: Inst) -> None:
+    a, b = m.pop(2)
+    for v in (a, b):
+        if is_value_type(v.obj) or v.obj is None:
+            m.cap.observe(v)
+        elif isinstance(v.obj, torch.Tensor):
+            if v.external:
+                m.cap.tensor_node(v)
+        else:
+            m.cap.observe_type(v)
+    m.expect_outputs(inst, 1, lambda real: [m.cap.const(real[0])])
+
+
+@handler("CONTAINS_OP")
+def _contains_op(m: FrameMonitor, inst: Inst) -> None:
+    item, container = m.pop(2)
+    if isinstance(container.obj, torch.Tensor):
+        raise m.unsupported("`in` on a tensor reads tensor values")
+    m.cap.observe(item)
+    if isinstance(container.obj, dict) and container.external:
+        m.cap.observe_keys(container)
+    else:
+        m.cap.observe(container)
+    m.expect_outputs(inst, 1, lambda real: [m.cap.const(real[0])])
+
+
+@handler("BINARY_SUBSCR")
+def _binary_subscr(m: FrameMonitor, inst: Inst) -> None:
+    container, key = m.pop(2)
+    subscr(m, inst, container, key)
+
+
+@handler("STORE_SUBSCR")
+def _store_subscr(m: FrameMonitor, inst: Inst) -> None:
+    value, container, key = m.pop(3)
+    cap = m.cap
+    if isinstance(container.obj, torch.Tensor):
+        node = cap.rec.call(
+            "call_function", operator.setitem,
+            (cap.tensor_node(container), cap.to_arg(key), cap.to_arg(value)), {}, effect=True)
+        cap.mutate_tensor(container, node)
+    else:
+        cap.observe(key)
+        _store_item(m, container, key, value)
+    m.expect_outputs(inst, 0, lambda real: [])
+
+
+def _store_item(m: FrameMonitor, container: Val, key: Val, value: Val) -> None:
+    cap = m.cap
+    obj = container.obj
+    if type(obj) is list and isinstance(container.items, list):
+        container.items[key.obj] = value
+    elif type(obj) is dict and isinstance(container.items, dict):
+        container.items[key.obj] = (key, value)
+    elif container.external and type(obj) in (list, dict):
+        cap.observe_type(container)
+        cap._store(container, Item(key.obj), value, "setitem")
+    else:
+        raise m.unsupported(f"item assignment on {type(obj).__name__}")
+
+
+@handler("BUILD_SLICE")
+def _build_slice(m: FrameMonitor, inst: Inst) -> None:
+    parts = m.pop(inst.arg)
+    m.expect_outputs(inst, 1, lambda real: [_new_with_items(m, real[0], list(parts))])
+
+
+def _new_with_items(m: FrameMonitor, obj: Any, items: Any) -> Val:
+    if all(isinstance(i, Val) and i.const for i in items):
+        return m.cap.const(obj)
+    return m.cap.new(obj, items=items)
+
+
+# ---------------------------------------------------------------------- builders
+@handler("BUILD_TUPLE", "BUILD_LIST", "BUILD_SET")
+def _build_seq(m: FrameMonitor, inst: Inst) -> None:
+    parts = m.pop(inst.arg)
+
+    def make(real: list[Any]) -> list[Val]:
+        if inst.opname == "BUILD_TUPLE":
+            return [_new_with_items(m, real[0], list(parts))]
+        if inst.opname == "BUILD_SET":
+            for p in parts:
+                m.cap.observe(p)
+            return [m.cap.new(real[0], items=list(parts))]
+        return [m.cap.new(real[0], items=list(parts))]
+
+    m.expect_outputs(inst, 1, make)
+
+
+@handler("BUILD_MAP")
+def _build_map(m: FrameMonitor, inst: Inst) -> None:
+    parts = m.pop(2 * inst.arg)
+    pairs = [(parts[i], parts[i + 1]) for i in range(0, len(parts), 2)]
+    for k, _ in pairs:
+        m.cap.observe(k)
+    m.expect_outputs(inst, 1, lambda real: [
+        m.cap.new(real[0], items={k.obj: (k, v) for k, v in pairs})])
+
+
+@handler("BUILD_CONST_KEY_MAP")
+def _build_const_key_map(m: FrameMonitor, inst: Inst) -> None:
+    parts = m.pop(inst.arg + 1)
+    keys, values = parts[-1], parts[:-1]
+    m.cap.observe(keys)
+    m.expect_outputs(inst, 1, lambda real: [m.cap.new(real[0], items={
+        k: (m.cap.const(k), v) for k, v in zip(keys.obj, values, strict=True)})])
+
+
+@handler("LIST_APPEND", "SET_ADD")
+def _list_append(m: FrameMonitor, inst: Inst) -> None:
+    (v,) = m.pop()
+    target = m.stack[-inst.arg]
+    if inst.opname == "SET_ADD":
+        m.cap.observe(v)
+    if not isinstance(target.items, list):
+        raise m.unsupported(f"{inst.opname} on a container of unknown contents")
+    target.items.append(v)
+
+
+@handler("MAP_ADD")
+def _map_add(m: FrameMonitor, inst: Inst) -> None:
+    k, v = m.pop(2)
+    target = m.stack[-inst.arg]
+    m.cap.observe(k)
+    if not isinstance(target.items, dict):
+        raise m.unsupported("MAP_ADD on a dict of unknown contents")
+    target.items[k.obj] = (k, v)
+
+
+@handler("LIST_EXTEND", "SET_UPDATE")
+def _list_extend(m: FrameMonitor, inst: Inst) -> None:
+    (it,) = m.pop()
+    target = m.stack[-inst.arg]
+    items = unpack(m, it, None)
+    if inst.opname == "SET_UPDATE":
+        for v in items:
+            m.cap.observe(v)
+    if not isinstance(target.items, list):
+        raise m.unsupported(f"{inst.opname} on a container of unknown contents")
+    target.items.extend(items)
+
+
+@handler("DICT_MERGE", "DICT_UPDATE")
+def _dict_merge(m: FrameMonitor, inst: Inst) -> None:
+    (other,) = m.pop()
+    target = m.stack[-inst.arg]
+    cap = m.cap
+    if not isinstance(target.items, dict):
+        raise m.unsupported(f"{inst.opname} into a dict of unknown contents")
+    if isinstance(other.items, dict):
+        target.items.update(other.items)
+    elif other.external and type(other.obj) is dict:
+        cap.observe_keys(other)
+        for k, v in other.obj.items():
+            target.items[k] = (cap.const(k), cap.child(other, Item(k), v))
+    else:
+        raise m.unsupported(f"{inst.opname} from a {type(other.obj).__name__}")
+
+
+@handler("LIST_TO_TUPLE")
+def _list_to_tuple(m: FrameMonitor, inst: Inst) -> None:
+    (lst,) = m.pop()
+    m.expect_outputs(inst, 1, lambda real: [_new_with_items(m, real[0], list(lst.items))])
+
+
+@handler("FORMAT_VALUE")
+def _format_value(m: FrameMonitor, inst: Inst) -> None:
+    has_spec = (inst.arg & 0x04) == 0x04
+    parts = m.pop(1 + has_spec)
+    conv = inst.arg & 0x03
+    m.cap.observe(parts[0]) if isinstance(parts[0].obj, torch.Tensor) else None
+    fn = _FORMATTERS[conv]
+    _scalar_op(m, inst, fn, list(parts))
+
+
+def _fmt_plain(v: Any, spec: str = "") -> str:
+    return format(v, spec)
+
+
+def _fmt_str(v: Any, spec: str = "") -> str:
+    return format(str(v), spec)
+
+
+def _fmt_repr(v: Any, spec: str = "") -> str:
+    return format(repr(v), spec)
+
+
+def _fmt_ascii(v: Any, spec: str = "") -> str:
+    return format(ascii(v), spec)
+
+
+_FORMATTERS = {0: _fmt_plain, 1: _fmt_str, 2: _fmt_repr, 3: _fmt_ascii}
+
+
+def _join_strings(*parts: str) -> str:
+    return "".join(parts)
+
+
+@handler("BUILD_STRING")
+def _build_string(m: FrameMonitor, inst: Inst) -> None:
+    parts = m.pop(inst.arg)
+    _scalar_op(m, inst, _join_strings, list(parts))
+
+
+# ---------------------------------------------------------------------- control flow
+@handler("POP_JUMP_FORWARD_IF_TRUE", "POP_JUMP_FORWARD_IF_FALSE", "POP_JUMP_BACKWARD_IF_TRUE",
+         "POP_JUMP_BACKWARD_IF_FALSE")
+def _pop_jump_if(m: FrameMonitor, inst: Inst) -> None:
+    (v,) = m.pop()
+    truthiness(m, v)
+
+
+@handler("POP_JUMP_FORWARD_IF_NONE", "POP_JUMP_FORWARD_IF_NOT_NONE",
+         "POP_JUMP_BACKWARD_IF_NONE", "POP_JUMP_BACKWARD_IF_NOT_NONE")
+def _pop_jump_if_none(m: FrameMonitor, inst: Inst) -> None:
+    (v,) = m.pop()
+    if v.obj is None or is_value_type(v.obj):
+        m.cap.observe(v)
+    elif isinstance(v.obj, torch.Tensor):
+        if v.external:
+            m.cap.tensor_node(v)
+    else:
+        m.cap.observe_type(v)
+
+
+@handler("JUMP_IF_TRUE_OR_POP", "JUMP_IF_FALSE_OR_POP")
+def _jump_or_pop(m: FrameMonitor, inst: Inst) -> None:
+    v = m.stack[-1]
+    truth = truthiness(m, v)
+    jumps = truth if inst.opname == "JUMP_IF_TRUE_OR_POP" else not truth
+    if not jumps:
+        m.pop()
+
+
+@handler("GET_ITER")
+def _get_iter(m: FrameMonitor, inst: Inst) -> None:
+    (v,) = m.pop()
+    get_iter(m, inst, v)
+
+
+@handler("FOR_ITER")
+def _for_iter(m: FrameMonitor, inst: Inst) -> None:
+    from ._iteration import for_iter
+
+    for_iter(m, inst)
+
+
+@handler("UNPACK_SEQUENCE")
+def _unpack_sequence(m: FrameMonitor, inst: Inst) -> None:
+    (v,) = m.pop()
+    from ._iteration import unpack_pending
+
+    unpack_pending(m, inst, v, inst.arg)
+
+
+# ---------------------------------------------------------------------- functions and calls
+@handler("MAKE_FUNCTION")
+def _make_function(m: FrameMonitor, inst: Inst) -> None:
+    flags = inst.arg
+    n = 1 + sum(bool(flags & b) for b in (0x01, 0x02, 0x04, 0x08))
+    parts = m.pop(n)
+    extras = {"defaults": None, "kwdefaults": None, "closure": None}
+    i = 0
+    for bit, key in ((0x01, "defaults"), (0x02, "kwdefaults"), (0x04, "annotations"),
+                     (0x08, "closure")):
+        if flags & bit:
+            extras[key] = parts[i]
+            i += 1
+
+    def make(real: list[Any]) -> list[Val]:
+        closure = extras["closure"]
+        cells = list(closure.items) if closure is not None else None
+        return [m.cap.new(real[0], extra={"closure": cells, "defaults": extras["defaults"],
+                                          "kwdefaults": extras["kwdefaults"]})]
+
+    m.expect_outputs(inst, 1, make)
+
+
+@handler("PRECALL")
+def _precall(m: FrameMonitor, inst: Inst) -> None:
+    import types
+
+    n = inst.arg
+    below, fn = m.stack[-n - 2], m.stack[-n - 1]
+    if below.obj is NULL and type(fn.obj) is types.MethodType:
+        from ._calls import method_self
+
+        self_val = method_self(m, fn)
+        m.stack[-n - 2] = m.cap.const(fn.obj.__func__)
+        m.stack[-n - 1] = self_val
+
+
+@handler("CALL")
+def _call(m: FrameMonitor, inst: Inst) -> None:
+    n = inst.arg
+    kwnames, m.kwnames = m.kwnames, ()
+    parts = m.pop(n + 2)
+    head, fn, args = parts[0], parts[1], parts[2:]
+    if head.obj is not NULL:
+        fn, args = head, [parts[1], *args]
+    n_kw = len(kwnames)
+    pos = list(args[: len(args) - n_kw])
+    kwargs = dict(zip(kwnames, args[len(args) - n_kw:], strict=True))
+    dispatch_call(m, inst, fn, pos, kwargs)
+
+
+@handler("CALL_FUNCTION_EX")
+def _call_function_ex(m: FrameMonitor, inst: Inst) -> None:
+    has_kw = inst.arg & 1
+    parts = m.pop(3 + has_kw)
+    fn, star = parts[1], parts[2]
+    kw = parts[3] if has_kw else None
+    pos = unpack(m, star, None)
+    kwargs: dict[str, Val] = {}
+    if kw is not None:
+        if isinstance(kw.items, dict):
+            kwargs = {k: v for k, (_, v) in kw.items.items()}
+        elif kw.external and type(kw.obj) is dict:
+            m.cap.observe_keys(kw)
+            kwargs = {k: m.cap.child(kw, Item(k), v) for k, v in kw.obj.items()}
+        else:
+            raise m.unsupported("**kwargs from a mapping of unknown contents")
+    dispatch_call(m, inst, fn, pos, kwargs)
+
+
+@handler("RAISE_VARARGS", "RERAISE", "LOAD_ASSERTION_ERROR", "PUSH_EXC_INFO", "POP_EXCEPT",
+         "CHECK_EXC_MATCH", "BEFORE_WITH", "WITH_EXCEPT_START", "SEND", "GET_AWAITABLE",
+         "GET_YIELD_FROM_ITER", "RETURN_GENERATOR", "ASYNC_GEN_WRAP", "GET_AITER", "GET_ANEXT",
+         "BEFORE_ASYNC_WITH", "END_ASYNC_FOR", "PREP_RERAISE_STAR", "CHECK_EG_MATCH",
+         "UNPACK_EX", "MATCH_CLASS", "MATCH_MAPPING", "MATCH_SEQUENCE", "MATCH_KEYS",
+         "GET_LEN", "COPY_FREE_VARS", "MAKE_CELL", "DELETE_DEREF", "DELETE_SUBSCR",
+         "PRINT_EXPR", "LOAD_METHOD_UNSUPPORTED")
+def _not_yet(m: FrameMonitor, inst: Inst) -> None:
+    raise m.unsupported(f"{inst.opname} is not supported yet")
+
+
+_ = (Kind, tensor_attr_kind, CellBox)

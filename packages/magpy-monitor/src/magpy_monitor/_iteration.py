@@ -1,0 +1,168 @@
+"""Iteration: GET_ITER, FOR_ITER, UNPACK_SEQUENCE and the iterables builtins consume.
+
+An iterator's shadow knows the ``Val``s it will produce (``extra['iter']`` + position), computed
+when it is created: from a container built during the run, from an entry container (its length
+or keys guarded, each element an entry path), from a constant, or lazily from a generator whose
+frame the monitor follows (values arrive through ``Pending.yields``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from magpy_refgraph import Item
+
+from ._capture import is_value_type
+from ._frame import FrameMonitor, Inst
+from ._values import Val
+
+__all__ = ["for_iter", "get_iter", "is_generator", "iter_items", "unpack", "unpack_pending"]
+
+_INDEXABLE_MODULES = (torch.nn.ModuleList, torch.nn.Sequential, torch.nn.ParameterList)
+
+
+def is_generator(v: Val) -> bool:
+    """True for the shadow of a generator the monitor follows."""
+    return isinstance(v.extra, dict) and "gen" in v.extra
+
+
+def iter_items(m: FrameMonitor, v: Val) -> list[Val] | None:
+    """The values iterating ``v`` yields, or None when only running it can tell (generators)."""
+    cap = m.cap
+    obj = v.obj
+    if is_generator(v):
+        return None
+    if isinstance(v.extra, dict) and "iter" in v.extra:
+        items: list[Val] = v.extra["iter"]
+        pos: int = v.extra["pos"]
+        return items[pos:]
+    if isinstance(v.extra, dict) and "view" in v.extra:
+        return _view_items(m, v)
+    if isinstance(v.items, list) and isinstance(obj, list | tuple | set | frozenset):
+        return list(v.items)
+    if isinstance(v.items, dict):
+        return [k for k, _ in v.items.values()]
+    if v.external and (type(obj) in (list, tuple) or isinstance(obj, _INDEXABLE_MODULES)):
+        cap.observe_len(v)
+        return [cap.child(v, Item(i), x) for i, x in enumerate(obj)]
+    if v.external and type(obj) is dict:
+        cap.observe_keys(v)
+        return [cap.const(k) for k in obj]
+    if is_value_type(obj) or v.const or v.expr is not None:
+        cap.observe(v)
+        return [cap.const(x) for x in obj]
+    if isinstance(obj, torch.Tensor):
+        raise m.unsupported("iterating over a tensor")
+    return None
+
+
+def _view_items(m: FrameMonitor, v: Val) -> list[Val]:
+    cap = m.cap
+    kind, base = v.extra["view"], v.extra["base"]
+    if isinstance(base.items, dict):
+        pairs = list(base.items.values())
+    elif base.external and type(base.obj) is dict:
+        cap.observe_keys(base)
+        pairs = [(cap.const(k), cap.child(base, Item(k), x)) for k, x in base.obj.items()]
+    else:
+        raise m.unsupported(f"iterating dict.{kind}() of a dict of unknown contents")
+    if kind == "keys":
+        return [k for k, _ in pairs]
+    if kind == "values":
+        return [x for _, x in pairs]
+    return [cap.new((k.obj, x.obj), items=[k, x]) for k, x in pairs]
+
+
+def make_iterator(m: FrameMonitor, real: Any, items: list[Val]) -> Val:
+    """A new iterator shadow over ``items``."""
+    return m.cap.new(real, extra={"iter": items, "pos": 0})
+
+
+def get_iter(m: FrameMonitor, inst: Inst, v: Val) -> None:
+    """GET_ITER (and ``iter(x)``): the iterator shadow of ``v``."""
+    if is_generator(v) or (isinstance(v.extra, dict) and "iter" in v.extra):
+        m.push(v)
+        return
+    items = iter_items(m, v)
+    if items is None:
+        import types
+
+        fn = getattr(type(v.obj), "__iter__", None)
+        if isinstance(fn, types.FunctionType):
+            from ._calls import inline
+
+            m.cap.observe_type(v)
+            inline(m, inst, m.cap.const(fn), [v], {})
+            return
+        raise m.unsupported(f"iterating over a {type(v.obj).__name__}")
+    m.expect_outputs(inst, 1, lambda real: [make_iterator(m, real[0], items)])
+
+
+def for_iter(m: FrameMonitor, inst: Inst) -> None:
+    """FOR_ITER: the next value, or exhaustion (the iterator is popped and execution jumps)."""
+    it = m.stack[-1]
+    exhausted_at = inst.argval
+
+    def n_out(lasti: int) -> int:
+        return 0 if lasti == exhausted_at else 1
+
+    if is_generator(it):
+
+        def make_gen(real: list[Any]) -> list[Val]:
+            if not real:
+                m.stack.pop()
+                return []
+            if not p.yields:
+                raise m.unsupported("generator produced a value the monitor did not see")
+            return [p.yields[-1]]
+
+        p = m.expect_outputs(inst, n_out, make_gen, opaque=True)
+        p.gen = it
+        return
+    if not (isinstance(it.extra, dict) and "iter" in it.extra):
+        raise m.unsupported(f"FOR_ITER over a {type(it.obj).__name__} of unknown contents")
+
+    def make(real: list[Any]) -> list[Val]:
+        state = it.extra
+        if not real:
+            m.stack.pop()
+            return []
+        val: Val = state["iter"][state["pos"]]
+        state["pos"] += 1
+        return [val]
+
+    m.expect_outputs(inst, n_out, make)
+
+
+def unpack(m: FrameMonitor, v: Val, n: int | None) -> list[Val]:
+    """The values of iterable ``v`` known without running it (``*args``, ``list.extend``)."""
+    items = iter_items(m, v)
+    if items is None:
+        raise m.unsupported(f"unpacking a {type(v.obj).__name__}")
+    if n is not None and len(items) != n:
+        raise m.unsupported(f"unpacking {len(items)} values into {n}")
+    if isinstance(v.extra, dict) and "iter" in v.extra:
+        v.extra["pos"] = len(v.extra["iter"])
+    return items
+
+
+def unpack_pending(m: FrameMonitor, inst: Inst, v: Val, n: int) -> None:
+    """UNPACK_SEQUENCE n: pushes the values so that the first one ends on top."""
+    if is_generator(v):
+
+        def make(real: list[Any]) -> list[Val]:
+            if len(p.yields) != n:
+                raise m.unsupported("generator yielded values the monitor did not see")
+            return list(reversed(p.yields))
+
+        p = m.expect_outputs(inst, n, make)
+        p.gen = v
+        return
+    if isinstance(v.obj, torch.Tensor):
+        from ._handlers import _tensor_op  # noqa: F401
+
+        raise m.unsupported("unpacking a tensor")
+    items = unpack(m, v, n)
+    m.expect_outputs(inst, n, lambda real: list(reversed(items)))

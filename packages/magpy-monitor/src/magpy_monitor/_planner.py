@@ -1,0 +1,163 @@
+"""Turn a finished capture into a ``Plan``: guard requirements, graph inputs/outputs, mock recipes.
+
+This is the paper's Alg. 1 applied to our RefGraph: the guard set comes from the nodes reachable
+from SN#0 through version-0 read edges that the program observed; the mock reproduces the return
+value and every write into pre-existing objects (the last-version created edges), building new
+objects once each so that aliasing is preserved.
+"""
+
+from __future__ import annotations
+
+import collections
+import types
+from typing import Any
+
+import torch
+
+from magpy_refgraph import (
+    Apply,
+    Build,
+    BuildKind,
+    Constant,
+    DelAttr,
+    FromPath,
+    GraphOut,
+    Plan,
+    Recipe,
+    SetAttr,
+    SetItem,
+    Unsupported,
+    WriteBack,
+    aliases,
+    guard_requirements,
+)
+
+from ._capture import Capture, is_value_type
+from ._frameio import NULL
+from ._values import Val
+
+__all__ = ["build_plan"]
+
+_MUTABLE_CONSTS = (list, dict, set, collections.deque, collections.OrderedDict)
+
+
+class _Planner:
+    def __init__(self, cap: Capture) -> None:
+        self.cap = cap
+        self.outputs: list[Any] = []
+        self.output_index: dict[Any, int] = {}
+        self.builds: dict[int, Build] = {}
+        self.mutated = {id(v) for v in cap.mutated_tensors}
+
+    def graph_out(self, node: Any) -> GraphOut:
+        i = self.output_index.get(node)
+        if i is None:
+            i = self.output_index[node] = len(self.outputs)
+            self.outputs.append(node)
+        return GraphOut(i)
+
+    def recipe(self, v: Val) -> Recipe:
+        obj = v.obj
+        if obj is NULL:
+            raise Unsupported("NULL cannot be rebuilt")
+        if isinstance(obj, torch.Tensor):
+            return self._tensor(v)
+        if v.external and v.node is not None:
+            if v.const and is_value_type(obj):
+                return Constant(obj)
+            return FromPath(self.cap.paths[v.node])
+        if v.expr is not None and not v.const:
+            fn, args = v.expr
+            return Apply(Constant(fn), tuple(self.recipe(a) for a in args))
+        if v.items is not None:
+            return self._build(v)
+        if v.const or is_value_type(obj):
+            return self._const(obj)
+        if isinstance(obj, types.FunctionType | types.BuiltinFunctionType | type
+                      | types.ModuleType):
+            return Constant(obj)
+        raise Unsupported(f"cannot rebuild a {type(obj).__name__} created during the run")
+
+    def _tensor(self, v: Val) -> Recipe:
+        if v.external and v.node is not None and (v.fx is None or id(v) in self.mutated):
+            return FromPath(self.cap.paths[v.node])
+        if v.fx is not None:
+            return self.graph_out(v.fx)
+        raise Unsupported("a tensor of unknown origin reaches the output")
+
+    def _const(self, obj: Any) -> Recipe:
+        if type(obj) in (list, set):
+            parts = tuple(self._const(x) for x in obj)
+            return Build(id(obj), BuildKind.LIST if type(obj) is list else BuildKind.SET, parts)
+        if type(obj) is dict:
+            kv: list[Recipe] = []
+            for k, x in obj.items():
+                kv += [Constant(k), self._const(x)]
+            return Build(id(obj), BuildKind.DICT, tuple(kv), (dict,))
+        if isinstance(obj, _MUTABLE_CONSTS):
+            raise Unsupported(f"cannot rebuild a constant {type(obj).__name__}")
+        return Constant(obj)
+
+    def _build(self, v: Val) -> Build:
+        key = id(v)
+        done = self.builds.get(key)
+        if done is not None:
+            return done
+        obj = v.obj
+        if isinstance(v.items, dict):
+            kv: list[Recipe] = []
+            for k, x in v.items.values():
+                kv += [self.recipe(k), self.recipe(x)]
+            b = Build(key, BuildKind.DICT, tuple(kv), (type(obj),))
+        else:
+            parts = tuple(self.recipe(x) for x in v.items)
+            t = type(obj)
+            if t is tuple:
+                b = Build(key, BuildKind.TUPLE, parts)
+            elif t is list:
+                b = Build(key, BuildKind.LIST, parts)
+            elif t is set:
+                b = Build(key, BuildKind.SET, parts)
+            elif t is slice:
+                b = Build(key, BuildKind.SLICE, parts)
+            elif issubclass(t, tuple) and hasattr(t, "_fields"):
+                b = Build(key, BuildKind.NAMEDTUPLE, parts, (t,))
+            elif issubclass(t, tuple):  # structseq such as torch.return_types.max
+                b = Build(key, BuildKind.CALL, (Constant(t), Build(-key, BuildKind.TUPLE,
+                                                                   parts)))
+            else:
+                raise Unsupported(f"cannot rebuild a {t.__name__} created during the run")
+        self.builds[key] = b
+        return b
+
+    def writeback(self, op: str, target: Val, key: Any, value: Val | None) -> WriteBack:
+        tgt = FromPath(self.cap.paths[target.node])
+        if op == "setattr":
+            assert value is not None
+            return SetAttr(tgt, key, self.recipe(value))
+        if op == "delattr":
+            return DelAttr(tgt, key)
+        if op == "setitem":
+            assert value is not None
+            return SetItem(tgt, self._const(key), self.recipe(value))
+        raise Unsupported(f"write-back {op} is not supported yet")
+
+
+def build_plan(cap: Capture) -> tuple[Plan, list[Any]]:
+    """The plan of a finished capture and the fx output nodes it needs (in output order)."""
+    if cap.result is None:
+        raise Unsupported("the monitored call did not return")
+    p = _Planner(cap)
+    result = p.recipe(cap.result)
+    writes = tuple(p.writeback(w.op, w.target, w.key, w.value) for w in cap.writes)
+    inputs = tuple(cap.rec.input_paths)
+    plan = Plan(
+        guards=guard_requirements(cap.graph),
+        aliases=tuple(aliases(cap.graph)),
+        distinct=inputs,
+        inputs=inputs,
+        result=result,
+        writebacks=writes,
+        num_outputs=len(p.outputs),
+    )
+    return plan, p.outputs

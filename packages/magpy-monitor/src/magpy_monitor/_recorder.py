@@ -1,0 +1,113 @@
+"""The operator graph being recorded: a ``torch.fx.Graph`` grown as tensor operations execute."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import torch
+import torch.fx as fx
+
+from magpy_refgraph import Path
+
+__all__ = ["GraphRecorder"]
+
+_NAME = re.compile(r"[^0-9a-zA-Z_]+")
+
+
+class GraphRecorder:
+    """Builds the fx graph of one record.
+
+    Placeholders are created lazily, the first time an external tensor feeds an operation; each
+    carries the entry ``Path`` it is read from. Operation nodes are added in execution order.
+    Nodes whose target mutates an argument are marked ``meta['effect']`` so that dead-code
+    elimination never drops them.
+    """
+
+    def __init__(self) -> None:
+        self.graph = fx.Graph()
+        self.input_paths: list[Path] = []
+        self.example_inputs: list[torch.Tensor] = []
+        self.op_count = 0
+        self._insert_before: fx.Node | None = None
+
+    def placeholder(self, path: Path, example: torch.Tensor) -> fx.Node:
+        """A new graph input read from ``path`` (placeholders stay ahead of every operation)."""
+        name = _NAME.sub("_", str(path)).strip("_") or "input"
+        first_op = next((n for n in self.graph.nodes if n.op != "placeholder"), None)
+        if first_op is None:
+            node = self.graph.placeholder(name)
+        else:
+            with self.graph.inserting_before(first_op):
+                node = self.graph.placeholder(name)
+        node.meta["example_value"] = example
+        node.meta["path"] = path
+        self.input_paths.append(path)
+        self.example_inputs.append(example)
+        return node
+
+    def call(self, op: str, target: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
+             *, effect: bool = False) -> fx.Node:
+        """Append one ``call_function``/``call_method`` node."""
+        node = self.graph.create_node(op, target, args, kwargs)
+        if _data_dependent_shape(node):
+            node.meta["dyn_shape"] = True
+        if effect:
+            node.meta["effect"] = True
+        self.op_count += 1
+        return node
+
+    def getitem(self, node: fx.Node, index: int) -> fx.Node:
+        """``node[index]`` for operations returning several tensors."""
+        import operator
+
+        return self.graph.call_function(operator.getitem, (node, index))
+
+    def finish(self, outputs: list[fx.Node]) -> fx.Graph:
+        """Set the outputs and drop every node neither an output nor an effect depends on."""
+        self.graph.output(tuple(outputs))
+        live: set[fx.Node] = set()
+        work = [n for n in self.graph.nodes if n.op == "output" or n.meta.get("effect")]
+        while work:
+            n = work.pop()
+            if n in live:
+                continue
+            live.add(n)
+            work.extend(n.all_input_nodes)
+        for n in reversed(list(self.graph.nodes)):
+            if n not in live and n.op not in ("placeholder", "output"):
+                self.graph.erase_node(n)
+        self.graph.lint()
+        return self.graph
+
+    def num_ops(self) -> int:
+        """Operations currently in the graph (calls only)."""
+        return sum(1 for n in self.graph.nodes if n.op in ("call_function", "call_method"))
+
+
+_DATA_DEPENDENT = frozenset(
+    "nonzero unique unique_consecutive masked_select argwhere nonzero_static bincount "
+    "repeat_interleave histc combinations".split()
+)
+
+
+def _data_dependent_shape(node: fx.Node) -> bool:
+    """True when the node's output shape may depend on tensor *values* (not only shapes)."""
+    if any(a.meta.get("dyn_shape") for a in node.all_input_nodes):
+        return True
+    name = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "")
+    if name in _DATA_DEPENDENT:
+        return True
+    if name == "where" and len(node.args) + len(node.kwargs) == 1:
+        return True
+    if name in ("getitem", "__getitem__") and len(node.args) > 1:
+        return _has_mask_index(node.args[1])
+    return False
+
+
+def _has_mask_index(index: object) -> bool:
+    if isinstance(index, fx.Node):
+        return index.meta.get("dtype") in (torch.bool, torch.uint8)
+    if isinstance(index, tuple | list):
+        return any(_has_mask_index(i) for i in index)
+    return False

@@ -1,0 +1,183 @@
+"""The settrace driver: which frames are monitored, and the per-frame opcode callbacks.
+
+``run_monitored(entry, *args)`` calls ``entry`` with a global trace function installed. The
+entry frame becomes the root monitored frame; a new Python frame becomes monitored only when the
+innermost monitored frame's pending instruction expects it (an inlined call, a generator it
+drives). Frames entered by native code on behalf of an opaque instruction (a torch function's
+Python internals, ``Module.__getattr__``) run untraced. Any error inside a callback stops
+monitoring for good in this run: tracing is removed from every frame, and the program finishes
+natively, so its results never depend on the monitor.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from collections.abc import Callable
+from typing import Any
+
+from magpy_refgraph import InternalError, MagPyError, Unsupported
+
+from . import _handlers  # noqa: F401  (registers the opcode handlers)
+from ._capture import Capture
+from ._frame import FrameMonitor, Pending, initial_fast
+from ._values import Val
+
+__all__ = ["Monitor"]
+
+TraceFn = Callable[[types.FrameType, str, Any], Any]
+
+
+class Monitor:
+    """Runs one call under monitoring and keeps what was captured (or why capture stopped)."""
+
+    def __init__(self, capture: Capture, entry_code: types.CodeType) -> None:
+        self.cap = capture
+        self.entry_code = entry_code
+        self.failure: BaseException | None = None
+        self.user_exception = False
+        self.finished = False
+        self._prev: TraceFn | None = None
+
+    def run(self, entry: Callable[..., Any], *args: Any) -> Any:
+        """Call ``entry(*args)`` monitored; returns its real result (never altered)."""
+        self._prev = sys.gettrace()
+        sys.settrace(self._global)
+        try:
+            return entry(*args)
+        finally:
+            sys.settrace(self._prev)
+            self._detach()
+
+    # ------------------------------------------------------------------ callbacks
+    def _global(self, frame: types.FrameType, event: str, arg: Any) -> TraceFn | None:
+        if event != "call" or self.failure is not None or self.finished:
+            return None
+        try:
+            return self._on_call(frame)
+        except BaseException as exc:  # never let a monitor error reach the program
+            self._fail(exc)
+            return None
+
+    def _on_call(self, frame: types.FrameType) -> TraceFn | None:
+        frames = self.cap.frames
+        if not frames:
+            if frame.f_code is self.entry_code:
+                mon = FrameMonitor(self.cap, frame, initial_fast(self.cap, frame, None, None),
+                                   kind="root")
+                return self._attach(mon)
+            return None
+        top: FrameMonitor = frames[-1]
+        gen = self.cap.gen_frames.get(id(frame))
+        if gen is not None and gen.obj.gi_frame is frame:
+            return self._resume_generator(top, frame, gen)
+        p = top.pending
+        if p is None:
+            return None
+        if p.expect is not None and p.expect[0] is frame.f_code:
+            start = p.expect[1]
+            p.expect = None
+            return self._attach(start(frame))
+        if p.opaque:
+            return None
+        raise top.unsupported(f"unexpected call of {frame.f_code.co_qualname} from {p.inst}")
+
+    def _resume_generator(self, top: FrameMonitor, frame: types.FrameType,
+                          gen: Val) -> TraceFn | None:
+        if top.pending is None:
+            raise top.unsupported("generator resumed outside an instruction")
+        state: dict[str, Any] = gen.extra
+        mon: FrameMonitor | None = state["monitor"]
+        if mon is None:
+            bound, closure = state["gen"]
+            mon = FrameMonitor(self.cap, frame, initial_fast(self.cap, frame, bound, closure),
+                               kind="generator")
+            state["monitor"] = mon
+        else:
+
+            def sent(real: list[Any]) -> list[Val]:
+                if real[0] is not None:
+                    raise mon.unsupported("generator.send() of a value")  # type: ignore[union-attr]
+                return [self.cap.const(None)]
+
+            mon.pending = Pending(mon.last, 1, sent)  # type: ignore[arg-type]
+        return self._attach(mon)
+
+    def _attach(self, mon: FrameMonitor) -> TraceFn:
+        self.cap.frames.append(mon)
+        frame = mon.frame
+        frame.f_trace_opcodes = True
+        frame.f_trace_lines = False
+
+        def local(f: types.FrameType, event: str, arg: Any) -> TraceFn | None:
+            if self.failure is not None:
+                return None
+            try:
+                if event == "opcode":
+                    mon.on_opcode()
+                elif event == "return":
+                    self._on_return(mon, arg)
+                elif event == "exception":
+                    raise mon.unsupported(f"exception {type(arg[1]).__name__} raised while "
+                                          "monitoring")
+            except BaseException as exc:
+                self._fail(exc, user=event == "exception")
+                return None
+            return local
+
+        return local
+
+    def _on_return(self, mon: FrameMonitor, value: Any) -> None:
+        frames = self.cap.frames
+        if not frames or frames[-1] is not mon:
+            raise InternalError("monitored frames out of order at return")
+        frames.pop()
+        inst = mon.last
+        opname = inst.opname if inst is not None else ""
+        if opname not in ("RETURN_VALUE", "YIELD_VALUE"):
+            raise mon.unsupported(f"frame left at {opname}")
+        if mon.pending is not None:
+            raise InternalError(f"{mon.pending.inst} still pending at return")
+        (val,) = mon.pop()
+        if val.obj is not value:
+            raise InternalError(f"returned {value!r} but the shadow holds {val!r}")
+        if mon.kind == "root":
+            self.cap.result = val
+            self.finished = True
+            return
+        caller: FrameMonitor = frames[-1]
+        if caller.pending is None:
+            raise InternalError("callee returned to a caller with nothing pending")
+        if opname == "YIELD_VALUE":
+            caller.pending.yields.append(val)
+        elif mon.kind != "generator":
+            caller.pending.result = val
+
+    # ------------------------------------------------------------------ failure
+    def _fail(self, exc: BaseException, *, user: bool = False) -> None:
+        if self.failure is None:
+            if not isinstance(exc, MagPyError):
+                loc = self.cap.location
+                exc = InternalError(f"{type(exc).__name__}: {exc} (at {loc})").with_traceback(
+                    exc.__traceback__)
+            self.failure = exc
+            self.user_exception = user
+        sys.settrace(self._prev)
+        self._detach()
+
+    def _detach(self) -> None:
+        for mon in self.cap.frames:
+            mon.frame.f_trace = None
+            mon.frame.f_trace_opcodes = False
+        for gen in self.cap.gen_frames.values():
+            state = gen.extra
+            mon = state.get("monitor") if isinstance(state, dict) else None
+            if mon is not None:
+                mon.frame.f_trace = None
+                mon.frame.f_trace_opcodes = False
+        self.cap.frames.clear()
+
+    @property
+    def unsupported(self) -> Unsupported | None:
+        """The reason capture stopped, when it is a graph break rather than a bug."""
+        return self.failure if isinstance(self.failure, Unsupported) else None

@@ -1,0 +1,70 @@
+"""Shadow values: what the monitor knows about each stack slot, local and container element.
+
+A ``Val`` travels beside the real object it describes. Provenance is carried by the ``Val``, not
+by ``id()``: two equal ints from different sources are two ``Val``s, so a small int or ``True``
+read from a guarded attribute is never confused with a literal. Heap objects (tensors, lists,
+dicts, modules, user objects, cells) get one ``Val`` per object, found again through the
+capture's identity table when they come back out of native code.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["UNBOUND", "Val"]
+
+
+class _Unbound:
+    def __repr__(self) -> str:
+        return "UNBOUND"
+
+
+UNBOUND: Any = _Unbound()
+
+
+class Val:
+    """One shadow value.
+
+    ``obj``: the real object (kept alive while monitoring). ``node``: its RefGraph node, if the
+    object is part of the captured state (external objects, objects written outside). ``external``:
+    it existed at entry and was reached from SN#0. ``fx``: the operator-graph node producing a
+    tensor. ``expr``: ``(fn, args)`` when the value was computed by a pure function of other
+    ``Val``s and can be replayed. ``const``: the value is a constant of the program (a literal, or
+    fixed by a guard). ``items``/``attrs``: known contents of containers/objects.
+    ``extra``: small per-kind data (bound-method self, function closure, iterator state).
+    """
+
+    __slots__ = ("attrs", "const", "expr", "external", "extra", "fx", "items", "node", "obj")
+
+    def __init__(
+        self,
+        obj: Any,
+        *,
+        const: bool = False,
+        external: bool = False,
+        fx: Any = None,
+        expr: tuple[Any, tuple[Val, ...]] | None = None,
+        node: Any = None,
+        items: Any = None,
+        extra: Any = None,
+    ) -> None:
+        self.obj = obj
+        self.const = const
+        self.external = external
+        self.fx = fx
+        self.expr = expr
+        self.node = node
+        self.items = items
+        self.attrs: dict[str, Val] | None = None
+        self.extra = extra
+
+    def __repr__(self) -> str:
+        tags = [k for k in ("const", "external") if getattr(self, k)]
+        if self.fx is not None:
+            tags.append(f"fx={self.fx}")
+        if self.expr is not None:
+            tags.append(f"expr={getattr(self.expr[0], '__name__', self.expr[0])}")
+        text = repr(self.obj)
+        if len(text) > 40:
+            text = text[:37] + "..."
+        return f"Val({text}{', ' if tags else ''}{', '.join(tags)})"

@@ -1,0 +1,90 @@
+"""MagPy's RefGraph: shadow nodes, versioned reference edges, guard and mock sets.
+
+The lowest layer of MagPy; pure Python, never imports torch. The public surface is exactly
+``__all__``; implementation lives in the private ``_*.py`` modules. The contract is written
+down in ``docs/refgraph-api.md``.
+"""
+
+from ._access import (
+    Access,
+    AccessKind,
+    Attr,
+    Builtin,
+    Cell,
+    Const,
+    Global,
+    Item,
+    IterPos,
+    Local,
+    Path,
+)
+from ._algorithms import (
+    MockSet,
+    aliases,
+    entry_paths,
+    guard_requirements,
+    guard_set,
+    mock_set,
+    primary_path,
+)
+from ._errors import (
+    GuardFailure,
+    InternalError,
+    MagPyError,
+    NotCompiledError,
+    UnknownOptionError,
+    Unsupported,
+)
+from ._graph import Edge, NodeKind, RefGraph, ShadowNode, ShadowVersion
+from ._guards import GuardKind, GuardReq, GuardSet
+from ._inspect import dump, to_dot
+from ._render import RenderContext, SimpleRenderContext, literal_expr, render_path, render_step
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Access",
+    "AccessKind",
+    "Attr",
+    "Builtin",
+    "Cell",
+    "Const",
+    "Edge",
+    "Global",
+    "GuardFailure",
+    "GuardKind",
+    "GuardReq",
+    "GuardSet",
+    "InternalError",
+    "Item",
+    "IterPos",
+    "Local",
+    "MagPyError",
+    "MockSet",
+    "NodeKind",
+    "NotCompiledError",
+    "Path",
+    "RefGraph",
+    "RenderContext",
+    "ShadowNode",
+    "ShadowVersion",
+    "SimpleRenderContext",
+    "UnknownOptionError",
+    "Unsupported",
+    "aliases",
+    "dump",
+    "entry_paths",
+    "guard_requirements",
+    "guard_set",
+    "literal_expr",
+    "mock_set",
+    "primary_path",
+    "render_path",
+    "render_step",
+    "to_dot",
+]
+
+from ._plan import *  # noqa: F403  (plan data model, see _plan.py)
+from ._plan import __all__ as _plan_all
+
+__all__ += _plan_all

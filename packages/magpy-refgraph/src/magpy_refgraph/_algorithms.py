@@ -1,0 +1,230 @@
+"""Graph algorithms over a RefGraph (the paper's Alg. 1): entry paths, guards, aliases, mocks.
+
+*Entry* facts come from version-0 read edges: a path of such edges from SN#0 reaches an object
+as it was when the segment started. *Exit* facts come from last-version edges: what the world
+outside the segment can see when it ends.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from collections.abc import Iterable
+
+import attrs
+
+from ._access import Access, Path
+from ._graph import Edge, RefGraph, ShadowNode
+from ._guards import GuardReq, GuardSet
+
+__all__ = [
+    "MockSet",
+    "aliases",
+    "entry_paths",
+    "guard_requirements",
+    "guard_set",
+    "mock_set",
+    "primary_path",
+]
+
+_DEFAULT_PATH_LIMIT = 64
+_MAX_EXPANSIONS = 50_000
+
+
+def _entry_edges(node: ShadowNode) -> list[Edge]:
+    """Version-0 read edges of ``node`` in creation order."""
+    return sorted((e for e in node.versions[0].edges.values() if e.read), key=lambda e: e.seq)
+
+
+def _entry_tree(g: RefGraph) -> dict[ShadowNode, Path]:
+    """BFS from SN#0 over entry edges: the shortest, earliest-created path to every node."""
+    paths: dict[ShadowNode, Path] = {}
+    queue: deque[ShadowNode] = deque()
+    for edge in _entry_edges(g.root):
+        if edge.target not in paths:
+            paths[edge.target] = Path(edge.access)
+            queue.append(edge.target)
+    while queue:
+        node = queue.popleft()
+        base = paths[node]
+        for edge in _entry_edges(node):
+            if edge.target not in paths and edge.target is not g.root:
+                paths[edge.target] = base / edge.access
+                queue.append(edge.target)
+    return paths
+
+
+def _distances_to(g: RefGraph, node: ShadowNode) -> dict[ShadowNode, int]:
+    """Length of the shortest entry-edge route from each node to ``node`` (absent: no route)."""
+    parents: dict[ShadowNode, list[ShadowNode]] = {}
+    for src in g.nodes:
+        for edge in _entry_edges(src):
+            parents.setdefault(edge.target, []).append(src)
+    dist = {node: 0}
+    queue = deque([node])
+    while queue:
+        cur = queue.popleft()
+        for parent in parents.get(cur, ()):
+            if parent not in dist:
+                dist[parent] = dist[cur] + 1
+                queue.append(parent)
+    return dist
+
+
+_Partial = tuple[int, tuple[int, ...], int, ShadowNode, tuple[Access, ...], tuple[ShadowNode, ...]]
+
+
+def entry_paths(g: RefGraph, node: ShadowNode, *, limit: int = _DEFAULT_PATH_LIMIT) -> list[Path]:
+    """Every simple access path from SN#0 to ``node`` over version-0 read edges.
+
+    Order: shortest first, then by edge creation order (lexicographically). Empty for nodes not
+    reachable at entry (and for SN#0). At most ``limit`` paths are returned, and the search
+    gives up after a fixed amount of work, so graphs with exponentially many paths stay cheap.
+    """
+    if node is g.root or limit <= 0:
+        return []
+    dist = _distances_to(g, node)
+    if g.root not in dist:
+        return []
+    # Best-first search keyed by (length lower bound, creation-order sequence): a complete path
+    # is popped only after every partial path that could still complete to a smaller key.
+    heap: list[_Partial] = [(dist[g.root], (), 0, g.root, (), (g.root,))]
+    found: list[Path] = []
+    work = counter = 0
+    while heap and work < _MAX_EXPANSIONS:
+        _, seqs, _, end, accesses, visited = heapq.heappop(heap)
+        if end is node:
+            found.append(Path(accesses[0], accesses[1:]))
+            if len(found) >= limit:
+                break
+            continue
+        for edge in _entry_edges(end):
+            work += 1
+            target = edge.target
+            if target not in dist or target in visited:
+                continue
+            steps = (*accesses, edge.access)
+            counter += 1
+            bound = len(steps) + dist[target]
+            item = (bound, (*seqs, edge.seq), counter, target, steps, (*visited, target))
+            heapq.heappush(heap, item)
+    return found
+
+
+def primary_path(g: RefGraph, node: ShadowNode) -> Path | None:
+    """The first of :func:`entry_paths` (shortest, earliest created), or None."""
+    return _entry_tree(g).get(node)
+
+
+def _guarded(g: RefGraph, tree: dict[ShadowNode, Path]) -> list[ShadowNode]:
+    nodes = [n for n in tree if n.external and n.observations]
+    return sorted(nodes, key=lambda n: (len(tree[n]), n.id))
+
+
+def guard_set(g: RefGraph) -> list[ShadowNode]:
+    """External nodes reachable at entry that carry observations, ordered by (depth, id)."""
+    return _guarded(g, _entry_tree(g))
+
+
+def guard_requirements(g: RefGraph) -> GuardSet:
+    """One ``GuardReq(primary_path(node), kind, payload)`` per observation of each guard-set node.
+
+    Nothing else is added (callers record TYPE/ID observations themselves).
+    """
+    tree = _entry_tree(g)
+    reqs = GuardSet()
+    for node in _guarded(g, tree):
+        for kind, payload in node.observations:
+            reqs.add(GuardReq(tree[node], kind, payload))
+    return reqs
+
+
+def _maybe_aliased(g: RefGraph, tree: dict[ShadowNode, Path]) -> set[ShadowNode]:
+    """Nodes downstream of a node with two or more incoming entry edges (a necessary condition
+    for having two simple entry paths)."""
+    indegree: dict[ShadowNode, int] = {}
+    for src in (g.root, *tree):
+        for edge in _entry_edges(src):
+            indegree[edge.target] = indegree.get(edge.target, 0) + 1
+    marked = {node for node, count in indegree.items() if count >= 2}
+    stack = list(marked)
+    while stack:
+        for edge in _entry_edges(stack.pop()):
+            if edge.target not in marked:
+                marked.add(edge.target)
+                stack.append(edge.target)
+    return marked
+
+
+def aliases(g: RefGraph) -> list[tuple[Path, Path]]:
+    """``(primary, other)`` for every other entry path of every node with several entry paths.
+
+    Nodes come in (depth, id) order, paths in :func:`entry_paths` order. The set of paths
+    reported for a node does not depend on which one is primary.
+    """
+    tree = _entry_tree(g)
+    candidates = _maybe_aliased(g, tree)
+    pairs: list[tuple[Path, Path]] = []
+    for node in sorted(candidates, key=lambda n: (len(tree[n]), n.id)):
+        paths = entry_paths(g, node)
+        pairs.extend((paths[0], other) for other in paths[1:])
+    return pairs
+
+
+@attrs.frozen
+class MockSet:
+    """What the mock (epilogue) must reproduce after a segment.
+
+    ``created``: ``(src, access, target)`` for created edges still visible from SN#0, in
+    creation order. ``updated``: external nodes (not SN#0) with more than one version, by id.
+    ``new_reachable``: nodes created during the run and visible from SN#0 at exit, by id.
+    ``deleted``: ``(node, access)`` for references of external nodes (SN#0 included) that a
+    later version named as changed and the last version lacks, by (id, access order).
+    """
+
+    created: list[tuple[ShadowNode, Access, ShadowNode]] = attrs.Factory(list)
+    updated: list[ShadowNode] = attrs.Factory(list)
+    new_reachable: list[ShadowNode] = attrs.Factory(list)
+    deleted: list[tuple[ShadowNode, Access]] = attrs.Factory(list)
+
+
+def _exit_reachable(g: RefGraph) -> list[ShadowNode]:
+    """Nodes reachable from SN#0 over last-version edges (SN#0 included), in id order."""
+    seen = {g.root}
+    stack = [g.root]
+    while stack:
+        for edge in stack.pop().versions[-1].edges.values():
+            if edge.target not in seen:
+                seen.add(edge.target)
+                stack.append(edge.target)
+    return sorted(seen, key=lambda n: n.id)
+
+
+def _deleted(nodes: Iterable[ShadowNode]) -> list[tuple[ShadowNode, Access]]:
+    out: list[tuple[ShadowNode, Access]] = []
+    for node in nodes:
+        last = node.versions[-1].edges
+        named: dict[Access, None] = {}
+        for version in node.versions[1:]:
+            named.update(dict.fromkeys(version.changed or ()))
+        out.extend((node, access) for access in named if access not in last)
+    return out
+
+
+def mock_set(g: RefGraph) -> MockSet:
+    """Compute the :class:`MockSet` of ``g`` (see its docstring)."""
+    reachable = _exit_reachable(g)
+    created = [
+        (edge.seq, node, edge)
+        for node in reachable
+        for edge in node.versions[-1].edges.values()
+        if edge.created
+    ]
+    created.sort(key=lambda item: item[0])
+    changed_external = [n for n in g.nodes if n.external and len(n.versions) > 1]
+    return MockSet(
+        created=[(node, edge.access, edge.target) for _, node, edge in created],
+        updated=[n for n in changed_external if n is not g.root],
+        new_reachable=[n for n in reachable if not n.external],
+        deleted=_deleted(changed_external),
+    )

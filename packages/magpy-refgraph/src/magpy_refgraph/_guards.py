@@ -1,0 +1,173 @@
+"""Guard requirements: what must hold of the entry state for a compiled segment to be reused.
+
+Requirements are data only (a path, a kind, an opaque payload); ``codegen`` turns them into
+checks. Payload equality is strict so that deduplication never merges different checks:
+``ID``/``TYPE`` payloads compare by identity, ``VALUE``-like payloads by exact type and value
+(floats bit-exact), unhashable payloads by identity.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from collections.abc import Hashable, Iterable, Iterator
+
+import attrs
+
+from ._access import Path, short_repr
+
+__all__ = ["GuardKind", "GuardReq", "GuardSet"]
+
+
+class GuardKind(enum.Enum):
+    """What a guard checks. ``kind.cost`` orders checks, cheapest first."""
+
+    ID = "id"
+    TYPE = "type"
+    NONE = "none"
+    NOT_NONE = "not_none"
+    VALUE = "value"
+    LEN = "len"
+    KEYS = "keys"
+    HASATTR = "hasattr"
+    NOT_HASATTR = "not_hasattr"
+    TENSOR_META = "tensor_meta"
+    CUSTOM = "custom"
+
+    @property
+    def cost(self) -> int:
+        """Relative cost: ID < TYPE < NONE < VALUE < LEN < KEYS < HASATTR < TENSOR_META < CUSTOM."""
+        return _COST[self]
+
+
+_COST = {
+    GuardKind.ID: 0,
+    GuardKind.TYPE: 1,
+    GuardKind.NONE: 2,
+    GuardKind.NOT_NONE: 2,
+    GuardKind.VALUE: 3,
+    GuardKind.LEN: 4,
+    GuardKind.KEYS: 5,
+    GuardKind.HASATTR: 6,
+    GuardKind.NOT_HASATTR: 6,
+    GuardKind.TENSOR_META: 7,
+    GuardKind.CUSTOM: 8,
+}
+_IDENTITY_KINDS = frozenset({GuardKind.ID, GuardKind.TYPE})
+
+
+def _typed(value: Hashable) -> Hashable:
+    """A token equal for two hashable values iff they have the same types and values."""
+    if isinstance(value, float):
+        return (type(value), struct.pack("<d", value))
+    if isinstance(value, tuple):
+        return (type(value), tuple(_typed(item) for item in value))
+    if isinstance(value, frozenset):
+        return (type(value), frozenset(_typed(item) for item in value))
+    return (type(value), value)
+
+
+def payload_key(kind: GuardKind, payload: object) -> Hashable:
+    """Return the token under which ``(kind, payload)`` is deduplicated.
+
+    Identity for ``ID``/``TYPE`` and for unhashable payloads (the caller must keep the payload
+    alive while the token is in use); otherwise exact type + value, floats compared bit-exactly.
+    """
+    if kind in _IDENTITY_KINDS:
+        return (kind, "id", id(payload))
+    try:
+        hash(payload)
+    except TypeError:
+        return (kind, "id", id(payload))
+    return (kind, "value", _typed(payload))
+
+
+@attrs.frozen(eq=False)
+class GuardReq:
+    """Require that the entry-state object at ``path`` satisfies ``kind`` with ``payload``.
+
+    Hashable; equal when path and kind are equal and payloads match (see :func:`payload_key`).
+    """
+
+    path: Path
+    kind: GuardKind
+    payload: object = attrs.field(default=None, repr=short_repr)
+    _key: Hashable = attrs.field(init=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        if not isinstance(self.path, Path) or not isinstance(self.kind, GuardKind):
+            raise TypeError(
+                f"GuardReq needs a Path and a GuardKind, got {self.path!r}, {self.kind!r}"
+            )
+        object.__setattr__(self, "_key", (self.path, payload_key(self.kind, self.payload)))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, GuardReq):
+            return NotImplemented
+        return self is other or self._key == other._key
+
+    def __hash__(self) -> int:
+        return hash(self._key)
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.kind.name} {short_repr(self.payload)}"
+
+
+class GuardSet:
+    """An ordered, deduplicated collection of :class:`GuardReq`.
+
+    Iteration order is (path length, kind cost, insertion order), so the TYPE/ID checks of a
+    prefix come before any check on its children.
+    """
+
+    __slots__ = ("_order", "_reqs")
+
+    def __init__(self, reqs: Iterable[GuardReq] = ()) -> None:
+        self._reqs: dict[GuardReq, int] = {}
+        self._order: list[GuardReq] | None = None
+        self.update(reqs)
+
+    def add(self, req: GuardReq) -> bool:
+        """Add ``req``; return False when an equal requirement was already present."""
+        if not isinstance(req, GuardReq):
+            raise TypeError(f"GuardSet.add expects a GuardReq, got {type(req).__name__}")
+        if req in self._reqs:
+            return False
+        self._reqs[req] = len(self._reqs)
+        self._order = None
+        return True
+
+    def update(self, reqs: Iterable[GuardReq]) -> None:
+        """Add every requirement of ``reqs``."""
+        for req in reqs:
+            self.add(req)
+
+    def _ordered(self) -> list[GuardReq]:
+        if self._order is None:
+            items = self._reqs.items()
+            ranked = sorted(items, key=lambda item: (len(item[0].path), item[0].kind.cost, item[1]))
+            self._order = [req for req, _ in ranked]
+        return self._order
+
+    def __iter__(self) -> Iterator[GuardReq]:
+        return iter(list(self._ordered()))
+
+    def __len__(self) -> int:
+        return len(self._reqs)
+
+    def __contains__(self, req: object) -> bool:
+        return isinstance(req, GuardReq) and req in self._reqs
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, GuardSet):
+            return NotImplemented
+        return self._reqs.keys() == other._reqs.keys()
+
+    __hash__ = None  # type: ignore[assignment]  # mutable
+
+    def paths(self) -> list[Path]:
+        """The distinct paths of the requirements, in iteration order."""
+        return list(dict.fromkeys(req.path for req in self._ordered()))
+
+    def __repr__(self) -> str:
+        return f"GuardSet([{', '.join(str(req) for req in self._ordered())}])"

@@ -1,0 +1,33 @@
+"""MagPy's runtime: record cache and the public API (``magpy.compile`` and friends)."""
+
+from ._api import (
+    CacheStats,
+    CompiledFunction,
+    CompiledModule,
+    ExplainOutput,
+    annotate,
+    compile,
+    explain,
+    reset,
+    stats,
+)
+from ._cache import BreakReason, FullGraphError, MagPyWarning
+from ._config import config
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BreakReason",
+    "CacheStats",
+    "CompiledFunction",
+    "CompiledModule",
+    "ExplainOutput",
+    "FullGraphError",
+    "MagPyWarning",
+    "annotate",
+    "compile",
+    "config",
+    "explain",
+    "reset",
+    "stats",
+]

@@ -1,0 +1,237 @@
+"""The public API: ``compile``, ``explain``, ``stats``, ``reset``, ``annotate``."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import torch
+
+from magpy_codegen import resolve_backend
+from magpy_monitor import TABLE, Annotation, Kind
+from magpy_refgraph import NotCompiledError, UnknownOptionError
+
+from ._cache import BreakReason, CacheState, all_states
+
+__all__ = ["CacheStats", "ExplainOutput", "annotate", "compile", "explain", "reset", "stats"]
+
+_OPTIONS = frozenset({"max_records"})
+
+
+def _check_args(backend: Any, dynamic: Any, options: Any) -> None:
+    resolve_backend(backend)
+    if dynamic not in (None, True, False):
+        raise TypeError(f"dynamic must be None, True or False, got {dynamic!r}")
+    if options is not None:
+        if not isinstance(options, dict):
+            raise TypeError(f"options must be a dict, got {type(options).__name__}")
+        unknown = set(options) - _OPTIONS
+        if unknown:
+            raise UnknownOptionError(f"unknown options {sorted(unknown)}; known: "
+                                     f"{sorted(_OPTIONS)}")
+
+
+class CompiledFunction:
+    """A function compiled by MagPy; calling it goes through its record cache."""
+
+    def __init__(self, fn: Callable[..., Any], state: CacheState) -> None:
+        self._magpy_original = fn
+        self._magpy_state = state
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._magpy_state.call(self._magpy_original, args, kwargs)
+
+    def __get__(self, obj: Any, objtype: Any = None) -> Any:
+        if obj is None:
+            return self
+        return functools.partial(self.__call__, obj)
+
+    def __repr__(self) -> str:
+        return f"<magpy compiled {self._magpy_state.qualname}>"
+
+
+class CompiledModule(torch.nn.Module):
+    """An ``nn.Module`` whose calls go through MagPy; behaves as the wrapped module.
+
+    Parameters, buffers, ``state_dict``, ``train``/``eval`` and attribute access reach the
+    original module (``_orig_mod``), like ``torch.compile``'s ``OptimizedModule``.
+    """
+
+    def __init__(self, mod: torch.nn.Module, state: CacheState) -> None:
+        super().__init__()
+        self._orig_mod = mod
+        self._magpy_original = mod
+        object.__setattr__(self, "_magpy_state", state)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._magpy_state.call(self._orig_mod, args, kwargs)
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        return self._magpy_state.call(self._orig_mod, args, kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("_orig_mod", "_magpy_original"):
+            return super().__getattr__(name)
+        return getattr(self._orig_mod, name)
+
+    def state_dict(self, *args: Any, **kwargs: Any) -> Any:
+        return self._orig_mod.state_dict(*args, **kwargs)
+
+    def load_state_dict(self, *args: Any, **kwargs: Any) -> Any:
+        return self._orig_mod.load_state_dict(*args, **kwargs)
+
+    def train(self, mode: bool = True) -> CompiledModule:
+        self._orig_mod.train(mode)
+        return self
+
+    def __repr__(self) -> str:
+        return f"MagPy({self._orig_mod!r})"
+
+
+def compile(
+    model: Any = None,
+    *,
+    backend: Any = "inductor",
+    fullgraph: bool = False,
+    dynamic: bool | None = None,
+    options: dict[str, Any] | None = None,
+) -> Any:
+    """Compile a function or ``nn.Module`` with MagPy (mirrors ``torch.compile``).
+
+    Usable as ``magpy.compile(fn)``, ``@magpy.compile`` or ``@magpy.compile(backend="eager")``.
+    ``backend``: ``"inductor"`` (default), ``"eager"``, ``"aot_eager"`` or a callable
+    ``(gm, example_inputs) -> callable``. ``fullgraph=True`` raises if the program cannot be
+    captured as one graph.
+    """
+    _check_args(backend, dynamic, options)
+    if model is None:
+        return lambda m: compile(m, backend=backend, fullgraph=fullgraph, dynamic=dynamic,
+                                 options=options)
+    if isinstance(model, CompiledFunction | CompiledModule):
+        model = model._magpy_original
+    if not callable(model):
+        raise TypeError(f"magpy.compile needs a function or nn.Module, got "
+                        f"{type(model).__name__}")
+    qualname = getattr(model, "__qualname__", None) or type(model).__qualname__
+    state = CacheState(qualname, backend, fullgraph=fullgraph)
+    if options and "max_records" in options:
+        state.max_records = int(options["max_records"])
+    if isinstance(model, torch.nn.Module):
+        return CompiledModule(model, state)
+    return CompiledFunction(model, state)
+
+
+def _state_of(compiled: Any) -> CacheState:
+    state = getattr(compiled, "_magpy_state", None)
+    if not isinstance(state, CacheState):
+        raise NotCompiledError(f"{compiled!r} is not a magpy function; wrap it with "
+                               "magpy.compile")
+    return state
+
+
+@attrs.define
+class CacheStats:
+    """Counters of one compiled callable."""
+
+    hits: int
+    misses: int
+    records: int
+    graphs: int
+    breaks: int
+    fallbacks: int
+
+
+def stats(compiled: Any) -> CacheStats:
+    """Cache statistics of a compiled function or module."""
+    s = _state_of(compiled)
+    graphs = sum(1 for r in s.records if r.graph_module is not None)
+    return CacheStats(hits=s.hits, misses=s.misses, records=len(s.records), graphs=graphs,
+                      breaks=s.breaks, fallbacks=s.fallbacks)
+
+
+@attrs.define
+class ExplainOutput:
+    """What MagPy captured from one call (shaped like ``torch._dynamo.explain``'s output)."""
+
+    graphs: list[Any]
+    graph_count: int
+    graph_break_count: int
+    break_reasons: list[BreakReason]
+    op_count: int
+    ops_per_graph: list[list[str]]
+    guards: list[str]
+    out_guards: list[str]
+    refgraph: str
+
+    def __str__(self) -> str:
+        lines = [f"Graph Count: {self.graph_count}",
+                 f"Graph Break Count: {self.graph_break_count}",
+                 f"Op Count: {self.op_count}"]
+        if self.break_reasons:
+            lines.append("Break Reasons:")
+            lines += [f"  {i + 1}. {r}" for i, r in enumerate(self.break_reasons)]
+        lines.append("Ops per Graph:")
+        for i, ops in enumerate(self.ops_per_graph):
+            lines.append(f"  Graph {i + 1}: {', '.join(ops)}")
+        return "\n".join(lines)
+
+
+def explain(fn: Any) -> Callable[..., ExplainOutput]:
+    """``magpy.explain(fn)(*args, **kwargs)``: capture one call and report graphs and breaks.
+
+    The call runs for real (with the eager backend, so nothing is compiled).
+    """
+    target = getattr(fn, "_magpy_original", fn)
+
+    def run(*args: Any, **kwargs: Any) -> ExplainOutput:
+        state = CacheState(getattr(target, "__qualname__", type(target).__qualname__), "eager")
+        state.call(target, args, kwargs)
+        graphs = [r.graph_module for r in state.records if r.graph_module is not None]
+        ops = [[str(n.target if isinstance(n.target, str) else getattr(n.target, "__name__",
+                                                                         n.target))
+                for n in g.graph.nodes if n.op in ("call_function", "call_method")]
+               for g in graphs]
+        guards = [line.strip() for r in state.records for line in r.guard_source.splitlines()
+                  if line.strip().startswith("if ")]
+        return ExplainOutput(graphs=graphs, graph_count=len(graphs),
+                             graph_break_count=state.breaks,
+                             break_reasons=list(state.break_reasons),
+                             op_count=sum(len(o) for o in ops), ops_per_graph=ops,
+                             guards=guards, out_guards=guards, refgraph=state.last_refgraph)
+
+    return run
+
+
+def reset() -> None:
+    """Drop every record of every compiled callable."""
+    for state in all_states():
+        state.reset()
+
+
+def annotate(fn: Any, *, pure: bool = False, as_op: bool = False, effect: bool = False,
+             inplace: tuple[int, ...] = ()) -> Any:
+    """Tell MagPy what a (native or third-party) callable does.
+
+    ``pure=True``: no side effects and a result determined by the arguments (evaluated at record
+    time, guarded by its inputs). ``as_op=True``: a tensor operation recorded as one graph node
+    (``inplace`` lists the arguments it mutates). ``effect=True``: has effects outside the
+    program (capture stops there). Returns ``fn`` so it can be used as a decorator.
+    """
+    if sum((pure, as_op, effect)) != 1:
+        raise ValueError("annotate() needs exactly one of pure=True, as_op=True, effect=True")
+    if not callable(fn):
+        raise TypeError(f"annotate() needs a callable, got {type(fn).__name__}")
+    if inplace and not as_op:
+        raise ValueError("inplace= only makes sense with as_op=True")
+    kind = Kind.PURE if pure else Kind.AS_OP if as_op else Kind.EFFECT
+    TABLE.register(fn, Annotation(kind, inplace=tuple(inplace),
+                                  reason=f"{getattr(fn, '__qualname__', fn)} is annotated "
+                                         "as having effects"))
+    return fn
+
+
+_ = inspect

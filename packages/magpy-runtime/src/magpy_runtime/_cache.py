@@ -1,0 +1,156 @@
+"""The record cache of one compiled callable, and what happens on a hit or a miss.
+
+Guards are tried most-recently-used first; a hit runs the record's mock (no user Python runs); a
+miss monitors the call (which runs it for real) and adds a record. Past ``max_records`` the
+callable runs eagerly, with one warning. Internal failures make it run eagerly for good, with
+one warning naming the cause; graph breaks are recorded as reasons.
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+import weakref
+from typing import Any
+
+import attrs
+
+from magpy_codegen import Record, build_record
+from magpy_monitor import capture
+from magpy_refgraph import InternalError, MagPyError, Unsupported, dump
+
+from ._config import config
+from ._logging import log_topic
+
+__all__ = ["BreakReason", "CacheState", "FullGraphError", "MagPyWarning", "all_states"]
+
+
+class FullGraphError(Unsupported, RuntimeError):
+    """``fullgraph=True`` and the program could not be captured as one graph."""
+
+
+class MagPyWarning(RuntimeWarning):
+    """MagPy ran something eagerly instead of compiled (results are unaffected)."""
+
+
+@attrs.frozen
+class BreakReason:
+    """Why capture stopped: ``reason`` and the user's source location."""
+
+    reason: str
+    filename: str | None = None
+    lineno: int | None = None
+
+    def __str__(self) -> str:
+        where = f" ({self.filename}:{self.lineno})" if self.filename else ""
+        return f"{self.reason}{where}"
+
+
+_states: weakref.WeakSet[CacheState] = weakref.WeakSet()
+
+
+def all_states() -> list[CacheState]:
+    """Every live cache (for ``magpy.reset``)."""
+    return list(_states)
+
+
+@attrs.define(eq=False)
+class CacheState:
+    """Records and counters of one compiled callable."""
+
+    qualname: str
+    backend: Any
+    fullgraph: bool = False
+    max_records: int | None = None
+    records: list[Record] = attrs.field(factory=list)
+    hits: int = 0
+    misses: int = 0
+    breaks: int = 0
+    fallbacks: int = 0
+    break_reasons: list[BreakReason] = attrs.field(factory=list)
+    eager_reason: str | None = None
+    last_refgraph: str = ""
+    _lock: threading.Lock = attrs.field(factory=threading.Lock)
+    _warned: bool = False
+
+    def __attrs_post_init__(self) -> None:
+        _states.add(self)
+
+    def reset(self) -> None:
+        """Forget every record and counter."""
+        with self._lock:
+            self.records.clear()
+            self.hits = self.misses = self.breaks = self.fallbacks = 0
+            self.break_reasons.clear()
+            self.eager_reason = None
+            self._warned = False
+
+    # ------------------------------------------------------------------ the call path
+    def call(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """Run ``fn(*args, **kwargs)`` through the cache."""
+        if self.eager_reason is not None:
+            return fn(*args, **kwargs)
+        records = self.records
+        for i, rec in enumerate(records):
+            inputs = rec.guard(fn, args, kwargs)
+            if inputs is not None:
+                self.hits += 1
+                rec.hits += 1
+                if i:
+                    with self._lock:
+                        if i < len(records) and records[i] is rec:
+                            records.insert(0, records.pop(i))
+                return rec.mock(fn, args, kwargs, inputs)
+        self.misses += 1
+        limit = self.max_records if self.max_records is not None else config.max_records
+        if len(records) >= limit:
+            self._go_eager(f"more than {limit} records (max_records); "
+                           "the inputs keep changing", warn=True)
+            return fn(*args, **kwargs)
+        return self._record(fn, args, kwargs)
+
+    def _record(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        result = capture(fn, args, kwargs, name=self.qualname)
+        failure = result.failure
+        if failure is None and result.plan is not None and result.graph is not None:
+            try:
+                rec = build_record(result.plan, result.graph, result.example_inputs,
+                                   self.backend, qualname=self.qualname)
+            except MagPyError as exc:
+                failure = exc
+            except Exception as exc:  # a backend failure is ours to absorb, not the user's
+                failure = InternalError(f"backend compile failed: {type(exc).__name__}: {exc}")
+            else:
+                with self._lock:
+                    self.records.insert(0, rec)
+                self.last_refgraph = dump(result.capture.graph)
+                log_topic("records", "new record for %s (%d ops, %d guards)", self.qualname,
+                          rec.op_count, len(result.plan.guards))
+                log_topic("guards", "%s", rec.guard_source)
+                log_topic("mocks", "%s", rec.mock_source)
+                if rec.graph_module is not None:
+                    log_topic("graphs", "%s", rec.graph_module.code)
+        if failure is not None:
+            self._failed(failure)
+        return result.value
+
+    def _failed(self, failure: MagPyError) -> None:
+        if isinstance(failure, Unsupported):
+            reason = BreakReason(failure.reason, failure.filename, failure.lineno)
+            self.breaks += 1
+            self.break_reasons.append(reason)
+            log_topic("breaks", "graph break in %s: %s", self.qualname, reason)
+            if self.fullgraph:
+                raise FullGraphError(f"fullgraph=True but {self.qualname} has a graph break: "
+                                     f"{failure.reason}", failure.filename, failure.lineno)
+            self._go_eager(str(reason), warn=False)
+        else:
+            self._go_eager(f"internal error: {failure}", warn=True)
+
+    def _go_eager(self, reason: str, *, warn: bool) -> None:
+        self.fallbacks += 1
+        self.eager_reason = reason
+        if warn and not self._warned:
+            self._warned = True
+            warnings.warn(f"magpy: {self.qualname} runs eagerly from now on: {reason}",
+                          MagPyWarning, stacklevel=4)

@@ -1,0 +1,51 @@
+"""Runtime configuration, read once from the environment and patchable in tests."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import attrs
+
+__all__ = ["Config", "config"]
+
+
+@attrs.define
+class Config:
+    """Flags of the runtime.
+
+    ``max_records``: records kept per compiled callable before it runs eagerly (env
+    ``MAGPY_MAX_RECORDS``). ``verify``: check RefGraph invariants after every capture
+    (``MAGPY_VERIFY=1``). ``logs``: topics printed by the ``magpy`` logger (``MAGPY_LOGS``,
+    comma separated: guards, mocks, graphs, breaks, records).
+    """
+
+    max_records: int = 8
+    verify: bool = False
+    logs: frozenset[str] = frozenset()
+
+    @classmethod
+    def from_env(cls) -> Config:
+        logs = frozenset(t.strip() for t in os.environ.get("MAGPY_LOGS", "").split(",") if t.strip())
+        return cls(
+            max_records=int(os.environ.get("MAGPY_MAX_RECORDS", "8")),
+            verify=os.environ.get("MAGPY_VERIFY", "") not in ("", "0"),
+            logs=logs,
+        )
+
+    @contextlib.contextmanager
+    def patch(self, **changes: Any) -> Iterator[Config]:
+        """Temporarily change fields (tests)."""
+        old = {k: getattr(self, k) for k in changes}
+        for k, v in changes.items():
+            setattr(self, k, v)
+        try:
+            yield self
+        finally:
+            for k, v in old.items():
+                setattr(self, k, v)
+
+
+config = Config.from_env()
