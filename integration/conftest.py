@@ -1,11 +1,38 @@
-"""Fixtures for the cross-package tests (no ``__init__.py``: pytest runs in importlib mode)."""
+"""Fixtures for the cross-package tests (no ``__init__.py``: pytest runs in importlib mode).
+
+``helpers.py`` is loaded here under the unique module name ``_integration_helpers`` (the same
+pattern as ``packages/magpy-refgraph/tests/conftest.py``), so test modules can
+``import _integration_helpers as H`` without ``integration/`` being on ``sys.path``.
+"""
 
 from __future__ import annotations
 
+import importlib.util
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
+
+_HELPERS = "_integration_helpers"
+
+
+def _load_helpers() -> None:
+    if _HELPERS in sys.modules:
+        return
+    spec = importlib.util.spec_from_file_location(_HELPERS, Path(__file__).with_name("helpers.py"))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[_HELPERS] = module
+    spec.loader.exec_module(module)
+
+
+_load_helpers()
+
+import _integration_helpers as H  # noqa: E402  (registered just above)
+
+import magpy  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -17,3 +44,30 @@ def _trace_function_restored() -> Iterator[None]:
     if after is not before:
         sys.settrace(before)
         pytest.fail(f"the test left sys.gettrace() == {after!r}; it was {before!r} before")
+
+
+@pytest.fixture(autouse=True)
+def _magpy_reset() -> Iterator[None]:
+    """Every test starts with no MagPy record of an earlier test, and leaves none behind."""
+    magpy.reset()
+    yield
+    magpy.reset()
+
+
+@pytest.fixture
+def check() -> Callable[..., Any]:
+    """``check(fn_or_module, make_inputs, calls=4, backend="eager", expect_records=1)``.
+
+    Compiled equals eager on every call and the cache hits; see
+    ``helpers.assert_compiles_like_eager``.
+    """
+    return H.assert_compiles_like_eager
+
+
+@pytest.fixture
+def programs() -> Any:
+    """The conformance programs (``../shared/conformance/programs.py``); skip when absent."""
+    module = H.load_programs()
+    if module is None:
+        pytest.skip(f"conformance programs not found in {H.CONFORMANCE_DIR}")
+    return module

@@ -17,7 +17,9 @@ _STRATEGIES = "_refgraph_strategies"
 def _load_strategies() -> None:
     if _STRATEGIES in sys.modules:
         return
-    spec = importlib.util.spec_from_file_location(_STRATEGIES, Path(__file__).with_name("strategies.py"))
+    spec = importlib.util.spec_from_file_location(
+        _STRATEGIES, Path(__file__).with_name("strategies.py")
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[_STRATEGIES] = module

@@ -170,7 +170,9 @@ class World:
         out += [(Global(k), v) for k, v in self.globals.items()]
         out += [(Builtin(k), v) for k, v in self.builtins.items()]
         out += [(Global(k, scope=self.other_globals), v) for k, v in self.other_globals.items()]
-        out.append((Cell("captured", scope=self.closure), self.closure.__closure__[0].cell_contents))
+        out.append(
+            (Cell("captured", scope=self.closure), self.closure.__closure__[0].cell_contents)
+        )
         out += [(Const(o), o) for o in self.consts]
         return out
 
@@ -182,8 +184,7 @@ def _fill(draw: Any, kinds: list[str], objs: list[object]) -> None:
         if kind == "tuple":  # tuples may only hold earlier tuples (no tuple-only cycles)
             ok = st.integers(0, n - 1).filter(lambda j, i=i: kinds[j] != "tuple" or j < i)
             objs[i] = tuple(objs[j] for j in draw(st.lists(ok, max_size=3)))
-    for i, kind in enumerate(kinds):
-        obj = objs[i]
+    for obj in objs:
         if isinstance(obj, list):
             obj.extend(objs[j] for j in draw(st.lists(targets, max_size=3)))
         elif isinstance(obj, dict):
@@ -203,7 +204,9 @@ def _root_dict(draw: Any, objs: list[object], max_size: int = 3) -> dict[str, ob
 def worlds(draw: Any, max_objects: int = 7) -> World:
     """A random object graph with aliases and cycles, and the roots reaching it."""
     n = draw(st.integers(1, max_objects))
-    kinds = draw(st.lists(st.sampled_from(["list", "dict", "obj", "tuple", "leaf"]), min_size=n, max_size=n))
+    kinds = draw(
+        st.lists(st.sampled_from(["list", "dict", "obj", "tuple", "leaf"]), min_size=n, max_size=n)
+    )
     objs: list[object] = []
     for kind in kinds:
         new: object = {"list": list, "dict": dict, "obj": Obj}.get(kind, lambda: None)()
@@ -327,9 +330,38 @@ def _scope_fn() -> Any:
 
 SCOPE_FN = _scope_fn()
 CONST_OBJ: list[int] = [1, 2]
-ROOT_POOL = [Local("x"), Local("y"), Global("g"), Builtin("len"), Cell("c", scope=SCOPE_FN), Const(CONST_OBJ)]
-DERIVED_POOL = [Attr("a"), Attr("b"), Attr("class"), Item(0), Item(1), Item(True), Item("k"), IterPos(0)]
-PAYLOADS: list[object] = [None, 0, 1, True, 0.0, -0.0, math.nan, "s", (1, 2), [1, 2], int, CONST_OBJ]
+ROOT_POOL = [
+    Local("x"),
+    Local("y"),
+    Global("g"),
+    Builtin("len"),
+    Cell("c", scope=SCOPE_FN),
+    Const(CONST_OBJ),
+]
+DERIVED_POOL = [
+    Attr("a"),
+    Attr("b"),
+    Attr("class"),
+    Item(0),
+    Item(1),
+    Item(True),
+    Item("k"),
+    IterPos(0),
+]
+PAYLOADS: list[object] = [
+    None,
+    0,
+    1,
+    True,
+    0.0,
+    -0.0,
+    math.nan,
+    "s",
+    (1, 2),
+    [1, 2],
+    int,
+    CONST_OBJ,
+]
 
 
 def _pool(g: RefGraph, src: ShadowNode) -> list[Access]:
@@ -371,7 +403,11 @@ def _op(draw: Any, g: RefGraph, op: str) -> None:
     elif op == "inplace":
         g.update_in_place(draw(st.sampled_from(others)), "inplace", keep_edges=draw(st.booleans()))
     else:
-        g.observe(draw(st.sampled_from(others)), draw(st.sampled_from(list(GuardKind))), draw(st.sampled_from(PAYLOADS)))
+        g.observe(
+            draw(st.sampled_from(others)),
+            draw(st.sampled_from(list(GuardKind))),
+            draw(st.sampled_from(PAYLOADS)),
+        )
 
 
 OPS = ["new", "read", "read", "read", "read", "write", "delete", "inplace", "observe", "observe"]

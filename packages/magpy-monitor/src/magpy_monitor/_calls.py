@@ -31,8 +31,19 @@ def dispatch_call(m: FrameMonitor, inst: Inst, fn_val: Val, pos: list[Val],
     """Model ``fn(*pos, **kwargs)`` at a CALL instruction."""
     from ._builtins import BUILTIN_HANDLERS, METHOD_HANDLERS
 
+    from ._exceptions import GRAD_MODE_CLASSES, grad_context, grad_exit
+
     fn = fn_val.obj
     cap = m.cap
+    if isinstance(fn_val.extra, dict) and "grad_exit" in fn_val.extra:
+        grad_exit(m, inst, fn_val, pos)
+        return
+    if fn in GRAD_MODE_CLASSES:
+        grad_context(m, inst, fn, pos, kwargs)
+        return
+    if isinstance(fn, type) and issubclass(fn, BaseException):
+        pure_call(m, inst, pos, kwargs)
+        return
     special = BUILTIN_HANDLERS.get(id(fn))
     if special is not None and special[0] is fn:
         cap.observe_identity(fn_val)

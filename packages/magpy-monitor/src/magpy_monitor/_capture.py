@@ -99,6 +99,7 @@ class Capture:
         self.heap: dict[int, Val] = {}
         self.keep: list[Any] = []
         self.writes: list[Write] = []
+        self.written: set[tuple[ShadowNode, Access]] = set()
         self.mutated_tensors: list[Val] = []
         self.paths: dict[ShadowNode, Path] = {}
         self.value_guards: set[int] = set()
@@ -148,7 +149,7 @@ class Capture:
                 val = existing.meta.get("val")
                 if val is not None and (val.obj is obj or is_value_type(obj)):
                     return val
-            if self.graph.current(base.node).index == 0:
+            if (base.node, access) not in self.written:
                 base_path = self.paths[base.node]
                 return self._external(base.node, access, obj, base_path.child(access))
         known = self.known(obj)
@@ -333,6 +334,7 @@ class Capture:
         """``del base.name`` executed by the program."""
         if base.external and base.node is not None:
             self.graph.delete(base.node, Attr(name))
+            self.written.add((base.node, Attr(name)))
             self.writes.append(Write("delattr", base, name, None))
         if base.attrs is not None:
             base.attrs.pop(name, None)
@@ -340,6 +342,7 @@ class Capture:
     def _store(self, base: Val, access: Access, value: Val, op: str) -> None:
         if base.external and base.node is not None:
             self.graph.write(base.node, access, self.node_of(value))
+            self.written.add((base.node, access))
             self.writes.append(Write(op, base, access.key, value))
 
 

@@ -115,6 +115,8 @@ class FrameMonitor:
         self.pending: Pending | None = None
         self.kwnames: tuple[str, ...] = ()
         self.last: Inst | None = None
+        self.popped: list[Val] = []
+        self.unwinding = False
 
     # ------------------------------------------------------------------ protocol
     def on_opcode(self) -> None:
@@ -126,6 +128,7 @@ class FrameMonitor:
         if inst is None or inst.opname in ("EXTENDED_ARG", "CACHE"):
             return
         self.last = inst
+        self.popped = []
         self.cap.location = (self.code.co_filename, inst.line or self.code.co_firstlineno)
         handler = HANDLERS.get(inst.opname)
         if handler is None:
@@ -169,6 +172,7 @@ class FrameMonitor:
             raise InternalError(f"shadow stack underflow in {self.code.co_qualname}")
         out = self.stack[-n:]
         del self.stack[-n:]
+        self.popped.extend(out)
         return out
 
     def push(self, *vals: Val) -> None:

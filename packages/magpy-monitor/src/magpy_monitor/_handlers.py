@@ -34,6 +34,7 @@ _BINARY_OPS = {
 }
 _COMPARE_OPS = {"<": operator.lt, "<=": operator.le, "==": operator.eq, "!=": operator.ne,
                 ">": operator.gt, ">=": operator.ge}
+_MUTABLE = (list, dict, set, bytearray)
 _BINARY_OP_NAMES = [s for _, s in __import__("dis")._nb_ops]
 
 
@@ -129,7 +130,7 @@ def _load_global(m: FrameMonitor, inst: Inst) -> None:
     def make(real: list[Any]) -> list[Val]:
         obj = real[-1]
         module = str(globals_.get("__name__", ""))
-        if module.split(".")[0] in FROZEN_MODULE_ROOTS and module.split(".")[0] != "__main__":
+        if module.split(".")[0] in FROZEN_MODULE_ROOTS and not isinstance(obj, _MUTABLE):
             val = m.cap.const(obj)  # torch's (and the stdlib's) own globals are stable
         elif name in globals_:
             val = m.cap.root(Global(name, scope=globals_), obj)
@@ -586,8 +587,7 @@ def _call_function_ex(m: FrameMonitor, inst: Inst) -> None:
     dispatch_call(m, inst, fn, pos, kwargs)
 
 
-@handler("RAISE_VARARGS", "RERAISE", "LOAD_ASSERTION_ERROR", "PUSH_EXC_INFO", "POP_EXCEPT",
-         "CHECK_EXC_MATCH", "BEFORE_WITH", "WITH_EXCEPT_START", "SEND", "GET_AWAITABLE",
+@handler("SEND", "GET_AWAITABLE",
          "GET_YIELD_FROM_ITER", "RETURN_GENERATOR", "ASYNC_GEN_WRAP", "GET_AITER", "GET_ANEXT",
          "BEFORE_ASYNC_WITH", "END_ASYNC_FOR", "PREP_RERAISE_STAR", "CHECK_EG_MATCH",
          "UNPACK_EX", "MATCH_CLASS", "MATCH_MAPPING", "MATCH_SEQUENCE", "MATCH_KEYS",

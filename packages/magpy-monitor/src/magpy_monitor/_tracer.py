@@ -18,7 +18,7 @@ from typing import Any
 
 from magpy_refgraph import InternalError, MagPyError, Unsupported
 
-from . import _handlers  # noqa: F401  (registers the opcode handlers)
+from . import _exceptions, _handlers  # noqa: F401  (register the opcode handlers)
 from ._capture import Capture
 from ._frame import FrameMonitor, Pending, initial_fast
 from ._values import Val
@@ -118,10 +118,9 @@ class Monitor:
                 elif event == "return":
                     self._on_return(mon, arg)
                 elif event == "exception":
-                    raise mon.unsupported(f"exception {type(arg[1]).__name__} raised while "
-                                          "monitoring")
+                    _exceptions.on_exception(mon, arg[1])
             except BaseException as exc:
-                self._fail(exc, user=event == "exception")
+                self._fail(exc)
                 return None
             return local
 
@@ -132,6 +131,11 @@ class Monitor:
         if not frames or frames[-1] is not mon:
             raise InternalError("monitored frames out of order at return")
         frames.pop()
+        if mon.unwinding:  # the frame is left by an exception; its caller sees it next
+            if mon.kind == "root":
+                self.finished = True
+                self.failure = Unsupported("the program raised an exception")
+            return
         inst = mon.last
         opname = inst.opname if inst is not None else ""
         if opname not in ("RETURN_VALUE", "YIELD_VALUE"):

@@ -49,7 +49,9 @@ class TestConstructors:
             (IterPos(3), AccessKind.ITER, 3),
         ],
     )
-    def test_constructor_sets_kind_and_key(self, access: Access, kind: AccessKind, key: object) -> None:
+    def test_constructor_sets_kind_and_key(
+        self, access: Access, kind: AccessKind, key: object
+    ) -> None:
         """Each constructor builds an Access of its kind with the given key and no scope."""
         assert (access.kind, access.key, access.scope) == (kind, key, None)
 
@@ -64,7 +66,9 @@ class TestConstructors:
         assert Global("g", scope).scope is scope
         assert Cell("c", scope=len).scope is len
 
-    @pytest.mark.parametrize("bad", [lambda: Attr(1), lambda: Local(None), lambda: IterPos("0"), lambda: IterPos(True)])
+    @pytest.mark.parametrize(
+        "bad", [lambda: Attr(1), lambda: Local(None), lambda: IterPos("0"), lambda: IterPos(True)]
+    )
     def test_wrong_key_type_is_type_error(self, bad: object) -> None:
         """Name kinds need str keys and ITER needs an int."""
         with pytest.raises(TypeError):
@@ -123,7 +127,7 @@ class TestEquality:
         assert len({Global("g", d1), Global("g", d1), Global("g", d2)}) == 2
 
     def test_unhashable_key_compares_by_identity(self) -> None:
-        """Unhashable item keys (e.g. a slice on 3.11) are hashable accesses compared by identity."""
+        """Unhashable item keys (a slice on 3.11) give hashable accesses compared by identity."""
         s = slice(1, 3)
         assert Item(s) == Item(s)
         assert Item(s) != Item(slice(1, 3))

@@ -38,7 +38,7 @@ def new(g: RefGraph) -> ShadowNode:
     return g.new_node(NodeKind.OBJECT, external=False)
 
 
-def P(*parts: object) -> Path:  # noqa: N802 - reads like a literal in assertions
+def P(*parts: object) -> Path:
     """Path from a root access followed by steps."""
     root, *steps = parts
     return Path(root, tuple(steps))  # type: ignore[arg-type]
@@ -62,7 +62,10 @@ class TestEntryPaths:
     def test_shortest_first_then_creation_order(self) -> None:
         """Paths come shortest first; equal lengths in edge creation order."""
         g, n = model_graph()
-        assert entry_paths(g, n["w"]) == [P(Local("w")), P(Local("self"), Attr("layers"), Item(2), Attr("weight"))]
+        assert entry_paths(g, n["w"]) == [
+            P(Local("w")),
+            P(Local("self"), Attr("layers"), Item(2), Attr("weight")),
+        ]
         assert entry_paths(g, n["act"]) == [P(Global("CFG"), Item("act"))]
 
     def test_creation_order_breaks_ties(self) -> None:
@@ -163,8 +166,10 @@ class TestGuards:
 class TestAliases:
     def test_alias_pairs_primary_first(self) -> None:
         """A node with two entry paths yields (primary, other)."""
-        g, n = model_graph()
-        assert aliases(g) == [(P(Local("w")), P(Local("self"), Attr("layers"), Item(2), Attr("weight")))]
+        g, _ = model_graph()
+        assert aliases(g) == [
+            (P(Local("w")), P(Local("self"), Attr("layers"), Item(2), Attr("weight")))
+        ]
 
     def test_descendants_of_aliased_nodes_are_aliased(self) -> None:
         """Children of an aliased node are reachable by as many paths."""

@@ -311,7 +311,9 @@ def _tamper(case: str, g: RefGraph, obj: ShadowNode, a: ShadowNode, fresh: Shado
     elif case == "flagless":
         obj.versions[1].edges[Attr("m")] = Edge(Attr("m"), a, seq=0)
     elif case == "foreign-target":
-        v0.edges[Attr("a")] = Edge(Attr("a"), ShadowNode(2, NodeKind.OBJECT, True), read=True, seq=0)
+        v0.edges[Attr("a")] = Edge(
+            Attr("a"), ShadowNode(2, NodeKind.OBJECT, True), read=True, seq=0
+        )
     elif case == "seq":
         v0.edges[Attr("a")] = attrs.evolve(v0.edges[Attr("a")], seq=99)
     elif case == "no-versions":
@@ -364,7 +366,7 @@ class TestVerify:
     @PROPERTY
     @given(graphs())
     def test_entry_edges_are_read_and_external(self, g: RefGraph) -> None:
-        """Version-0 edges are read, never created; those of external nodes target external nodes."""
+        """Version-0 edges are read, not created; external nodes' ones target external nodes."""
         for node in g.nodes:
             for edge in node.versions[0].edges.values():
                 assert edge.read and not edge.created

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -184,7 +185,7 @@ class TestGuardSet:
         )
     )
     def test_order_and_dedupe_property(self, triples: list[tuple[Path, GuardKind, object]]) -> None:
-        """Iteration is sorted by (depth, cost), stable, and holds each distinct requirement once."""
+        """Iteration is sorted by (depth, cost), stable, and has each distinct requirement once."""
         reqs = [GuardReq(p, k, v) for p, k, v in triples]
         gs = GuardSet(reqs)
         out = list(gs)
@@ -192,6 +193,6 @@ class TestGuardSet:
         keys = [(len(r.path), r.kind.cost) for r in out]
         assert keys == sorted(keys)
         first_seen = list(dict.fromkeys(reqs))
-        for a, b in zip(out, out[1:], strict=False):
+        for a, b in itertools.pairwise(out):
             if (len(a.path), a.kind.cost) == (len(b.path), b.kind.cost):
                 assert first_seen.index(a) < first_seen.index(b)

@@ -139,7 +139,12 @@ class TestRoots:
 
     @pytest.mark.parametrize(
         "kwargs",
-        [{"locals_name": "class"}, {"globals_name": "a b"}, {"consts_name": ""}, {"builtins_name": "L"}],
+        [
+            {"locals_name": "class"},
+            {"globals_name": "a b"},
+            {"consts_name": ""},
+            {"builtins_name": "L"},
+        ],
     )
     def test_bad_namespace_names_rejected(self, kwargs: dict[str, str]) -> None:
         """Namespace names must be distinct, non-keyword identifiers."""
@@ -176,7 +181,9 @@ class TestAttrSteps:
         """Plain ASCII non-keyword identifiers render as e.name."""
         assert render(Path(Local("x")) / Attr(name)) == f"L['x'].{name}"
 
-    @pytest.mark.parametrize("name", ["class", "None", "a b", "", "0abc", "ﬁ", "é", "__p", "x\ny", "x" * 300])
+    @pytest.mark.parametrize(
+        "name", ["class", "None", "a b", "", "0abc", "ﬁ", "é", "__p", "x\ny", "x" * 300]
+    )
     def test_other_names_use_getattr(self, name: str) -> None:
         """Keywords, non-identifiers, non-ASCII, mangled and long names use getattr()."""
         src = render(Path(Local("x")) / Attr(name))
@@ -226,8 +233,32 @@ class TestItemSteps:
 
     @pytest.mark.parametrize(
         "key",
-        [math.inf, -math.inf, math.nan, 10**5000, 2**200, "x" * 500, StrKey("a"), IntKey(1), (1, math.nan), 1j, object()],
-        ids=["inf", "-inf", "nan", "huge", "2**200", "long-str", "str-sub", "int-sub", "nan-tuple", "complex", "object"],
+        [
+            math.inf,
+            -math.inf,
+            math.nan,
+            10**5000,
+            2**200,
+            "x" * 500,
+            StrKey("a"),
+            IntKey(1),
+            (1, math.nan),
+            1j,
+            object(),
+        ],
+        ids=[
+            "inf",
+            "-inf",
+            "nan",
+            "huge",
+            "2**200",
+            "long-str",
+            "str-sub",
+            "int-sub",
+            "nan-tuple",
+            "complex",
+            "object",
+        ],
     )
     def test_other_keys_go_through_consts(self, key: object) -> None:
         """Non-literal keys render as e[K[i]] with the very key object."""
@@ -262,7 +293,9 @@ literal_atoms = st.one_of(
 )
 literals = st.recursive(
     literal_atoms,
-    lambda inner: st.one_of(st.tuples(inner), st.tuples(inner, inner), st.frozensets(literal_atoms, max_size=3)),
+    lambda inner: st.one_of(
+        st.tuples(inner), st.tuples(inner, inner), st.frozensets(literal_atoms, max_size=3)
+    ),
     max_leaves=6,
 )
 
@@ -298,7 +331,9 @@ class TestProperties:
 
     @PROPERTY
     @given(worlds(), st.randoms(use_true_random=False))
-    def test_rendered_paths_evaluate_to_the_same_object(self, world: World, rnd: random.Random) -> None:
+    def test_rendered_paths_evaluate_to_the_same_object(
+        self, world: World, rnd: random.Random
+    ) -> None:
         """Every entry path of a random object graph renders to code that yields the object (is)."""
         built = build_from_world(world, rnd)
         ctx = SimpleRenderContext()

@@ -1,0 +1,299 @@
+"""Helpers for the cross-package tests: compare compiled against eager, count user code.
+
+``conftest.py`` loads this file under the module name ``_integration_helpers`` (pytest runs in
+importlib mode, so ``integration/`` is not on ``sys.path``, and a plain ``helpers`` could be
+shadowed by another package's file of the same name). Tests import it as::
+
+    import _integration_helpers as H
+
+The main entry point is :func:`assert_compiles_like_eager`, also exposed as the ``check`` fixture.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import dataclasses
+import importlib.util
+import os
+import sys
+import types
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+
+import magpy
+
+__all__ = [
+    "CONFORMANCE_DIR",
+    "Inputs",
+    "UserCodeCounter",
+    "alias_signature",
+    "assert_compiles_like_eager",
+    "assert_same",
+    "count_user_code",
+    "load_programs",
+    "randn_inputs",
+    "user_code_files",
+]
+
+# (args, kwargs), as returned by make_inputs(i); the convention of the conformance programs.
+Inputs = tuple[list[Any] | tuple[Any, ...], dict[str, Any]]
+
+_REPO = Path(__file__).resolve().parents[1]
+# The shared folder lives next to the repository root (``../shared``); MAGPY_CONFORMANCE_DIR
+# points elsewhere.
+CONFORMANCE_DIR = Path(
+    os.environ.get("MAGPY_CONFORMANCE_DIR", _REPO.parent / "shared" / "conformance")
+)
+_PROGRAMS = "_magpy_conformance_programs"
+
+
+def load_programs() -> types.ModuleType | None:
+    """The conformance ``programs`` module, or None when the shared folder is absent."""
+    if _PROGRAMS in sys.modules:
+        return sys.modules[_PROGRAMS]
+    path = CONFORMANCE_DIR / "programs.py"
+    if not path.is_file():
+        return None
+    spec = importlib.util.spec_from_file_location(_PROGRAMS, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[_PROGRAMS] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[_PROGRAMS]
+        raise
+    return module
+
+
+def randn_inputs(*shapes: tuple[int, ...], dtype: torch.dtype = torch.float32,
+                 seed: int = 0) -> Callable[[int], Inputs]:
+    """``make_inputs(i)``: fresh random tensors of ``shapes`` (different for every ``i``)."""
+
+    def make(i: int) -> Inputs:
+        g = torch.Generator().manual_seed(seed + 7919 * i)
+        return [torch.randn(*s, generator=g, dtype=dtype) for s in shapes], {}
+
+    return make
+
+
+# ------------------------------------------------------------------------------ comparisons
+def assert_same(got: Any, want: Any, path: str = "out", *, rtol: float = 1e-4,
+                atol: float = 1e-5) -> None:
+    """Assert ``got`` equals ``want``: tensors by meta and ``allclose``, containers by structure."""
+    assert type(got) is type(want), f"{path}: type {type(got).__name__} != {type(want).__name__}"
+    if isinstance(want, torch.Tensor):
+        assert (got.shape, got.dtype, got.device) == (want.shape, want.dtype, want.device), (
+            f"{path}: tensor meta {got.shape}/{got.dtype}/{got.device} != "
+            f"{want.shape}/{want.dtype}/{want.device}"
+        )
+        assert got.requires_grad == want.requires_grad, f"{path}: requires_grad differs"
+        if want.dtype == torch.bool or not (want.is_floating_point() or want.is_complex()):
+            assert torch.equal(got, want), f"{path}: values differ"
+        else:
+            close = torch.allclose(got.detach(), want.detach(), rtol=rtol, atol=atol,
+                                   equal_nan=True)
+            assert close, (
+                f"{path}: values differ (max abs {float((got - want).abs().max()):.3g})"
+            )
+    elif dataclasses.is_dataclass(want) and not isinstance(want, type):
+        for f in dataclasses.fields(want):
+            assert_same(getattr(got, f.name), getattr(want, f.name), f"{path}.{f.name}",
+                        rtol=rtol, atol=atol)
+    elif isinstance(want, dict):
+        assert list(got) == list(want), f"{path}: keys {list(got)} != {list(want)}"
+        for k in want:
+            assert_same(got[k], want[k], f"{path}[{k!r}]", rtol=rtol, atol=atol)
+    elif isinstance(want, list | tuple):
+        assert len(got) == len(want), f"{path}: len {len(got)} != {len(want)}"
+        for i, (g, w) in enumerate(zip(got, want, strict=True)):
+            assert_same(g, w, f"{path}[{i}]", rtol=rtol, atol=atol)
+    elif isinstance(want, float):
+        assert abs(got - want) <= 1e-6 * max(1.0, abs(want)), f"{path}: {got} != {want}"
+    else:
+        assert got == want, f"{path}: {got!r} != {want!r}"
+
+
+def _tensor_leaves(obj: Any, out: list[torch.Tensor]) -> list[torch.Tensor]:
+    if isinstance(obj, torch.Tensor):
+        out.append(obj)
+    elif isinstance(obj, dict):
+        for v in obj.values():
+            _tensor_leaves(v, out)
+    elif isinstance(obj, list | tuple):
+        for v in obj:
+            _tensor_leaves(v, out)
+    elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        for f in dataclasses.fields(obj):
+            _tensor_leaves(getattr(obj, f.name), out)
+    return out
+
+
+def alias_signature(out: Any, inputs: Any) -> list[str]:
+    """Which output tensors are input tensors (``in<k>``) or each other (same ``t<k>``)."""
+    ins = {id(t): f"in{i}" for i, t in enumerate(_tensor_leaves(inputs, []))}
+    seen: dict[int, str] = {}
+    return [ins.get(id(t)) or seen.setdefault(id(t), f"t{len(seen)}")
+            for t in _tensor_leaves(out, [])]
+
+
+def _module_state(m: torch.nn.Module) -> dict[str, Any]:
+    """Parameters, buffers and the plain Python attributes of every submodule (incl. training)."""
+    plain = (int, float, str, bool, tuple, type(None))
+    state: dict[str, Any] = {f"sd:{k}": v for k, v in m.state_dict(keep_vars=True).items()}
+    for name, sub in m.named_modules():
+        for k, v in sorted(vars(sub).items()):
+            if not k.startswith("_") and isinstance(v, plain):
+                state[f"attr:{name or '<root>'}.{k}"] = v
+    return state
+
+
+# ------------------------------------------------------------------------------ user code counter
+def user_code_files(target: Any) -> set[str]:
+    """Source files of the user code behind ``target`` (a function, a module, or compiled one).
+
+    For a module: every submodule class's ``forward`` that is not torch's own.
+    """
+    target = getattr(target, "_magpy_original", target)
+    torch_dir = os.path.dirname(torch.__file__)
+    codes: list[types.CodeType] = []
+    if isinstance(target, torch.nn.Module):
+        for sub in target.modules():
+            fwd = getattr(type(sub).forward, "__code__", None)
+            if fwd is not None:
+                codes.append(fwd)
+    else:
+        fn = getattr(target, "__func__", target)
+        code = getattr(fn, "__code__", None)
+        if code is None:
+            code = type(fn).__call__.__code__
+        codes.append(code)
+    return {c.co_filename for c in codes if not c.co_filename.startswith(torch_dir)}
+
+
+@dataclasses.dataclass
+class UserCodeCounter:
+    """What :func:`count_user_code` saw: frames started and lines run in the user's files."""
+
+    files: set[str]
+    calls: list[str] = dataclasses.field(default_factory=list)
+    lines: int = 0
+    tracer_survived: bool = True
+
+    @property
+    def events(self) -> int:
+        return len(self.calls) + self.lines
+
+
+@contextlib.contextmanager
+def count_user_code(files: set[str]) -> Iterator[UserCodeCounter]:
+    """Count, with ``sys.settrace``, frames and lines of code from ``files`` run in the block.
+
+    The previous trace function is restored afterwards. ``tracer_survived`` is False when
+    something replaced the counter during the block without restoring it.
+    """
+    counter = UserCodeCounter(set(files))
+
+    def local(frame: types.FrameType, event: str, arg: Any) -> Any:
+        if event == "line":
+            counter.lines += 1
+        return local
+
+    def global_(frame: types.FrameType, event: str, arg: Any) -> Any:
+        if event == "call" and frame.f_code.co_filename in counter.files:
+            counter.calls.append(f"{frame.f_code.co_qualname}:{frame.f_lineno}")
+            return local
+        return None
+
+    previous = sys.gettrace()
+    sys.settrace(global_)
+    try:
+        yield counter
+    finally:
+        counter.tracer_survived = sys.gettrace() is global_
+        sys.settrace(previous)
+
+
+# ------------------------------------------------------------------------------ the main check
+def assert_compiles_like_eager(
+    fn_or_module: Any,
+    make_inputs: Callable[[int], Inputs],
+    calls: int = 4,
+    backend: Any = "eager",
+    expect_records: int = 1,
+    *,
+    expect_hits: int | None = None,
+    check_hits_run_no_user_code: bool = True,
+    rtol: float = 1e-4,
+    atol: float = 1e-5,
+    **compile_kwargs: Any,
+) -> Any:
+    """Run ``fn_or_module`` eagerly and compiled on ``calls`` fresh inputs and compare everything.
+
+    ``make_inputs(i) -> (args, kwargs)``. A module is deep-copied for the eager side, so state it
+    changes (BatchNorm running stats, counters) is compared after every call, as are the inputs
+    (in-place updates), the output's aliasing of inputs, and the exception if one is raised.
+    Both sides get the same torch seed before each call. At the end the compiled callable must
+    have exactly ``expect_records`` records, ``expect_hits`` hits (default ``calls -
+    expect_records``), no break and no eager fallback, so a cache that never hits cannot pass.
+
+    With ``check_hits_run_no_user_code`` every call is traced; a call that was a cache hit must
+    not start a frame or run a line of the user's code (the first eager call checks the
+    counter does see the user's code). Returns the compiled callable.
+    """
+    is_module = isinstance(fn_or_module, torch.nn.Module)
+    reference = copy.deepcopy(fn_or_module) if is_module else fn_or_module
+    compiled = magpy.compile(fn_or_module, backend=backend, **compile_kwargs)
+    files = user_code_files(fn_or_module)
+    assert files, "found no user source file to watch"
+    for i in range(calls):
+        args, kwargs = make_inputs(i)
+        ref_args, ref_kwargs = copy.deepcopy((args, kwargs))
+
+        torch.manual_seed(1000 + i)
+        with count_user_code(files) as eager_seen:
+            want, want_exc = _call(reference, ref_args, ref_kwargs)
+        if i == 0 and check_hits_run_no_user_code:
+            assert eager_seen.events > 0, f"the counter saw no user code in {files}"
+
+        hits_before = magpy.stats(compiled).hits
+        torch.manual_seed(1000 + i)
+        with count_user_code(files) as seen:
+            got, got_exc = _call(compiled, args, kwargs)
+        was_hit = magpy.stats(compiled).hits > hits_before
+        where = f"call {i}"
+        assert seen.tracer_survived, f"{where}: magpy left sys.settrace replaced"
+        if was_hit and check_hits_run_no_user_code:
+            assert seen.events == 0, (
+                f"{where} was a cache hit but ran user code: {seen.calls[:5]} "
+                f"({seen.lines} lines)"
+            )
+
+        assert got_exc == want_exc, f"{where}: exception {got_exc} != eager {want_exc}"
+        assert_same(got, want, f"{where}: out", rtol=rtol, atol=atol)
+        assert_same((args, kwargs), (ref_args, ref_kwargs), f"{where}: inputs after the call",
+                    rtol=rtol, atol=atol)
+        if got_exc is None:
+            assert alias_signature(got, (args, kwargs)) == alias_signature(
+                want, (ref_args, ref_kwargs)), f"{where}: output aliasing differs from eager"
+        if is_module:
+            assert_same(_module_state(fn_or_module), _module_state(reference),
+                        f"{where}: module state", rtol=rtol, atol=atol)
+
+    st = magpy.stats(compiled)
+    hits = calls - expect_records if expect_hits is None else expect_hits
+    assert (st.records, st.hits, st.breaks, st.fallbacks) == (expect_records, hits, 0, 0), (
+        f"expected {expect_records} records, {hits} hits, no break and no fallback; got {st}"
+    )
+    return compiled
+
+
+def _call(fn: Any, args: Any, kwargs: dict[str, Any]) -> tuple[Any, tuple[type, str] | None]:
+    try:
+        return fn(*args, **kwargs), None
+    except Exception as exc:  # the program's own exception must come through unchanged
+        return None, (type(exc), str(exc))
