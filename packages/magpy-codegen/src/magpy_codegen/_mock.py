@@ -100,8 +100,12 @@ class _MockWriter:
         if isinstance(w, DelItem):
             return f"    del {self.expr(w.target)}[{self.expr(w.key)}]"
         if isinstance(w, ReplaceContents):
-            parts = ", ".join(self.expr(p) for p in w.parts)
-            return f"    {self.expr(w.target)}[:] = [{parts}]"
+            target = self.expr(w.target)
+            parts = [self.expr(p) for p in w.parts]
+            if w.kind == BuildKind.DICT:
+                pairs = ", ".join(f"{parts[i]}: {parts[i + 1]}" for i in range(0, len(parts), 2))
+                return f"    {target}.clear(); {target}.update({{{pairs}}})"
+            return f"    {target}[:] = [{', '.join(parts)}]"
         raise InternalError(f"unknown write-back {w!r}")
 
 

@@ -100,7 +100,7 @@ def _len(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> Non
     if isinstance(obj, torch.Tensor):
         cap.guard_meta(v)
         m.expect_outputs(inst, 1, lambda real: [cap.const(real[0])])
-    elif isinstance(v.items, list | dict) and not v.external:
+    elif isinstance(v.items, list | dict):
         m.expect_outputs(inst, 1, lambda real: [cap.const(real[0])])
     elif v.external:
         m.expect_outputs(inst, 1, lambda real: [Val(real[0], expr=(len, (v,)))])

@@ -101,6 +101,7 @@ class Capture:
         self.writes: list[Write] = []
         self.written: set[tuple[ShadowNode, Access]] = set()
         self.mutated_tensors: list[Val] = []
+        self.mutated_containers: list[Val] = []
         self.paths: dict[ShadowNode, Path] = {}
         self.value_guards: set[int] = set()
         self.global_checks: list[tuple[str, Any]] = []

@@ -83,7 +83,8 @@ class Pending:
     generator this instruction drives arrive in ``yields``.
     """
 
-    __slots__ = ("expect", "gen", "inst", "make", "n_out", "opaque", "result", "yields")
+    __slots__ = ("callback_results", "callbacks", "expect", "gen", "inst", "make", "n_out",
+                 "opaque", "result", "yields")
 
     def __init__(self, inst: Inst, n_out: int | Callable[[int], int],
                  make: Callable[[list[Any]], list[Val]], *, opaque: bool = True) -> None:
@@ -92,6 +93,8 @@ class Pending:
         self.gen: Val | None = None
         self.result: Val | None = None
         self.yields: list[Val] = []
+        self.callbacks: dict[types.CodeType, Val] = {}
+        self.callback_results: list[Val] = []
 
 
 Handler = Callable[["FrameMonitor", Inst], None]

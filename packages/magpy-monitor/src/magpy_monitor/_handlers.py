@@ -316,8 +316,10 @@ def _store_item(m: FrameMonitor, container: Val, key: Val, value: Val) -> None:
     elif type(obj) is dict and isinstance(container.items, dict):
         container.items[key.obj] = (key, value)
     elif container.external and type(obj) in (list, dict):
-        cap.observe_type(container)
-        cap._store(container, Item(key.obj), value, "setitem")
+        from ._containers import materialize
+
+        materialize(cap, container, "setitem")
+        _store_item(m, container, key, value)
     else:
         raise m.unsupported(f"item assignment on {type(obj).__name__}")
 
@@ -590,8 +592,8 @@ def _call_function_ex(m: FrameMonitor, inst: Inst) -> None:
 @handler("SEND", "GET_AWAITABLE",
          "GET_YIELD_FROM_ITER", "RETURN_GENERATOR", "ASYNC_GEN_WRAP", "GET_AITER", "GET_ANEXT",
          "BEFORE_ASYNC_WITH", "END_ASYNC_FOR", "PREP_RERAISE_STAR", "CHECK_EG_MATCH",
-         "UNPACK_EX", "MATCH_CLASS", "MATCH_MAPPING", "MATCH_SEQUENCE", "MATCH_KEYS",
-         "GET_LEN", "COPY_FREE_VARS", "MAKE_CELL", "DELETE_DEREF", "DELETE_SUBSCR",
+         "MATCH_CLASS", "MATCH_MAPPING", "MATCH_SEQUENCE", "MATCH_KEYS",
+         "GET_LEN", "COPY_FREE_VARS", "MAKE_CELL", "DELETE_DEREF",
          "PRINT_EXPR", "LOAD_METHOD_UNSUPPORTED")
 def _not_yet(m: FrameMonitor, inst: Inst) -> None:
     raise m.unsupported(f"{inst.opname} is not supported yet")

@@ -24,6 +24,7 @@ from magpy_refgraph import (
     GraphOut,
     Plan,
     Recipe,
+    ReplaceContents,
     SetAttr,
     SetItem,
     Unsupported,
@@ -130,6 +131,15 @@ class _Planner:
         self.builds[key] = b
         return b
 
+    def replace_contents(self, v: Val) -> WriteBack:
+        target = FromPath(self.cap.paths[v.node])
+        if isinstance(v.items, dict):
+            kv: list[Recipe] = []
+            for k, x in v.items.values():
+                kv += [self.recipe(k), self.recipe(x)]
+            return ReplaceContents(target, BuildKind.DICT, tuple(kv))
+        return ReplaceContents(target, BuildKind.LIST, tuple(self.recipe(x) for x in v.items))
+
     def writeback(self, op: str, target: Val, key: Any, value: Val | None) -> WriteBack:
         tgt = FromPath(self.cap.paths[target.node])
         if op == "setattr":
@@ -150,6 +160,7 @@ def build_plan(cap: Capture) -> tuple[Plan, list[Any]]:
     p = _Planner(cap)
     result = p.recipe(cap.result)
     writes = tuple(p.writeback(w.op, w.target, w.key, w.value) for w in cap.writes)
+    writes += tuple(p.replace_contents(v) for v in cap.mutated_containers)
     inputs = tuple(cap.rec.input_paths)
     plan = Plan(
         guards=guard_requirements(cap.graph),

@@ -18,8 +18,8 @@ from typing import Any
 
 from magpy_refgraph import InternalError, MagPyError, Unsupported
 
-from . import _exceptions, _handlers  # noqa: F401  (register the opcode handlers)
-from ._capture import Capture
+from . import _containers, _exceptions, _handlers, _highorder  # noqa: F401  (handlers)
+from ._capture import Capture, is_value_type
 from ._frame import FrameMonitor, Pending, initial_fast
 from ._values import Val
 
@@ -78,9 +78,33 @@ class Monitor:
             start = p.expect[1]
             p.expect = None
             return self._attach(start(frame))
+        if frame.f_code in p.callbacks:
+            return self._attach(self._callback(top, frame, p.callbacks[frame.f_code]))
         if p.opaque:
             return None
         raise top.unsupported(f"unexpected call of {frame.f_code.co_qualname} from {p.inst}")
+
+    def _callback(self, top: FrameMonitor, frame: types.FrameType, fn_val: Val) -> FrameMonitor:
+        """A Python callable called by native code: bind its arguments by identity."""
+        code = frame.f_code
+        n = code.co_argcount + code.co_kwonlyargcount
+        n += bool(code.co_flags & 0x04) + bool(code.co_flags & 0x08)
+        bound: dict[str, Val] = {}
+        for name in code.co_varnames[:n]:
+            obj = frame.f_locals[name]
+            known = self.cap.known(obj)
+            if known is None:
+                if not is_value_type(obj):
+                    raise top.unsupported(f"native code passed an unknown {type(obj).__name__} "
+                                          f"to {code.co_qualname}")
+                known = self.cap.const(obj)
+            bound[name] = known
+        from ._calls import _closure
+
+        mon = FrameMonitor(self.cap, frame,
+                           initial_fast(self.cap, frame, bound, _closure(top, fn_val)),
+                           kind="callback")
+        return mon
 
     def _resume_generator(self, top: FrameMonitor, frame: types.FrameType,
                           gen: Val) -> TraceFn | None:
@@ -154,6 +178,8 @@ class Monitor:
             raise InternalError("callee returned to a caller with nothing pending")
         if opname == "YIELD_VALUE":
             caller.pending.yields.append(val)
+        elif mon.kind == "callback":
+            caller.pending.callback_results.append(val)
         elif mon.kind != "generator":
             caller.pending.result = val
 

@@ -89,6 +89,7 @@ def entry_paths(g: RefGraph, node: ShadowNode, *, limit: int = _DEFAULT_PATH_LIM
     # Best-first search keyed by (length lower bound, creation-order sequence): a complete path
     # is popped only after every partial path that could still complete to a smaller key.
     heap: list[_Partial] = [(dist[g.root], (), 0, g.root, (), (g.root,))]
+    out_edges: dict[ShadowNode, list[Edge]] = {}
     found: list[Path] = []
     work = counter = 0
     while heap and work < _MAX_EXPANSIONS:
@@ -98,10 +99,13 @@ def entry_paths(g: RefGraph, node: ShadowNode, *, limit: int = _DEFAULT_PATH_LIM
             if len(found) >= limit:
                 break
             continue
-        for edge in _entry_edges(end):
+        edges = out_edges.get(end)
+        if edges is None:
+            edges = out_edges[end] = [e for e in _entry_edges(end) if e.target in dist]
+        for edge in edges:
             work += 1
             target = edge.target
-            if target not in dist or target in visited:
+            if target in visited:
                 continue
             steps = (*accesses, edge.access)
             counter += 1

@@ -1,0 +1,332 @@
+"""Native functions that run Python: consumers of generators and callers of callbacks.
+
+``sum(gen)``, ``"".join(gen)``, ``sorted(xs, key=lambda ...)``, ``functools.reduce``,
+``map``/``filter``: the native function drives Python frames (generator resumptions, callbacks)
+while its CALL is pending. Generator frames hand their yielded values to the pending
+instruction; callback frames are monitored with their arguments bound to the shadows of the
+objects native code passes them (found by identity), and their results are collected in order.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import itertools
+import operator
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from ._builtins import BUILTIN_HANDLERS, METHOD_HANDLERS, register_builtin
+from ._calls import pure_call
+from ._capture import is_value_type
+from ._frame import FrameMonitor, Inst, Pending
+from ._iteration import is_generator, iter_items, make_iterator
+from ._values import Val
+
+__all__ = ["consume"]
+
+Then = Callable[[list[Val], Any, Pending], Val]
+
+
+def _lazy(v: Val) -> dict[str, Any] | None:
+    return v.extra if isinstance(v.extra, dict) and "lazy" in v.extra else None
+
+
+def consume(m: FrameMonitor, inst: Inst, src: Val, then: Then) -> Pending:
+    """Model a native call that iterates ``src`` completely, then builds its result.
+
+    ``then(items, real_result, pending)`` runs at bind time with the shadows of every value the
+    iteration produced (known up front, yielded by a generator, or returned by callbacks).
+    """
+    lazy = _lazy(src)
+    if lazy is not None:
+        return _consume_lazy(m, inst, src, lazy, then)
+    items = None if is_generator(src) else iter_items(m, src)
+    if items is None and not is_generator(src):
+        raise m.unsupported(f"iterating a {type(src.obj).__name__} of unknown contents")
+    if isinstance(src.extra, dict) and "iter" in src.extra:
+        src.extra["pos"] = len(src.extra["iter"])
+
+    def make(real: list[Any]) -> list[Val]:
+        return [then(list(p.yields) if items is None else items, real[0], p)]
+
+    p = m.expect_outputs(inst, 1, make)
+    return p
+
+
+def _consume_lazy(m: FrameMonitor, inst: Inst, src: Val, lazy: dict[str, Any],
+                  then: Then) -> Pending:
+    fn_val: Val = lazy["fn"]
+    items: list[Val] | None = lazy["items"]
+    if items is None:
+        raise m.unsupported(f"{lazy['lazy']}() over an iterable of unknown contents")
+    native = not _is_python(fn_val.obj)
+
+    def make(real: list[Any]) -> list[Val]:
+        if native:
+            results = [_native_apply(m, fn_val.obj, [v]) for v in items]
+        else:
+            results = list(p.callback_results)
+        if lazy["lazy"] == "map":
+            produced = results
+        else:
+            for r in results:
+                m.cap.observe(r)
+            produced = [v for v, r in zip(items, results, strict=True) if r.obj]
+        return [then(produced, real[0], p)]
+
+    p = m.expect_outputs(inst, 1, make)
+    if not native:
+        p.callbacks[fn_val.obj.__code__] = fn_val
+    return p
+
+
+def _is_python(fn: Any) -> bool:
+    import types
+
+    return isinstance(fn, types.FunctionType)
+
+
+def _native_apply(m: FrameMonitor, fn: Any, args: list[Val], real: Any = None) -> Val:
+    """Shadow of ``fn(*args)`` for a native ``fn`` called by native code.
+
+    ``real`` is the object native code produced, when known (the last step); otherwise the
+    pure ``fn`` is re-executed to get an intermediate value.
+    """
+    cap = m.cap
+    if real is None:
+        real = fn(*(a.obj for a in args))
+    if any(isinstance(a.obj, torch.Tensor) for a in args):
+        node = cap.rec.call("call_function", fn, tuple(cap.to_arg(a) for a in args), {})
+        return cap.op_result(real, node)
+    for a in args:
+        cap.observe(a)
+    return cap.new(real, const=True)
+
+
+def _match_order(items: list[Val], result: list[Any]) -> list[Val]:
+    """The shadows of ``result``'s elements, taken from ``items`` by identity (sorted/filter)."""
+    pool = list(items)
+    out = []
+    for obj in result:
+        for i, v in enumerate(pool):
+            if v.obj is obj:
+                out.append(pool.pop(i))
+                break
+        else:
+            raise KeyError("element not among the inputs")
+    return out
+
+
+# ---------------------------------------------------------------------- consumers
+def _seq_builder(m: FrameMonitor) -> Then:
+    def then(items: list[Val], real: Any, p: Pending) -> Val:
+        return m.cap.new(real, items=list(items))
+
+    return then
+
+
+def _as_seq(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> bool:
+    """list(x)/tuple(x) over generators and lazy iterators; False if not applicable."""
+    if len(pos) == 1 and (is_generator(pos[0]) or _lazy(pos[0]) is not None):
+        consume(m, inst, pos[0], _seq_builder(m))
+        return True
+    return False
+
+
+def _pure_over(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    """A pure consumer (``"".join``, ``any``, ``set``...) over any iterable."""
+    cap = m.cap
+    head, src, rest = pos[:-1], pos[-1], kw
+
+    def then(items: list[Val], real: Any, p: Pending) -> Val:
+        for v in (*head, *items, *rest.values()):
+            if isinstance(v.obj, torch.Tensor):
+                raise m.unsupported("a pure function over tensors would read their values")
+            cap.observe(v)
+        return cap.new(real, const=True)
+
+    consume(m, inst, src, then)
+
+
+for _fn in (any, all, set, frozenset):
+    BUILTIN_HANDLERS[id(_fn)] = (_fn, _pure_over)
+METHOD_HANDLERS[(str, "join")] = _pure_over
+
+
+@register_builtin(sum)
+def _sum(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    cap = m.cap
+    start = pos[1] if len(pos) > 1 else kw.get("start", cap.const(0))
+
+    def then(items: list[Val], real: Any, p: Pending) -> Val:
+        if not any(isinstance(v.obj, torch.Tensor) for v in (*items, start)):
+            for v in (*items, start):
+                cap.observe(v)
+            return cap.new(real, const=True)
+        acc = cap.to_arg(start)
+        for v in items:
+            acc = cap.rec.call("call_function", operator.add, (acc, cap.to_arg(v)), {})
+        return cap.op_result(real, acc)
+
+    consume(m, inst, pos[0], then)
+
+
+@register_builtin(sorted)
+def _sorted(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    cap = m.cap
+    key = kw.get("key")
+    if "reverse" in kw:
+        cap.observe(kw["reverse"])
+    if key is not None and key.obj is not None and _is_python(key.obj):
+        items = iter_items(m, pos[0])
+        if items is None:
+            raise m.unsupported("sorted() with a key over an iterable of unknown contents")
+
+        def make(real: list[Any]) -> list[Val]:
+            for r in p.callback_results:
+                if isinstance(r.obj, torch.Tensor):
+                    raise m.unsupported("sorted() by tensor values")
+                cap.observe(r)
+            return [cap.new(real[0], items=_match_order(items, real[0]))]
+
+        p = m.expect_outputs(inst, 1, make)
+        p.callbacks[key.obj.__code__] = key
+        return
+    if key is not None and key.obj is not None:
+        cap.observe(key)
+
+    def then(items: list[Val], real: Any, p: Pending) -> Val:
+        if key is None or key.obj is None:
+            for v in items:
+                if isinstance(v.obj, torch.Tensor):
+                    raise m.unsupported("sorted() compares tensor values")
+                cap.observe(v)
+        return cap.new(real, items=_match_order(items, real))
+
+    consume(m, inst, pos[0], then)
+
+
+@register_builtin(functools.reduce)
+def _reduce(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    cap = m.cap
+    fn_val, src = pos[0], pos[1]
+    init = pos[2] if len(pos) > 2 else None
+    cap.observe_identity(fn_val)
+    if _is_python(fn_val.obj):
+        items = iter_items(m, src)
+        if items is None:
+            raise m.unsupported("reduce() with a Python function over a generator")
+
+        def make(real: list[Any]) -> list[Val]:
+            if not p.callback_results:
+                return [init if init is not None else items[0]]
+            return [p.callback_results[-1]]
+
+        p = m.expect_outputs(inst, 1, make)
+        p.callbacks[fn_val.obj.__code__] = fn_val
+        return
+
+    def then(items: list[Val], real: Any, p: Pending) -> Val:
+        seq = ([init] if init is not None else []) + list(items)
+        acc = seq[0]
+        for i, v in enumerate(seq[1:], start=2):
+            acc = _native_apply(m, fn_val.obj, [acc, v], real if i == len(seq) else None)
+        return acc
+
+    consume(m, inst, src, then)
+
+
+def _lazy_handler(kind: str) -> Callable[[FrameMonitor, Inst, list[Val], dict[str, Val]], None]:
+    def handle(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+        if len(pos) != 2 or kw:
+            raise m.unsupported(f"{kind}() over several iterables")
+        fn_val = pos[0]
+        items = iter_items(m, pos[1])
+        if items is None:
+            raise m.unsupported(f"{kind}() over an iterable of unknown contents")
+        m.cap.observe_identity(fn_val)
+        m.expect_outputs(inst, 1, lambda real: [
+            m.cap.new(real[0], extra={"lazy": kind, "fn": fn_val, "items": items})])
+
+    return handle
+
+
+BUILTIN_HANDLERS[id(map)] = (map, _lazy_handler("map"))
+BUILTIN_HANDLERS[id(filter)] = (filter, _lazy_handler("filter"))
+
+
+def _sequence_handler(previous: Any) -> Callable[[FrameMonitor, Inst, list[Val],
+                                                  dict[str, Val]], None]:
+    def handle(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+        if not _as_seq(m, inst, pos, kw):
+            previous(m, inst, pos, kw)
+
+    return handle
+
+
+for _fn in (list, tuple):
+    BUILTIN_HANDLERS[id(_fn)] = (_fn, _sequence_handler(BUILTIN_HANDLERS[id(_fn)][1]))
+
+
+@register_builtin(itertools.chain)
+def _chain(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    parts = [iter_items(m, p) for p in pos]
+    if any(p is None for p in parts):
+        raise m.unsupported("itertools.chain over an iterable of unknown contents")
+    items = [v for p in parts for v in p]  # type: ignore[union-attr]
+    m.expect_outputs(inst, 1, lambda real: [make_iterator(m, real[0], items)])
+
+
+def _pure_iterator(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    """itertools functions over constants: an iterator whose values are known constants."""
+    flat = []
+    for v in (*pos, *kw.values()):
+        items = None if is_value_type(v.obj) else iter_items(m, v)
+        flat.extend(items if items is not None else [v])
+    for v in flat:
+        if isinstance(v.obj, torch.Tensor):
+            raise m.unsupported("itertools over tensors")
+        m.cap.observe(v)
+
+    def make(real: list[Any]) -> list[Val]:
+        values = list(copy.copy(real[0]))
+        return [make_iterator(m, real[0], [m.cap.const(x) for x in values])]
+
+    m.expect_outputs(inst, 1, make)
+
+
+for _fn in (itertools.combinations, itertools.permutations, itertools.product,
+            itertools.combinations_with_replacement, itertools.accumulate, itertools.islice,
+            itertools.repeat, itertools.count, itertools.pairwise, itertools.starmap):
+    BUILTIN_HANDLERS[id(_fn)] = (_fn, _pure_iterator)
+
+
+def _pure_method(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    pure_call(m, inst, pos, kw)
+
+
+def _register_pure_methods() -> None:
+    import re
+
+    pattern, match = type(re.compile("")), type(re.match("", ""))
+    for owner, names in (
+        (pattern, "match search fullmatch findall sub subn split finditer"),
+        (match, "group groups groupdict span start end expand"),
+        (torch.Size, "numel count index"),
+        (int, "bit_length to_bytes conjugate"),
+        (float, "is_integer hex conjugate"),
+        (bytes, "hex decode startswith endswith split join"),
+        (list, "index count copy"),
+    ):
+        for n in names.split():
+            METHOD_HANDLERS.setdefault((owner, n), _pure_method)
+    for fn in (re.compile, re.match, re.search, re.fullmatch, re.sub, re.split, re.findall,
+               re.escape):
+        BUILTIN_HANDLERS.setdefault(id(fn), (fn, _pure_method))
+
+
+_register_pure_methods()
+_ = (Callable,)
