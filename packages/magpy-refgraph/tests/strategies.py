@@ -43,7 +43,7 @@ from magpy_refgraph import (
 
 #: Settings for every property test of this package (local, not a global profile).
 PROPERTY = settings(
-    max_examples=int(os.environ.get("REFGRAPH_MAX_EXAMPLES", "100")),
+    max_examples=int(os.environ.get("REFGRAPH_MAX_EXAMPLES", "60")),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )

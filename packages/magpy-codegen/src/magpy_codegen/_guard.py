@@ -104,13 +104,15 @@ def _value_check(v: str, value: Any, c: Any) -> str:
 
 
 def _custom_check(v: str, payload: Any, c: Any) -> str:
-    if payload == "module_no_hooks":
+    if payload == "module_call":
         from torch.nn.modules import module as mm
 
         glob = " or ".join(c(d) for d in (mm._global_backward_pre_hooks, mm._global_backward_hooks,
                                           mm._global_forward_hooks, mm._global_forward_pre_hooks))
-        return (f"not ({v}._forward_hooks or {v}._forward_pre_hooks or {v}._backward_hooks "
-                f"or {v}._backward_pre_hooks or {glob}) and 'forward' not in {v}.__dict__")
+        return (f"not ({v}._backward_hooks or {v}._backward_pre_hooks or {glob}) "
+                f"and 'forward' not in {v}.__dict__")
+    if payload == "module_no_hooks":
+        return f"not ({v}._forward_hooks or {v}._forward_pre_hooks)"
     raise InternalError(f"unknown custom guard {payload!r}")
 
 

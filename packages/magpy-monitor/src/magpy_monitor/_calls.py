@@ -50,7 +50,9 @@ def dispatch_call(m: FrameMonitor, inst: Inst, fn_val: Val, pos: list[Val],
         special[1](m, inst, pos, kwargs)
         return
     if isinstance(fn, torch.nn.Module):
-        _module_call(m, inst, fn_val, pos, kwargs)
+        from ._hooks import module_call
+
+        module_call(m, inst, fn_val, pos, kwargs)
         return
     if type(fn) is types.MethodType:
         self_val = method_self(m, fn_val)
@@ -151,35 +153,6 @@ def pure_call(m: FrameMonitor, inst: Inst, pos: list[Val], kwargs: dict[str, Val
 
 
 # ---------------------------------------------------------------------- inlining
-def _module_call(m: FrameMonitor, inst: Inst, fn_val: Val, pos: list[Val],
-                 kwargs: dict[str, Val]) -> None:
-    mod = fn_val.obj
-    if _has_hooks(mod):
-        raise m.unsupported(f"{type(mod).__name__} has forward/backward hooks")
-    if "forward" in mod.__dict__:
-        raise m.unsupported(f"{type(mod).__name__} instance overrides forward")
-    forward = type(mod).forward
-    if not isinstance(forward, types.FunctionType):
-        raise m.unsupported(f"{type(mod).__name__}.forward is not a Python function")
-    cap = m.cap
-    cap.observe_type(fn_val)
-    if fn_val.external and fn_val.node is not None:
-        cap.graph.observe(fn_val.node, GuardKind.CUSTOM, "module_no_hooks")
-    elif not fn_val.external:
-        raise m.unsupported("calling a module created during the run")
-    inline(m, inst, cap.const(forward), [fn_val, *pos], kwargs)
-
-
-def _has_hooks(mod: torch.nn.Module) -> bool:
-    from torch.nn.modules import module as mm
-
-    return bool(
-        mod._backward_hooks or mod._backward_pre_hooks or mod._forward_hooks
-        or mod._forward_pre_hooks or mm._global_backward_pre_hooks or mm._global_backward_hooks
-        or mm._global_forward_hooks or mm._global_forward_pre_hooks
-    )
-
-
 def inline(m: FrameMonitor, inst: Inst, fn_val: Val, pos: list[Val],
            kwargs: dict[str, Val]) -> None:
     """Follow a Python function into its frame, with arguments bound to shadow values."""

@@ -84,7 +84,7 @@ class Pending:
     """
 
     __slots__ = ("callback_results", "callbacks", "expect", "gen", "inst", "make", "n_out",
-                 "opaque", "result", "yields")
+                 "on_result", "opaque", "result", "yields")
 
     def __init__(self, inst: Inst, n_out: int | Callable[[int], int],
                  make: Callable[[list[Any]], list[Val]], *, opaque: bool = True) -> None:
@@ -95,6 +95,7 @@ class Pending:
         self.yields: list[Val] = []
         self.callbacks: dict[types.CodeType, Val] = {}
         self.callback_results: list[Val] = []
+        self.on_result: Callable[[Val], None] | None = None
 
 
 Handler = Callable[["FrameMonitor", Inst], None]

@@ -181,7 +181,10 @@ class Monitor:
         elif mon.kind == "callback":
             caller.pending.callback_results.append(val)
         elif mon.kind != "generator":
-            caller.pending.result = val
+            if caller.pending.on_result is not None:
+                caller.pending.on_result(val)
+            else:
+                caller.pending.result = val
 
     # ------------------------------------------------------------------ failure
     def _fail(self, exc: BaseException, *, user: bool = False) -> None:

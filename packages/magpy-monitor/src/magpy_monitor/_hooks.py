@@ -1,0 +1,146 @@
+"""Calls of ``nn.Module`` instances, forward hooks included.
+
+``module(x)`` runs ``Module.__call__`` -> ``_call_impl``, which runs the forward pre-hooks, then
+``forward``, then the forward hooks. The monitor does not follow ``_call_impl`` itself: it guards
+that no backward or global hooks exist and that the module's forward-hook dicts hold exactly the
+hooks seen now, and follows each hook and ``forward`` in turn, with the arguments
+``_call_impl`` passes them (pre-hooks may replace the arguments, forward hooks the result).
+"""
+
+from __future__ import annotations
+
+import types
+from typing import Any
+
+import torch
+
+from magpy_refgraph import Attr, GuardKind, Item
+
+from ._frame import FrameMonitor, Inst, Pending, initial_fast
+from ._values import Val
+
+__all__ = ["module_call"]
+
+
+def _unsupported_hooks(mod: torch.nn.Module) -> str | None:
+    from torch.nn.modules import module as mm
+
+    if mod._backward_hooks or mod._backward_pre_hooks:
+        return "backward hooks"
+    if (mm._global_backward_pre_hooks or mm._global_backward_hooks or mm._global_forward_hooks
+            or mm._global_forward_pre_hooks):
+        return "global module hooks"
+    if (mod._forward_pre_hooks_with_kwargs or mod._forward_hooks_with_kwargs
+            or mod._forward_hooks_always_called):
+        return "forward hooks with kwargs or always_called"
+    return None
+
+
+def _hook_vals(m: FrameMonitor, mod_val: Val, attr: str) -> list[Val]:
+    cap = m.cap
+    hooks = getattr(mod_val.obj, attr)
+    d = cap.child(mod_val, Attr(attr), hooks)
+    cap.observe_keys(d)
+    out = []
+    for k, h in hooks.items():
+        hv = cap.child(d, Item(k), h)
+        cap.observe_identity(hv)
+        out.append(hv)
+    return out
+
+
+def module_call(m: FrameMonitor, inst: Inst, fn_val: Val, pos: list[Val],
+                kwargs: dict[str, Val]) -> None:
+    """Model ``module(*pos, **kwargs)``."""
+    from ._calls import inline
+
+    mod = fn_val.obj
+    cap = m.cap
+    why = _unsupported_hooks(mod)
+    if why is not None:
+        raise m.unsupported(f"{type(mod).__name__} has {why}")
+    if "forward" in mod.__dict__:
+        raise m.unsupported(f"{type(mod).__name__} instance overrides forward")
+    forward = type(mod).forward
+    if not isinstance(forward, types.FunctionType):
+        raise m.unsupported(f"{type(mod).__name__}.forward is not a Python function")
+    if not fn_val.external or fn_val.node is None:
+        raise m.unsupported("calling a module created during the run")
+    cap.observe_type(fn_val)
+    cap.graph.observe(fn_val.node, GuardKind.CUSTOM, "module_call")
+    if not (mod._forward_pre_hooks or mod._forward_hooks):
+        cap.graph.observe(fn_val.node, GuardKind.CUSTOM, "module_no_hooks")
+        inline(m, inst, cap.const(forward), [fn_val, *pos], kwargs)
+        return
+    pre = _hook_vals(m, fn_val, "_forward_pre_hooks")
+    post = _hook_vals(m, fn_val, "_forward_hooks")
+    _HookedCall(m, inst, fn_val, forward, pre, post, pos, kwargs).start()
+
+
+class _HookedCall:
+    """The sequence pre-hooks -> forward -> hooks inside one CALL instruction."""
+
+    def __init__(self, m: FrameMonitor, inst: Inst, mod_val: Val, forward: Any,
+                 pre: list[Val], post: list[Val], pos: list[Val],
+                 kwargs: dict[str, Val]) -> None:
+        self.m, self.mod_val = m, mod_val
+        self.steps: list[tuple[str, Val]] = [("pre", h) for h in pre]
+        self.steps.append(("forward", m.cap.const(forward)))
+        self.steps += [("post", h) for h in post]
+        self.args, self.kwargs = list(pos), kwargs
+        self.result: Val | None = None
+        self.i = 0
+
+        def make(real: list[Any]) -> list[Val]:
+            if self.i != len(self.steps) or self.result is None:
+                raise m.unsupported("module hooks ran in an order the monitor did not expect")
+            return [self.result]
+
+        self.pending: Pending = m.expect_outputs(inst, 1, make)
+        self.pending.on_result = self.on_result
+
+    def _args_tuple(self) -> Val:
+        return Val(tuple(v.obj for v in self.args), items=list(self.args), extra={"fresh": True})
+
+    def start(self) -> None:
+        self.arm()
+
+    def arm(self) -> None:
+        from ._calls import _closure, _fresh, bind_args, method_self
+
+        m = self.m
+        kind, hv = self.steps[self.i]
+        fn = hv.obj
+        pos: list[Val]
+        kw: dict[str, Val] = {}
+        if kind == "forward":
+            fn_val, pos, kw = hv, [self.mod_val, *self.args], self.kwargs
+        else:
+            extra = [self._args_tuple()] + ([self.result] if kind == "post" else [])
+            if type(fn) is types.MethodType:
+                fn_val, pos = m.cap.const(fn.__func__), [method_self(m, hv), self.mod_val, *extra]
+            elif isinstance(fn, types.FunctionType):
+                fn_val, pos = hv, [self.mod_val, *extra]
+            else:
+                raise m.unsupported(f"module hook {fn!r} is not a Python function")
+        bound = bind_args(m, fn_val, pos, kw)
+        closure = _closure(m, fn_val)
+        cap = m.cap
+
+        def start(frame: types.FrameType) -> FrameMonitor:
+            return FrameMonitor(cap, frame, initial_fast(cap, frame, _fresh(frame, bound),
+                                                         closure))
+
+        self.pending.expect = (fn_val.obj.__code__, start)
+
+    def on_result(self, val: Val) -> None:
+        kind, _ = self.steps[self.i]
+        if kind == "pre" and val.obj is not None:
+            self.args = list(val.items) if isinstance(val.obj, tuple) and val.items else [val]
+            if isinstance(val.obj, tuple) and not val.items:
+                raise self.m.unsupported("forward pre-hook returned a tuple of unknown origin")
+        elif kind == "forward" or (kind == "post" and val.obj is not None):
+            self.result = val
+        self.i += 1
+        if self.i < len(self.steps):
+            self.arm()
