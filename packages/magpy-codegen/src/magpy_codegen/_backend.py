@@ -55,8 +55,9 @@ def resolve_backend(backend: str | Backend) -> Backend:
     raise TypeError(f"backend must be a str or a callable, got {type(backend).__name__}")
 
 
-def compile_graph(graph: fx.Graph, example_inputs: list[Any],
-                  backend: str | Backend) -> tuple[fx.GraphModule, Callable[..., Any]]:
+def compile_graph(
+    graph: fx.Graph, example_inputs: list[Any], backend: str | Backend
+) -> tuple[fx.GraphModule, Callable[..., Any]]:
     """Build the GraphModule of ``graph`` and compile it; returns (gm, callable)."""
     gm = fx.GraphModule(torch.nn.Module(), graph)
     compiled = resolve_backend(backend)(gm, list(example_inputs))

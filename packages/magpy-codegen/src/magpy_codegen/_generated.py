@@ -30,7 +30,7 @@ class GeneratedCode:
         lines = self.source.splitlines(keepends=True)
         linecache.cache[name] = (len(self.source), None, lines, name)
         namespace = dict(self.globals)
-        exec(compile(self.source, name, "exec"), namespace)  # noqa: S102 - our generated code
+        exec(compile(self.source, name, "exec"), namespace)
         self.filename = name
         return namespace
 

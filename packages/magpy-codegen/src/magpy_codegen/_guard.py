@@ -89,9 +89,11 @@ class PathVars:
 
 def _tensor_check(v: str, meta: tuple[Any, ...], c: Any) -> str:
     cls, dtype, device, shape, stride, requires_grad = meta
-    return (f"type({v}) is {c(cls)} and {v}.dtype is {c(dtype)} and {v}.shape == {c(shape)} "
-            f"and {v}.stride() == {c(stride)} and {v}.device == {c(device)} "
-            f"and {v}.requires_grad is {requires_grad}")
+    return (
+        f"type({v}) is {c(cls)} and {v}.dtype is {c(dtype)} and {v}.shape == {c(shape)} "
+        f"and {v}.stride() == {c(stride)} and {v}.device == {c(device)} "
+        f"and {v}.requires_grad is {requires_grad}"
+    )
 
 
 def _value_check(v: str, value: Any, c: Any) -> str:
@@ -107,10 +109,19 @@ def _custom_check(v: str, payload: Any, c: Any) -> str:
     if payload == "module_call":
         from torch.nn.modules import module as mm
 
-        glob = " or ".join(c(d) for d in (mm._global_backward_pre_hooks, mm._global_backward_hooks,
-                                          mm._global_forward_hooks, mm._global_forward_pre_hooks))
-        return (f"not ({v}._backward_hooks or {v}._backward_pre_hooks or {glob}) "
-                f"and 'forward' not in {v}.__dict__")
+        glob = " or ".join(
+            c(d)
+            for d in (
+                mm._global_backward_pre_hooks,
+                mm._global_backward_hooks,
+                mm._global_forward_hooks,
+                mm._global_forward_pre_hooks,
+            )
+        )
+        return (
+            f"not ({v}._backward_hooks or {v}._backward_pre_hooks or {glob}) "
+            f"and 'forward' not in {v}.__dict__"
+        )
     if payload == "module_no_hooks":
         return f"not ({v}._forward_hooks or {v}._forward_pre_hooks)"
     raise InternalError(f"unknown custom guard {payload!r}")
@@ -144,8 +155,9 @@ def check_expr(req: GuardReq, v: str, c: Any) -> str:
     raise InternalError(f"no emitter for guard kind {kind}")
 
 
-def generate_guard(plan: Plan, names: NameAllocator, *, grad_enabled: bool,
-                   qualname: str = "") -> GeneratedCode:
+def generate_guard(
+    plan: Plan, names: NameAllocator, *, grad_enabled: bool, qualname: str = ""
+) -> GeneratedCode:
     """The guard of ``plan`` as generated source (function ``__magpy_guard``)."""
     body: list[str] = []
     ind = "        "
@@ -159,8 +171,10 @@ def generate_guard(plan: Plan, names: NameAllocator, *, grad_enabled: bool,
         body.append(f"{ind}if {pv.var(a)} is not {pv.var(b)}: return None")
     inputs = [pv.var(p) for p in plan.inputs]
     if len(inputs) > 1:
-        body.append(f"{ind}if len({{{', '.join(f'id({x})' for x in inputs)}}}) != "
-                    f"{len(inputs)}: return None")
+        body.append(
+            f"{ind}if len({{{', '.join(f'id({x})' for x in inputs)}}}) != "
+            f"{len(inputs)}: return None"
+        )
     ret = f"({', '.join(inputs)},)" if inputs else "()"
     src = [
         f"# guard of {qualname}",

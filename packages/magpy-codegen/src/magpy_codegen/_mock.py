@@ -109,13 +109,14 @@ class _MockWriter:
         raise InternalError(f"unknown write-back {w!r}")
 
 
-def generate_mock(plan: Plan, names: NameAllocator, *, has_graph: bool,
-                  qualname: str = "") -> GeneratedCode:
+def generate_mock(
+    plan: Plan, names: NameAllocator, *, has_graph: bool, qualname: str = ""
+) -> GeneratedCode:
     """The mock of ``plan`` as generated source (function ``__magpy_mock``)."""
     w = _MockWriter(names)
     writes = [w.writeback(x) for x in plan.writebacks]
     result = w.expr(plan.result)
-    call = ("    __magpy_outs = __magpy_graph(*inputs)" if has_graph else "    __magpy_outs = ()")
+    call = "    __magpy_outs = __magpy_graph(*inputs)" if has_graph else "    __magpy_outs = ()"
     src = [
         f"# mock of {qualname}",
         "def __magpy_mock(fn, args, kwargs, inputs):",

@@ -42,8 +42,14 @@ class Record:
         return self.mock_code.source
 
 
-def build_record(plan: Plan, graph: fx.Graph, example_inputs: list[Any],
-                 backend: str | Backend, *, qualname: str = "") -> Record:
+def build_record(
+    plan: Plan,
+    graph: fx.Graph,
+    example_inputs: list[Any],
+    backend: str | Backend,
+    *,
+    qualname: str = "",
+) -> Record:
     """Generate the guard and mock of ``plan`` and compile ``graph`` with ``backend``."""
     op_count = sum(1 for n in graph.nodes if n.op in ("call_function", "call_method"))
     has_graph = op_count > 0
@@ -51,12 +57,20 @@ def build_record(plan: Plan, graph: fx.Graph, example_inputs: list[Any],
     compiled: Callable[..., Any] | None = None
     if has_graph:
         gm, compiled = compile_graph(graph, example_inputs, backend)
-    guard_code = generate_guard(plan, NameAllocator(), grad_enabled=torch.is_grad_enabled(),
-                                qualname=qualname)
+    guard_code = generate_guard(
+        plan, NameAllocator(), grad_enabled=torch.is_grad_enabled(), qualname=qualname
+    )
     mock_code = generate_mock(plan, NameAllocator(), has_graph=has_graph, qualname=qualname)
     if compiled is not None:
         mock_code.globals["__magpy_graph"] = compiled
     guard = guard_code.load()["__magpy_guard"]
     mock = mock_code.load()["__magpy_mock"]
-    return Record(guard=guard, mock=mock, plan=plan, guard_code=guard_code, mock_code=mock_code,
-                  graph_module=gm, op_count=op_count)
+    return Record(
+        guard=guard,
+        mock=mock,
+        plan=plan,
+        guard_code=guard_code,
+        mock_code=mock_code,
+        graph_module=gm,
+        op_count=op_count,
+    )

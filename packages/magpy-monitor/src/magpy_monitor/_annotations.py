@@ -24,7 +24,7 @@ from typing import Any
 import attrs
 import torch
 
-__all__ = ["Annotation", "AnnotationTable", "Kind", "TABLE", "classify", "tensor_attr_kind"]
+__all__ = ["TABLE", "Annotation", "AnnotationTable", "Kind", "classify", "tensor_attr_kind"]
 
 
 class Kind(enum.Enum):
@@ -79,8 +79,16 @@ _TORCH_PURE_FUNCS = frozenset(
 )
 _TORCH_EFFECT_FUNCS = frozenset("manual_seed seed initial_seed set_printoptions save load".split())
 _TORCH_FUNC_MODULES = frozenset(
-    {"torch", "torch._C._nn", "torch._C._fft", "torch._C._linalg", "torch._C._special",
-     "torch._C._VariableFunctions", "torch.nn.functional", "torch.functional"}
+    {
+        "torch",
+        "torch._C._nn",
+        "torch._C._fft",
+        "torch._C._linalg",
+        "torch._C._special",
+        "torch._C._VariableFunctions",
+        "torch.nn.functional",
+        "torch.functional",
+    }
 )
 
 
@@ -144,24 +152,25 @@ class AnnotationTable:
             if found is not None:
                 ann = found
                 break
-        try:
-            self._memo[id(fn)] = (fn, ann)
-        except TypeError:  # pragma: no cover - unhashable ids cannot happen
-            pass
+        self._memo[id(fn)] = (fn, ann)
         return ann
 
 
 def _torch_rule(fn: Any) -> Annotation | None:
     objclass = getattr(fn, "__objclass__", None)
-    if objclass is not None and isinstance(objclass, type) and issubclass(
-        objclass, torch._C.TensorBase
+    if (
+        objclass is not None
+        and isinstance(objclass, type)
+        and issubclass(objclass, torch._C.TensorBase)
     ):
         return _tensor_method(fn.__name__)
     if isinstance(fn, types.FunctionType):
         module = fn.__module__ or ""
         if module == "torch._tensor" and fn.__qualname__.startswith("Tensor."):
             return _tensor_method(fn.__name__)
-        if module in ("torch.nn.functional", "torch.functional") and not fn.__name__.startswith("_"):
+        if module in ("torch.nn.functional", "torch.functional") and not fn.__name__.startswith(
+            "_"
+        ):
             return Annotation(Kind.AS_OP)
         return None
     if isinstance(fn, types.BuiltinFunctionType):

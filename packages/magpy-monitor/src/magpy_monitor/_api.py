@@ -38,8 +38,9 @@ class CaptureResult:
     example_inputs: list[Any] = attrs.field(factory=list)
 
 
-def capture(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], *, name: str = "") -> (
-        CaptureResult):
+def capture(
+    fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], *, name: str = ""
+) -> CaptureResult:
     """Call ``fn(*args, **kwargs)`` under monitoring.
 
     The program's own exceptions propagate unchanged. The result is returned whether or not

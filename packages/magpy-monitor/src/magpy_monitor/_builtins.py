@@ -69,19 +69,70 @@ def _replayable(fn: Any) -> BuiltinHandler:
     return handle
 
 
-for _fn in (abs, int, float, bool, str, round, divmod, pow, math.sqrt, math.exp, math.log,
-            math.log2, math.log10, math.ceil, math.floor, math.trunc, math.sin, math.cos,
-            math.tan, math.tanh, math.erf, math.fabs, math.isqrt, math.gcd, math.pow,
-            math.isnan, math.isinf, math.isfinite, operator.index, chr, ord, hash):
+for _fn in (
+    abs,
+    int,
+    float,
+    bool,
+    str,
+    round,
+    divmod,
+    pow,
+    math.sqrt,
+    math.exp,
+    math.log,
+    math.log2,
+    math.log10,
+    math.ceil,
+    math.floor,
+    math.trunc,
+    math.sin,
+    math.cos,
+    math.tan,
+    math.tanh,
+    math.erf,
+    math.fabs,
+    math.isqrt,
+    math.gcd,
+    math.pow,
+    math.isnan,
+    math.isinf,
+    math.isfinite,
+    operator.index,
+    chr,
+    ord,
+    hash,
+):
     BUILTIN_HANDLERS[id(_fn)] = (_fn, _replayable(_fn))
 
-for _fn in (operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv,
-            operator.mod, operator.neg, operator.pow, operator.matmul, operator.lt, operator.le,
-            operator.gt, operator.ge, operator.eq, operator.ne, operator.and_, operator.or_,
-            operator.not_, operator.abs, operator.pos, operator.invert, operator.xor):
+for _fn in (
+    operator.add,
+    operator.sub,
+    operator.mul,
+    operator.truediv,
+    operator.floordiv,
+    operator.mod,
+    operator.neg,
+    operator.pow,
+    operator.matmul,
+    operator.lt,
+    operator.le,
+    operator.gt,
+    operator.ge,
+    operator.eq,
+    operator.ne,
+    operator.and_,
+    operator.or_,
+    operator.not_,
+    operator.abs,
+    operator.pos,
+    operator.invert,
+    operator.xor,
+):
 
-    def _op_handler(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val],
-                    fn: Any = _fn) -> None:
+    def _op_handler(
+        m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val], fn: Any = _fn
+    ) -> None:
         from ._handlers import _scalar_op, _tensor_op
 
         if _has_tensor(pos):
@@ -140,14 +191,13 @@ def _type(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> No
 def _getattr(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
     base, name = pos[0], pos[1]
     m.cap.observe(name)
-    if len(pos) == 3:
-        if not hasattr(base.obj, name.obj):
-            _hasattr_guard(m, base, name.obj, False)
-            m.push(pos[2])
-            m.expect_outputs(inst, 0, lambda real: [])
-            m.pop()
-            m.push(pos[2])
-            return
+    if len(pos) == 3 and not hasattr(base.obj, name.obj):
+        _hasattr_guard(m, base, name.obj, False)
+        m.push(pos[2])
+        m.expect_outputs(inst, 0, lambda real: [])
+        m.pop()
+        m.push(pos[2])
+        return
     m.expect_outputs(inst, 1, lambda real: [load_attr(m, base, name.obj, real[0])])
 
 
@@ -155,11 +205,13 @@ def _hasattr_guard(m: FrameMonitor, base: Val, name: str, present: bool) -> None
     cap = m.cap
     if base.external and base.node is not None:
         cap.observe_type(base)
-        cap.graph.observe(base.node, GuardKind.HASATTR if present else GuardKind.NOT_HASATTR,
-                          name)
-    elif not base.const and not is_value_type(base.obj):
-        if base.attrs is None or name not in base.attrs:
-            raise m.unsupported("hasattr() on an object created during the run")
+        cap.graph.observe(base.node, GuardKind.HASATTR if present else GuardKind.NOT_HASATTR, name)
+    elif (
+        not base.const
+        and not is_value_type(base.obj)
+        and (base.attrs is None or name not in base.attrs)
+    ):
+        raise m.unsupported("hasattr() on an object created during the run")
 
 
 @register_builtin(hasattr)
@@ -223,8 +275,9 @@ def _enumerate(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) 
     items = iter_items(m, pos[0])
     if items is None:
         raise m.unsupported(f"enumerate over a {type(pos[0].obj).__name__}")
-    pairs = [cap.new((start + i, v.obj), items=[cap.const(start + i), v])
-             for i, v in enumerate(items)]
+    pairs = [
+        cap.new((start + i, v.obj), items=[cap.const(start + i), v]) for i, v in enumerate(items)
+    ]
     m.expect_outputs(inst, 1, lambda real: [make_iterator(m, real[0], pairs)])
 
 
@@ -236,8 +289,9 @@ def _zip(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> Non
     columns = [iter_items(m, p) for p in pos]
     if any(c is None for c in columns):
         raise m.unsupported("zip over an iterable of unknown contents")
-    rows = [cap.new(tuple(v.obj for v in row), items=list(row))
-            for row in zip(*columns, strict=False)]  # type: ignore[misc]
+    rows = [
+        cap.new(tuple(v.obj for v in row), items=list(row)) for row in zip(*columns, strict=False)
+    ]  # type: ignore[misc]
     m.expect_outputs(inst, 1, lambda real: [make_iterator(m, real[0], rows)])
 
 
@@ -288,14 +342,29 @@ def _min_max(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) ->
     pure_call(m, inst, pos, kw)
 
 
-@register_builtin(print, input, open, id, globals, locals, vars, exec, eval, compile,
-                  breakpoint, __import__)
+@register_builtin(
+    print, input, open, id, globals, locals, vars, exec, eval, compile, breakpoint, __import__
+)
 def _effect(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
     raise m.unsupported("call with effects outside the program (I/O, identity, scopes)")
 
 
-@register_builtin(torch.Size, torch.device, torch.finfo, torch.iinfo, math.prod, sorted,
-                  frozenset, set, any, all, repr, format, callable, math.isclose)
+@register_builtin(
+    torch.Size,
+    torch.device,
+    torch.finfo,
+    torch.iinfo,
+    math.prod,
+    sorted,
+    frozenset,
+    set,
+    any,
+    all,
+    repr,
+    format,
+    callable,
+    math.isclose,
+)
 def _pure(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
     flat: list[Val] = []
     for v in pos:
@@ -310,8 +379,9 @@ def _pure(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> No
 def _dict_view(name: str) -> BuiltinHandler:
     def handle(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
         (base,) = pos
-        m.expect_outputs(inst, 1, lambda real: [
-            m.cap.new(real[0], extra={"view": name, "base": base})])
+        m.expect_outputs(
+            inst, 1, lambda real: [m.cap.new(real[0], extra={"view": name, "base": base})]
+        )
 
     return handle
 
@@ -351,10 +421,39 @@ def _list_append(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]
     m.expect_outputs(inst, 1, lambda real: [m.cap.const(None)])
 
 
-@_methods(str, "join", "split", "rsplit", "strip", "lstrip", "rstrip", "upper", "lower",
-          "startswith", "endswith", "replace", "format", "partition", "rpartition", "find",
-          "rfind", "index", "count", "isidentifier", "isdigit", "isalpha", "title", "zfill",
-          "splitlines", "capitalize", "casefold", "center", "ljust", "rjust", "encode")
+@_methods(
+    str,
+    "join",
+    "split",
+    "rsplit",
+    "strip",
+    "lstrip",
+    "rstrip",
+    "upper",
+    "lower",
+    "startswith",
+    "endswith",
+    "replace",
+    "format",
+    "partition",
+    "rpartition",
+    "find",
+    "rfind",
+    "index",
+    "count",
+    "isidentifier",
+    "isdigit",
+    "isalpha",
+    "title",
+    "zfill",
+    "splitlines",
+    "capitalize",
+    "casefold",
+    "center",
+    "ljust",
+    "rjust",
+    "encode",
+)
 @_methods(tuple, "index", "count")
 def _str_method(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
     flat: list[Val] = [pos[0]]

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from magpy_refgraph import Attr, GuardKind, Item
+from magpy_refgraph import Attr, Item
 
 from ._annotations import Annotation, Kind, classify, tensor_attr_kind
 from ._capture import FROZEN_MODULE_ROOTS, is_value_type
@@ -26,11 +26,11 @@ CO_GENERATOR, CO_COROUTINE, CO_ITERABLE_COROUTINE, CO_ASYNC_GENERATOR = 0x20, 0x
 _MODULE_CONTAINERS = (torch.nn.ModuleList, torch.nn.Sequential, torch.nn.ParameterList)
 
 
-def dispatch_call(m: FrameMonitor, inst: Inst, fn_val: Val, pos: list[Val],
-                  kwargs: dict[str, Val]) -> None:
+def dispatch_call(
+    m: FrameMonitor, inst: Inst, fn_val: Val, pos: list[Val], kwargs: dict[str, Val]
+) -> None:
     """Model ``fn(*pos, **kwargs)`` at a CALL instruction."""
     from ._builtins import BUILTIN_HANDLERS, METHOD_HANDLERS
-
     from ._exceptions import GRAD_MODE_CLASSES, grad_context, grad_exit
 
     fn = fn_val.obj
@@ -108,8 +108,9 @@ def method_self(m: FrameMonitor, fn_val: Val) -> Val:
 
 
 # ---------------------------------------------------------------------- operators in the graph
-def _as_op(m: FrameMonitor, inst: Inst, fn: Any, ann: Annotation, pos: list[Val],
-           kwargs: dict[str, Val]) -> None:
+def _as_op(
+    m: FrameMonitor, inst: Inst, fn: Any, ann: Annotation, pos: list[Val], kwargs: dict[str, Val]
+) -> None:
     cap = m.cap
 
     def make(real: list[Any]) -> list[Val]:
@@ -153,8 +154,9 @@ def pure_call(m: FrameMonitor, inst: Inst, pos: list[Val], kwargs: dict[str, Val
 
 
 # ---------------------------------------------------------------------- inlining
-def inline(m: FrameMonitor, inst: Inst, fn_val: Val, pos: list[Val],
-           kwargs: dict[str, Val]) -> None:
+def inline(
+    m: FrameMonitor, inst: Inst, fn_val: Val, pos: list[Val], kwargs: dict[str, Val]
+) -> None:
     """Follow a Python function into its frame, with arguments bound to shadow values."""
     cap = m.cap
     func = fn_val.obj
@@ -206,13 +208,15 @@ def _closure(m: FrameMonitor, fn_val: Val) -> list[Val] | None:
     out = []
     for name, cell in zip(func.__code__.co_freevars, func.__closure__, strict=True):
         known = m.cap.known(cell)
-        out.append(known if known is not None else
-                   m.cap.new(cell, extra=CellBox(UNBOUND, name, func)))
+        out.append(
+            known if known is not None else m.cap.new(cell, extra=CellBox(UNBOUND, name, func))
+        )
     return out
 
 
-def bind_args(m: FrameMonitor, fn_val: Val, pos: list[Val],
-              kwargs: dict[str, Val]) -> dict[str, Val]:
+def bind_args(
+    m: FrameMonitor, fn_val: Val, pos: list[Val], kwargs: dict[str, Val]
+) -> dict[str, Val]:
     """Bind shadow arguments to ``func``'s parameters (like CPython's frame setup)."""
     cap = m.cap
     func = fn_val.obj
@@ -226,7 +230,7 @@ def bind_args(m: FrameMonitor, fn_val: Val, pos: list[Val],
     if extra_pos and not has_varargs:
         raise m.unsupported(f"too many arguments for {func.__qualname__}")
     extra_kw: dict[str, Val] = {}
-    kwonly_names = names[argc: argc + kwonly]
+    kwonly_names = names[argc : argc + kwonly]
     for k, v in kwargs.items():
         if (k in positional[posonly:] or k in kwonly_names) and k not in bound:
             bound[k] = v
@@ -249,12 +253,14 @@ def bind_args(m: FrameMonitor, fn_val: Val, pos: list[Val],
             bound[name] = cap.const(kwdefaults[name])
     idx = argc + kwonly
     if has_varargs:
-        bound[names[idx]] = Val(tuple(v.obj for v in extra_pos), items=list(extra_pos),
-                                extra={"fresh": True})
+        bound[names[idx]] = Val(
+            tuple(v.obj for v in extra_pos), items=list(extra_pos), extra={"fresh": True}
+        )
         idx += 1
     if has_varkw:
-        bound[names[idx]] = Val({}, items={k: (cap.const(k), v) for k, v in extra_kw.items()},
-                                extra={"fresh": True})
+        bound[names[idx]] = Val(
+            {}, items={k: (cap.const(k), v) for k, v in extra_kw.items()}, extra={"fresh": True}
+        )
     return bound
 
 
@@ -320,12 +326,13 @@ def subscr(m: FrameMonitor, inst: Inst, container: Val, key: Val) -> None:
     cap = m.cap
     obj = container.obj
     if isinstance(obj, torch.Tensor):
-        from ._handlers import _tensor_op  # shared helper
         import operator
+
+        from ._handlers import _tensor_op  # shared helper
 
         _tensor_op(m, inst, operator.getitem, [container, key])
         return
-    if isinstance(container.items, list) and type(obj) in (list, tuple) or (
+    if (isinstance(container.items, list) and type(obj) in (list, tuple)) or (
         isinstance(container.items, list) and isinstance(obj, tuple)
     ):
         cap.observe(key)
@@ -340,8 +347,10 @@ def subscr(m: FrameMonitor, inst: Inst, container: Val, key: Val) -> None:
         cap.observe(key)
         m.push(container.items[key.obj][1])
         return
-    if container.external and (type(obj) in (list, tuple, dict) or isinstance(
-            obj, _MODULE_CONTAINERS | torch.nn.ModuleDict | torch.nn.ParameterDict)):
+    if container.external and (
+        type(obj) in (list, tuple, dict)
+        or isinstance(obj, _MODULE_CONTAINERS | torch.nn.ModuleDict | torch.nn.ParameterDict)
+    ):
         cap.observe(key)
         cap.observe_type(container)
         if isinstance(key.obj, slice):
@@ -349,8 +358,9 @@ def subscr(m: FrameMonitor, inst: Inst, container: Val, key: Val) -> None:
         m.expect_outputs(inst, 1, lambda real: [cap.child(container, Item(key.obj), real[0])])
         return
     if is_value_type(obj) or container.const or container.expr is not None:
-        from ._handlers import _scalar_op
         import operator
+
+        from ._handlers import _scalar_op
 
         _scalar_op(m, inst, operator.getitem, [container, key])
         return

@@ -18,8 +18,8 @@ import torch
 from magpy_refgraph import (
     Access,
     Attr,
-    Item,
     GuardKind,
+    Item,
     NodeKind,
     Path,
     RefGraph,
@@ -33,8 +33,21 @@ from ._values import Val
 __all__ = ["VALUE_TYPES", "Capture", "Write", "is_value_type"]
 
 VALUE_TYPES: tuple[type, ...] = (
-    int, float, bool, complex, str, bytes, type(None), type(Ellipsis), type(NotImplemented),
-    range, slice, torch.dtype, torch.device, torch.layout, torch.memory_format,
+    int,
+    float,
+    bool,
+    complex,
+    str,
+    bytes,
+    type(None),
+    type(Ellipsis),
+    type(NotImplemented),
+    range,
+    slice,
+    torch.dtype,
+    torch.device,
+    torch.layout,
+    torch.memory_format,
 )
 # Modules whose attributes are treated as constants once the module object itself is guarded.
 FROZEN_MODULE_ROOTS = frozenset(
@@ -45,7 +58,7 @@ FROZEN_MODULE_ROOTS = frozenset(
 
 def is_value_type(obj: Any) -> bool:
     """True for immutable values whose identity never matters (ints, strs, dtypes, ...)."""
-    if isinstance(obj, VALUE_TYPES) or isinstance(obj, enum.Enum):
+    if isinstance(obj, (VALUE_TYPES, enum.Enum)):
         return True
     if type(obj) in (tuple, frozenset, torch.Size):
         return all(is_value_type(x) for x in obj)
@@ -179,8 +192,9 @@ class Capture:
     def node_of(self, val: Val) -> ShadowNode:
         """The RefGraph node of ``val`` (created on demand for values made during the run)."""
         if val.node is None:
-            val.node = self.graph.new_node(_kind_of(val.obj), external=False,
-                                           label=type(val.obj).__name__)
+            val.node = self.graph.new_node(
+                _kind_of(val.obj), external=False, label=type(val.obj).__name__
+            )
             val.node.meta["val"] = val
         return val.node
 
@@ -219,8 +233,15 @@ class Capture:
         elif is_value_type(obj):
             self.graph.observe(node, GuardKind.VALUE, obj)
             val.const = True
-        elif isinstance(obj, types.FunctionType | types.BuiltinFunctionType | type
-                        | types.ModuleType | types.MethodType | types.CodeType):
+        elif isinstance(
+            obj,
+            types.FunctionType
+            | types.BuiltinFunctionType
+            | type
+            | types.ModuleType
+            | types.MethodType
+            | types.CodeType,
+        ):
             self.graph.observe(node, GuardKind.ID, obj)
         elif type(obj) in (list, tuple):
             self.observe_len(val)
@@ -360,7 +381,11 @@ def _fx_constant_ok(obj: Any) -> bool:
         return True
     if type(obj) in (list, tuple):
         return all(_fx_constant_ok(x) for x in obj)
-    return isinstance(obj, torch.Generator | torch.finfo | torch.iinfo | types.FunctionType
-                      | types.BuiltinFunctionType)
-
-
+    return isinstance(
+        obj,
+        torch.Generator
+        | torch.finfo
+        | torch.iinfo
+        | types.FunctionType
+        | types.BuiltinFunctionType,
+    )

@@ -151,8 +151,8 @@ def _unpack_ex(m: FrameMonitor, inst: Inst) -> None:
     items = unpack(m, v, None)
     if len(items) < before + after:
         raise m.unsupported("not enough values to unpack")
-    head, middle = items[:before], items[before: len(items) - after]
-    tail = items[len(items) - after:]
+    head, middle = items[:before], items[before : len(items) - after]
+    tail = items[len(items) - after :]
 
     def make(real: list[Any]) -> list[Val]:
         rest = m.cap.new(real[after], items=list(middle))

@@ -68,7 +68,7 @@ def on_exception(m: FrameMonitor, exc: BaseException) -> bool:
     if entry is None:
         m.unwinding = True
         return False
-    del m.stack[entry.depth:]
+    del m.stack[entry.depth :]
     exc_val = m.cap.known(exc) or m.cap.new(exc, const=True)
 
     def make(real: list[Any]) -> list[Val]:
@@ -115,8 +115,9 @@ def _load_assertion_error(m: FrameMonitor, inst: Inst) -> None:
 GRAD_MODE_CLASSES = (torch.no_grad, torch.enable_grad, torch.set_grad_enabled)
 
 
-def grad_context(m: FrameMonitor, inst: Inst, cls: Any, pos: list[Val],
-                 kwargs: dict[str, Val]) -> None:
+def grad_context(
+    m: FrameMonitor, inst: Inst, cls: Any, pos: list[Val], kwargs: dict[str, Val]
+) -> None:
     """``torch.no_grad()`` & co: a context object whose entry/exit are graph nodes."""
     for v in (*pos, *kwargs.values()):
         m.cap.observe(v)
@@ -126,8 +127,7 @@ def grad_context(m: FrameMonitor, inst: Inst, cls: Any, pos: list[Val],
         if cls is torch.set_grad_enabled:
             # set_grad_enabled(b) switches the mode when constructed, not when entered
             mode = torch.is_grad_enabled()
-            m.cap.rec.call("call_function", torch._C._set_grad_enabled, (mode,), {},
-                           effect=True)
+            m.cap.rec.call("call_function", torch._C._set_grad_enabled, (mode,), {}, effect=True)
             return [m.cap.new(ctx, extra={"grad_ctx": None, "prev": ctx.prev})]
         return [m.cap.new(ctx, extra={"grad_ctx": cls is torch.enable_grad})]
 
@@ -139,15 +139,15 @@ def _before_with(m: FrameMonitor, inst: Inst) -> None:
     (ctx,) = m.pop()
     state = ctx.extra if isinstance(ctx.extra, dict) else {}
     if "grad_ctx" not in state:
-        raise m.unsupported(f"`with` on a {type(ctx.obj).__name__} (only grad-mode contexts "
-                            "are supported)")
+        raise m.unsupported(
+            f"`with` on a {type(ctx.obj).__name__} (only grad-mode contexts are supported)"
+        )
     prev = state.get("prev", torch.is_grad_enabled())
     mode = state["grad_ctx"]
 
     def make(real: list[Any]) -> list[Val]:
         if mode is not None:
-            m.cap.rec.call("call_function", torch._C._set_grad_enabled, (mode,), {},
-                           effect=True)
+            m.cap.rec.call("call_function", torch._C._set_grad_enabled, (mode,), {}, effect=True)
         exit_val = Val(real[0], extra={"grad_exit": prev})
         return [exit_val, m.cap.const(real[1])]
 

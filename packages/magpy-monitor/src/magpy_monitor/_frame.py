@@ -83,11 +83,28 @@ class Pending:
     generator this instruction drives arrive in ``yields``.
     """
 
-    __slots__ = ("callback_results", "callbacks", "expect", "gen", "inst", "make", "n_out",
-                 "on_result", "opaque", "result", "yields")
+    __slots__ = (
+        "callback_results",
+        "callbacks",
+        "expect",
+        "gen",
+        "inst",
+        "make",
+        "n_out",
+        "on_result",
+        "opaque",
+        "result",
+        "yields",
+    )
 
-    def __init__(self, inst: Inst, n_out: int | Callable[[int], int],
-                 make: Callable[[list[Any]], list[Val]], *, opaque: bool = True) -> None:
+    def __init__(
+        self,
+        inst: Inst,
+        n_out: int | Callable[[int], int],
+        make: Callable[[list[Any]], list[Val]],
+        *,
+        opaque: bool = True,
+    ) -> None:
         self.inst, self.n_out, self.make, self.opaque = inst, n_out, make, opaque
         self.expect: tuple[types.CodeType, Callable[[types.FrameType], FrameMonitor]] | None = None
         self.gen: Val | None = None
@@ -105,8 +122,9 @@ HANDLERS: dict[str, Handler] = {}
 class FrameMonitor:
     """Shadow state of one monitored frame."""
 
-    def __init__(self, cap: Capture, frame: types.FrameType, fast: list[Any], *,
-                 kind: str = "callee") -> None:
+    def __init__(
+        self, cap: Capture, frame: types.FrameType, fast: list[Any], *, kind: str = "callee"
+    ) -> None:
         self.cap = cap
         self.frame = frame
         self.code = frame.f_code
@@ -136,8 +154,9 @@ class FrameMonitor:
         self.cap.location = (self.code.co_filename, inst.line or self.code.co_firstlineno)
         handler = HANDLERS.get(inst.opname)
         if handler is None:
-            raise Unsupported(f"instruction {inst.opname} is not supported yet",
-                              self.code.co_filename, inst.line)
+            raise Unsupported(
+                f"instruction {inst.opname} is not supported yet", self.code.co_filename, inst.line
+            )
         handler(self, inst)
 
     def bind(self, lasti: int) -> None:
@@ -151,7 +170,9 @@ class FrameMonitor:
         if len(vals) != n:
             raise InternalError(f"{p.inst}: made {len(vals)} values for {n} outputs")
         for v, r in zip(vals, real, strict=True):
-            if v.obj is not r and not (r is not NULL and is_value_type(r) and _same_value(v.obj, r)):
+            if v.obj is not r and not (
+                r is not NULL and is_value_type(r) and _same_value(v.obj, r)
+            ):
                 raise InternalError(f"{p.inst}: shadow {v!r} does not match real {r!r}")
             v.obj = r  # equal value types: keep the real object
         self.stack.extend(vals)
@@ -183,8 +204,14 @@ class FrameMonitor:
         """Push known values."""
         self.stack.extend(vals)
 
-    def expect_outputs(self, inst: Inst, n: int | Callable[[int], int],
-                       make: Callable[[list[Any]], list[Val]], *, opaque: bool = True) -> Pending:
+    def expect_outputs(
+        self,
+        inst: Inst,
+        n: int | Callable[[int], int],
+        make: Callable[[list[Any]], list[Val]],
+        *,
+        opaque: bool = True,
+    ) -> Pending:
         """Leave a ``Pending`` for the outputs of ``inst``."""
         p = Pending(inst, n, make, opaque=opaque)
         self.pending = p
@@ -209,7 +236,7 @@ class FrameMonitor:
 
 def _same_value(a: Any, b: Any) -> bool:
     try:
-        return type(a) is type(b) and bool(a == b) or (a != a and b != b)
+        return (type(a) is type(b) and bool(a == b)) or (a != a and b != b)
     except Exception:
         return False
 
@@ -225,8 +252,14 @@ def handler(*names: str) -> Callable[[Handler], Handler]:
     return deco
 
 
-def initial_fast(cap: Capture, frame: types.FrameType, args: dict[str, Val] | None,
-                 closure: list[Val] | None, *, root_scope: Any = None) -> list[Any]:
+def initial_fast(
+    cap: Capture,
+    frame: types.FrameType,
+    args: dict[str, Val] | None,
+    closure: list[Val] | None,
+    *,
+    root_scope: Any = None,
+) -> list[Any]:
     """Shadow locals for a frame about to run: bound arguments, cells, free variables.
 
     For the root frame (``args is None``) arguments are read from SN#0 as ``Local`` accesses.

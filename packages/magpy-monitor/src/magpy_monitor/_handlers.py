@@ -24,23 +24,55 @@ from ._values import UNBOUND, Val
 __all__: list[str] = []
 
 _BINARY_OPS = {
-    "+": operator.add, "&": operator.and_, "//": operator.floordiv, "<<": operator.lshift,
-    "@": operator.matmul, "*": operator.mul, "%": operator.mod, "|": operator.or_,
-    "**": operator.pow, ">>": operator.rshift, "-": operator.sub, "/": operator.truediv,
-    "^": operator.xor, "+=": operator.iadd, "&=": operator.iand, "//=": operator.ifloordiv,
-    "<<=": operator.ilshift, "@=": operator.imatmul, "*=": operator.imul, "%=": operator.imod,
-    "|=": operator.ior, "**=": operator.ipow, ">>=": operator.irshift, "-=": operator.isub,
-    "/=": operator.itruediv, "^=": operator.ixor,
+    "+": operator.add,
+    "&": operator.and_,
+    "//": operator.floordiv,
+    "<<": operator.lshift,
+    "@": operator.matmul,
+    "*": operator.mul,
+    "%": operator.mod,
+    "|": operator.or_,
+    "**": operator.pow,
+    ">>": operator.rshift,
+    "-": operator.sub,
+    "/": operator.truediv,
+    "^": operator.xor,
+    "+=": operator.iadd,
+    "&=": operator.iand,
+    "//=": operator.ifloordiv,
+    "<<=": operator.ilshift,
+    "@=": operator.imatmul,
+    "*=": operator.imul,
+    "%=": operator.imod,
+    "|=": operator.ior,
+    "**=": operator.ipow,
+    ">>=": operator.irshift,
+    "-=": operator.isub,
+    "/=": operator.itruediv,
+    "^=": operator.ixor,
 }
-_COMPARE_OPS = {"<": operator.lt, "<=": operator.le, "==": operator.eq, "!=": operator.ne,
-                ">": operator.gt, ">=": operator.ge}
+_COMPARE_OPS = {
+    "<": operator.lt,
+    "<=": operator.le,
+    "==": operator.eq,
+    "!=": operator.ne,
+    ">": operator.gt,
+    ">=": operator.ge,
+}
 _MUTABLE = (list, dict, set, bytearray)
 _BINARY_OP_NAMES = [s for _, s in __import__("dis")._nb_ops]
 
 
 # ---------------------------------------------------------------------- no-ops and shuffles
-@handler("NOP", "RESUME", "JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT",
-         "RETURN_VALUE", "YIELD_VALUE")
+@handler(
+    "NOP",
+    "RESUME",
+    "JUMP_FORWARD",
+    "JUMP_BACKWARD",
+    "JUMP_BACKWARD_NO_INTERRUPT",
+    "RETURN_VALUE",
+    "YIELD_VALUE",
+)
 def _nop(m: FrameMonitor, inst: Inst) -> None:
     """Nothing to model (returns and yields are handled at the ``return`` event)."""
 
@@ -141,8 +173,18 @@ def _load_global(m: FrameMonitor, inst: Inst) -> None:
     m.expect_outputs(inst, 1 + null, make)
 
 
-@handler("STORE_GLOBAL", "DELETE_GLOBAL", "STORE_NAME", "LOAD_NAME", "DELETE_NAME",
-         "IMPORT_NAME", "IMPORT_FROM", "IMPORT_STAR", "SETUP_ANNOTATIONS", "LOAD_BUILD_CLASS")
+@handler(
+    "STORE_GLOBAL",
+    "DELETE_GLOBAL",
+    "STORE_NAME",
+    "LOAD_NAME",
+    "DELETE_NAME",
+    "IMPORT_NAME",
+    "IMPORT_FROM",
+    "IMPORT_STAR",
+    "SETUP_ANNOTATIONS",
+    "LOAD_BUILD_CLASS",
+)
 def _unsupported_scope(m: FrameMonitor, inst: Inst) -> None:
     raise m.unsupported(f"{inst.opname} is not supported yet")
 
@@ -209,8 +251,9 @@ def _scalar_op(m: FrameMonitor, inst: Inst, fn: Any, args: list[Val]) -> None:
     m.expect_outputs(inst, 1, make)
 
 
-def _tensor_op(m: FrameMonitor, inst: Inst, fn: Any, args: list[Val], *,
-               inplace: bool = False) -> None:
+def _tensor_op(
+    m: FrameMonitor, inst: Inst, fn: Any, args: list[Val], *, inplace: bool = False
+) -> None:
     cap = m.cap
 
     def make(real: list[Any]) -> list[Val]:
@@ -245,8 +288,11 @@ def _compare_op(m: FrameMonitor, inst: Inst) -> None:
 @handler("UNARY_NEGATIVE", "UNARY_POSITIVE", "UNARY_INVERT")
 def _unary(m: FrameMonitor, inst: Inst) -> None:
     args = m.pop()
-    fn = {"UNARY_NEGATIVE": operator.neg, "UNARY_POSITIVE": operator.pos,
-          "UNARY_INVERT": operator.invert}[inst.opname]
+    fn = {
+        "UNARY_NEGATIVE": operator.neg,
+        "UNARY_POSITIVE": operator.pos,
+        "UNARY_INVERT": operator.invert,
+    }[inst.opname]
     if _tensor_involved(*args):
         _tensor_op(m, inst, fn, args)
     else:
@@ -299,8 +345,12 @@ def _store_subscr(m: FrameMonitor, inst: Inst) -> None:
     cap = m.cap
     if isinstance(container.obj, torch.Tensor):
         node = cap.rec.call(
-            "call_function", operator.setitem,
-            (cap.tensor_node(container), cap.to_arg(key), cap.to_arg(value)), {}, effect=True)
+            "call_function",
+            operator.setitem,
+            (cap.tensor_node(container), cap.to_arg(key), cap.to_arg(value)),
+            {},
+            effect=True,
+        )
         cap.mutate_tensor(container, node)
     else:
         cap.observe(key)
@@ -359,8 +409,9 @@ def _build_map(m: FrameMonitor, inst: Inst) -> None:
     pairs = [(parts[i], parts[i + 1]) for i in range(0, len(parts), 2)]
     for k, _ in pairs:
         m.cap.observe(k)
-    m.expect_outputs(inst, 1, lambda real: [
-        m.cap.new(real[0], items={k.obj: (k, v) for k, v in pairs})])
+    m.expect_outputs(
+        inst, 1, lambda real: [m.cap.new(real[0], items={k.obj: (k, v) for k, v in pairs})]
+    )
 
 
 @handler("BUILD_CONST_KEY_MAP")
@@ -368,8 +419,16 @@ def _build_const_key_map(m: FrameMonitor, inst: Inst) -> None:
     parts = m.pop(inst.arg + 1)
     keys, values = parts[-1], parts[:-1]
     m.cap.observe(keys)
-    m.expect_outputs(inst, 1, lambda real: [m.cap.new(real[0], items={
-        k: (m.cap.const(k), v) for k, v in zip(keys.obj, values, strict=True)})])
+    m.expect_outputs(
+        inst,
+        1,
+        lambda real: [
+            m.cap.new(
+                real[0],
+                items={k: (m.cap.const(k), v) for k, v in zip(keys.obj, values, strict=True)},
+            )
+        ],
+    )
 
 
 @handler("LIST_APPEND", "SET_ADD")
@@ -469,15 +528,23 @@ def _build_string(m: FrameMonitor, inst: Inst) -> None:
 
 
 # ---------------------------------------------------------------------- control flow
-@handler("POP_JUMP_FORWARD_IF_TRUE", "POP_JUMP_FORWARD_IF_FALSE", "POP_JUMP_BACKWARD_IF_TRUE",
-         "POP_JUMP_BACKWARD_IF_FALSE")
+@handler(
+    "POP_JUMP_FORWARD_IF_TRUE",
+    "POP_JUMP_FORWARD_IF_FALSE",
+    "POP_JUMP_BACKWARD_IF_TRUE",
+    "POP_JUMP_BACKWARD_IF_FALSE",
+)
 def _pop_jump_if(m: FrameMonitor, inst: Inst) -> None:
     (v,) = m.pop()
     truthiness(m, v)
 
 
-@handler("POP_JUMP_FORWARD_IF_NONE", "POP_JUMP_FORWARD_IF_NOT_NONE",
-         "POP_JUMP_BACKWARD_IF_NONE", "POP_JUMP_BACKWARD_IF_NOT_NONE")
+@handler(
+    "POP_JUMP_FORWARD_IF_NONE",
+    "POP_JUMP_FORWARD_IF_NOT_NONE",
+    "POP_JUMP_BACKWARD_IF_NONE",
+    "POP_JUMP_BACKWARD_IF_NOT_NONE",
+)
 def _pop_jump_if_none(m: FrameMonitor, inst: Inst) -> None:
     (v,) = m.pop()
     if v.obj is None or is_value_type(v.obj):
@@ -527,8 +594,12 @@ def _make_function(m: FrameMonitor, inst: Inst) -> None:
     parts = m.pop(n)
     extras = {"defaults": None, "kwdefaults": None, "closure": None}
     i = 0
-    for bit, key in ((0x01, "defaults"), (0x02, "kwdefaults"), (0x04, "annotations"),
-                     (0x08, "closure")):
+    for bit, key in (
+        (0x01, "defaults"),
+        (0x02, "kwdefaults"),
+        (0x04, "annotations"),
+        (0x08, "closure"),
+    ):
         if flags & bit:
             extras[key] = parts[i]
             i += 1
@@ -536,8 +607,16 @@ def _make_function(m: FrameMonitor, inst: Inst) -> None:
     def make(real: list[Any]) -> list[Val]:
         closure = extras["closure"]
         cells = list(closure.items) if closure is not None else None
-        return [m.cap.new(real[0], extra={"closure": cells, "defaults": extras["defaults"],
-                                          "kwdefaults": extras["kwdefaults"]})]
+        return [
+            m.cap.new(
+                real[0],
+                extra={
+                    "closure": cells,
+                    "defaults": extras["defaults"],
+                    "kwdefaults": extras["kwdefaults"],
+                },
+            )
+        ]
 
     m.expect_outputs(inst, 1, make)
 
@@ -566,7 +645,7 @@ def _call(m: FrameMonitor, inst: Inst) -> None:
         fn, args = head, [parts[1], *args]
     n_kw = len(kwnames)
     pos = list(args[: len(args) - n_kw])
-    kwargs = dict(zip(kwnames, args[len(args) - n_kw:], strict=True))
+    kwargs = dict(zip(kwnames, args[len(args) - n_kw :], strict=True))
     dispatch_call(m, inst, fn, pos, kwargs)
 
 
@@ -589,12 +668,29 @@ def _call_function_ex(m: FrameMonitor, inst: Inst) -> None:
     dispatch_call(m, inst, fn, pos, kwargs)
 
 
-@handler("SEND", "GET_AWAITABLE",
-         "GET_YIELD_FROM_ITER", "RETURN_GENERATOR", "ASYNC_GEN_WRAP", "GET_AITER", "GET_ANEXT",
-         "BEFORE_ASYNC_WITH", "END_ASYNC_FOR", "PREP_RERAISE_STAR", "CHECK_EG_MATCH",
-         "MATCH_CLASS", "MATCH_MAPPING", "MATCH_SEQUENCE", "MATCH_KEYS",
-         "GET_LEN", "COPY_FREE_VARS", "MAKE_CELL", "DELETE_DEREF",
-         "PRINT_EXPR", "LOAD_METHOD_UNSUPPORTED")
+@handler(
+    "SEND",
+    "GET_AWAITABLE",
+    "GET_YIELD_FROM_ITER",
+    "RETURN_GENERATOR",
+    "ASYNC_GEN_WRAP",
+    "GET_AITER",
+    "GET_ANEXT",
+    "BEFORE_ASYNC_WITH",
+    "END_ASYNC_FOR",
+    "PREP_RERAISE_STAR",
+    "CHECK_EG_MATCH",
+    "MATCH_CLASS",
+    "MATCH_MAPPING",
+    "MATCH_SEQUENCE",
+    "MATCH_KEYS",
+    "GET_LEN",
+    "COPY_FREE_VARS",
+    "MAKE_CELL",
+    "DELETE_DEREF",
+    "PRINT_EXPR",
+    "LOAD_METHOD_UNSUPPORTED",
+)
 def _not_yet(m: FrameMonitor, inst: Inst) -> None:
     raise m.unsupported(f"{inst.opname} is not supported yet")
 

@@ -56,8 +56,9 @@ def consume(m: FrameMonitor, inst: Inst, src: Val, then: Then) -> Pending:
     return p
 
 
-def _consume_lazy(m: FrameMonitor, inst: Inst, src: Val, lazy: dict[str, Any],
-                  then: Then) -> Pending:
+def _consume_lazy(
+    m: FrameMonitor, inst: Inst, src: Val, lazy: dict[str, Any], then: Then
+) -> Pending:
     fn_val: Val = lazy["fn"]
     items: list[Val] | None = lazy["items"]
     if items is None:
@@ -248,8 +249,11 @@ def _lazy_handler(kind: str) -> Callable[[FrameMonitor, Inst, list[Val], dict[st
         if items is None:
             raise m.unsupported(f"{kind}() over an iterable of unknown contents")
         m.cap.observe_identity(fn_val)
-        m.expect_outputs(inst, 1, lambda real: [
-            m.cap.new(real[0], extra={"lazy": kind, "fn": fn_val, "items": items})])
+        m.expect_outputs(
+            inst,
+            1,
+            lambda real: [m.cap.new(real[0], extra={"lazy": kind, "fn": fn_val, "items": items})],
+        )
 
     return handle
 
@@ -258,8 +262,9 @@ BUILTIN_HANDLERS[id(map)] = (map, _lazy_handler("map"))
 BUILTIN_HANDLERS[id(filter)] = (filter, _lazy_handler("filter"))
 
 
-def _sequence_handler(previous: Any) -> Callable[[FrameMonitor, Inst, list[Val],
-                                                  dict[str, Val]], None]:
+def _sequence_handler(
+    previous: Any,
+) -> Callable[[FrameMonitor, Inst, list[Val], dict[str, Val]], None]:
     def handle(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
         if not _as_seq(m, inst, pos, kw):
             previous(m, inst, pos, kw)
@@ -298,9 +303,18 @@ def _pure_iterator(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Va
     m.expect_outputs(inst, 1, make)
 
 
-for _fn in (itertools.combinations, itertools.permutations, itertools.product,
-            itertools.combinations_with_replacement, itertools.accumulate, itertools.islice,
-            itertools.repeat, itertools.count, itertools.pairwise, itertools.starmap):
+for _fn in (
+    itertools.combinations,
+    itertools.permutations,
+    itertools.product,
+    itertools.combinations_with_replacement,
+    itertools.accumulate,
+    itertools.islice,
+    itertools.repeat,
+    itertools.count,
+    itertools.pairwise,
+    itertools.starmap,
+):
     BUILTIN_HANDLERS[id(_fn)] = (_fn, _pure_iterator)
 
 
@@ -323,8 +337,16 @@ def _register_pure_methods() -> None:
     ):
         for n in names.split():
             METHOD_HANDLERS.setdefault((owner, n), _pure_method)
-    for fn in (re.compile, re.match, re.search, re.fullmatch, re.sub, re.split, re.findall,
-               re.escape):
+    for fn in (
+        re.compile,
+        re.match,
+        re.search,
+        re.fullmatch,
+        re.sub,
+        re.split,
+        re.findall,
+        re.escape,
+    ):
         BUILTIN_HANDLERS.setdefault(id(fn), (fn, _pure_method))
 
 

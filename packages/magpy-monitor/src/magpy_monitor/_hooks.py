@@ -27,11 +27,18 @@ def _unsupported_hooks(mod: torch.nn.Module) -> str | None:
 
     if mod._backward_hooks or mod._backward_pre_hooks:
         return "backward hooks"
-    if (mm._global_backward_pre_hooks or mm._global_backward_hooks or mm._global_forward_hooks
-            or mm._global_forward_pre_hooks):
+    if (
+        mm._global_backward_pre_hooks
+        or mm._global_backward_hooks
+        or mm._global_forward_hooks
+        or mm._global_forward_pre_hooks
+    ):
         return "global module hooks"
-    if (mod._forward_pre_hooks_with_kwargs or mod._forward_hooks_with_kwargs
-            or mod._forward_hooks_always_called):
+    if (
+        mod._forward_pre_hooks_with_kwargs
+        or mod._forward_hooks_with_kwargs
+        or mod._forward_hooks_always_called
+    ):
         return "forward hooks with kwargs or always_called"
     return None
 
@@ -49,8 +56,9 @@ def _hook_vals(m: FrameMonitor, mod_val: Val, attr: str) -> list[Val]:
     return out
 
 
-def module_call(m: FrameMonitor, inst: Inst, fn_val: Val, pos: list[Val],
-                kwargs: dict[str, Val]) -> None:
+def module_call(
+    m: FrameMonitor, inst: Inst, fn_val: Val, pos: list[Val], kwargs: dict[str, Val]
+) -> None:
     """Model ``module(*pos, **kwargs)``."""
     from ._calls import inline
 
@@ -80,9 +88,17 @@ def module_call(m: FrameMonitor, inst: Inst, fn_val: Val, pos: list[Val],
 class _HookedCall:
     """The sequence pre-hooks -> forward -> hooks inside one CALL instruction."""
 
-    def __init__(self, m: FrameMonitor, inst: Inst, mod_val: Val, forward: Any,
-                 pre: list[Val], post: list[Val], pos: list[Val],
-                 kwargs: dict[str, Val]) -> None:
+    def __init__(
+        self,
+        m: FrameMonitor,
+        inst: Inst,
+        mod_val: Val,
+        forward: Any,
+        pre: list[Val],
+        post: list[Val],
+        pos: list[Val],
+        kwargs: dict[str, Val],
+    ) -> None:
         self.m, self.mod_val = m, mod_val
         self.steps: list[tuple[str, Val]] = [("pre", h) for h in pre]
         self.steps.append(("forward", m.cap.const(forward)))
@@ -128,8 +144,7 @@ class _HookedCall:
         cap = m.cap
 
         def start(frame: types.FrameType) -> FrameMonitor:
-            return FrameMonitor(cap, frame, initial_fast(cap, frame, _fresh(frame, bound),
-                                                         closure))
+            return FrameMonitor(cap, frame, initial_fast(cap, frame, _fresh(frame, bound), closure))
 
         self.pending.expect = (fn_val.obj.__code__, start)
 

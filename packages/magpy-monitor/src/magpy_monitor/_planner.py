@@ -74,8 +74,9 @@ class _Planner:
             return self._build(v)
         if v.const or is_value_type(obj):
             return self._const(obj)
-        if isinstance(obj, types.FunctionType | types.BuiltinFunctionType | type
-                      | types.ModuleType):
+        if isinstance(
+            obj, types.FunctionType | types.BuiltinFunctionType | type | types.ModuleType
+        ):
             return Constant(obj)
         raise Unsupported(f"cannot rebuild a {type(obj).__name__} created during the run")
 
@@ -124,8 +125,7 @@ class _Planner:
             elif issubclass(t, tuple) and hasattr(t, "_fields"):
                 b = Build(key, BuildKind.NAMEDTUPLE, parts, (t,))
             elif issubclass(t, tuple):  # structseq such as torch.return_types.max
-                b = Build(key, BuildKind.CALL, (Constant(t), Build(-key, BuildKind.TUPLE,
-                                                                   parts)))
+                b = Build(key, BuildKind.CALL, (Constant(t), Build(-key, BuildKind.TUPLE, parts)))
             else:
                 raise Unsupported(f"cannot rebuild a {t.__name__} created during the run")
         self.builds[key] = b

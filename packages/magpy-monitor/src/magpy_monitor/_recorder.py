@@ -46,8 +46,15 @@ class GraphRecorder:
         self.example_inputs.append(example)
         return node
 
-    def call(self, op: str, target: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
-             *, effect: bool = False) -> fx.Node:
+    def call(
+        self,
+        op: str,
+        target: Any,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        *,
+        effect: bool = False,
+    ) -> fx.Node:
         """Append one ``call_function``/``call_method`` node."""
         node = self.graph.create_node(op, target, args, kwargs)
         if _data_dependent_shape(node):

@@ -63,8 +63,9 @@ class Monitor:
         frames = self.cap.frames
         if not frames:
             if frame.f_code is self.entry_code:
-                mon = FrameMonitor(self.cap, frame, initial_fast(self.cap, frame, None, None),
-                                   kind="root")
+                mon = FrameMonitor(
+                    self.cap, frame, initial_fast(self.cap, frame, None, None), kind="root"
+                )
                 return self._attach(mon)
             return None
         top: FrameMonitor = frames[-1]
@@ -95,27 +96,33 @@ class Monitor:
             known = self.cap.known(obj)
             if known is None:
                 if not is_value_type(obj):
-                    raise top.unsupported(f"native code passed an unknown {type(obj).__name__} "
-                                          f"to {code.co_qualname}")
+                    raise top.unsupported(
+                        f"native code passed an unknown {type(obj).__name__} to {code.co_qualname}"
+                    )
                 known = self.cap.const(obj)
             bound[name] = known
         from ._calls import _closure
 
-        mon = FrameMonitor(self.cap, frame,
-                           initial_fast(self.cap, frame, bound, _closure(top, fn_val)),
-                           kind="callback")
+        mon = FrameMonitor(
+            self.cap,
+            frame,
+            initial_fast(self.cap, frame, bound, _closure(top, fn_val)),
+            kind="callback",
+        )
         return mon
 
-    def _resume_generator(self, top: FrameMonitor, frame: types.FrameType,
-                          gen: Val) -> TraceFn | None:
+    def _resume_generator(
+        self, top: FrameMonitor, frame: types.FrameType, gen: Val
+    ) -> TraceFn | None:
         if top.pending is None:
             raise top.unsupported("generator resumed outside an instruction")
         state: dict[str, Any] = gen.extra
         mon: FrameMonitor | None = state["monitor"]
         if mon is None:
             bound, closure = state["gen"]
-            mon = FrameMonitor(self.cap, frame, initial_fast(self.cap, frame, bound, closure),
-                               kind="generator")
+            mon = FrameMonitor(
+                self.cap, frame, initial_fast(self.cap, frame, bound, closure), kind="generator"
+            )
             state["monitor"] = mon
         else:
 
@@ -192,7 +199,8 @@ class Monitor:
             if not isinstance(exc, MagPyError):
                 loc = self.cap.location
                 exc = InternalError(f"{type(exc).__name__}: {exc} (at {loc})").with_traceback(
-                    exc.__traceback__)
+                    exc.__traceback__
+                )
             self.failure = exc
             self.user_exception = user
         sys.settrace(self._prev)

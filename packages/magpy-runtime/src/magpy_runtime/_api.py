@@ -30,8 +30,9 @@ def _check_args(backend: Any, dynamic: Any, options: Any) -> None:
             raise TypeError(f"options must be a dict, got {type(options).__name__}")
         unknown = set(options) - _OPTIONS
         if unknown:
-            raise UnknownOptionError(f"unknown options {sorted(unknown)}; known: "
-                                     f"{sorted(_OPTIONS)}")
+            raise UnknownOptionError(
+                f"unknown options {sorted(unknown)}; known: {sorted(_OPTIONS)}"
+            )
 
 
 class CompiledFunction:
@@ -109,13 +110,13 @@ def compile(
     """
     _check_args(backend, dynamic, options)
     if model is None:
-        return lambda m: compile(m, backend=backend, fullgraph=fullgraph, dynamic=dynamic,
-                                 options=options)
+        return lambda m: compile(
+            m, backend=backend, fullgraph=fullgraph, dynamic=dynamic, options=options
+        )
     if isinstance(model, CompiledFunction | CompiledModule):
         model = model._magpy_original
     if not callable(model):
-        raise TypeError(f"magpy.compile needs a function or nn.Module, got "
-                        f"{type(model).__name__}")
+        raise TypeError(f"magpy.compile needs a function or nn.Module, got {type(model).__name__}")
     qualname = getattr(model, "__qualname__", None) or type(model).__qualname__
     state = CacheState(qualname, backend, fullgraph=fullgraph)
     if options and "max_records" in options:
@@ -128,8 +129,7 @@ def compile(
 def _state_of(compiled: Any) -> CacheState:
     state = getattr(compiled, "_magpy_state", None)
     if not isinstance(state, CacheState):
-        raise NotCompiledError(f"{compiled!r} is not a magpy function; wrap it with "
-                               "magpy.compile")
+        raise NotCompiledError(f"{compiled!r} is not a magpy function; wrap it with magpy.compile")
     return state
 
 
@@ -149,8 +149,14 @@ def stats(compiled: Any) -> CacheStats:
     """Cache statistics of a compiled function or module."""
     s = _state_of(compiled)
     graphs = sum(1 for r in s.records if r.graph_module is not None)
-    return CacheStats(hits=s.hits, misses=s.misses, records=len(s.records), graphs=graphs,
-                      breaks=s.breaks, fallbacks=s.fallbacks)
+    return CacheStats(
+        hits=s.hits,
+        misses=s.misses,
+        records=len(s.records),
+        graphs=graphs,
+        breaks=s.breaks,
+        fallbacks=s.fallbacks,
+    )
 
 
 @attrs.define
@@ -168,9 +174,11 @@ class ExplainOutput:
     refgraph: str
 
     def __str__(self) -> str:
-        lines = [f"Graph Count: {self.graph_count}",
-                 f"Graph Break Count: {self.graph_break_count}",
-                 f"Op Count: {self.op_count}"]
+        lines = [
+            f"Graph Count: {self.graph_count}",
+            f"Graph Break Count: {self.graph_break_count}",
+            f"Op Count: {self.op_count}",
+        ]
         if self.break_reasons:
             lines.append("Break Reasons:")
             lines += [f"  {i + 1}. {r}" for i, r in enumerate(self.break_reasons)]
@@ -191,17 +199,35 @@ def explain(fn: Any) -> Callable[..., ExplainOutput]:
         state = CacheState(getattr(target, "__qualname__", type(target).__qualname__), "eager")
         state.call(target, args, kwargs)
         graphs = [r.graph_module for r in state.records if r.graph_module is not None]
-        ops = [[str(n.target if isinstance(n.target, str) else getattr(n.target, "__name__",
-                                                                         n.target))
-                for n in g.graph.nodes if n.op in ("call_function", "call_method")]
-               for g in graphs]
-        guards = [line.strip() for r in state.records for line in r.guard_source.splitlines()
-                  if line.strip().startswith("if ")]
-        return ExplainOutput(graphs=graphs, graph_count=len(graphs),
-                             graph_break_count=state.breaks,
-                             break_reasons=list(state.break_reasons),
-                             op_count=sum(len(o) for o in ops), ops_per_graph=ops,
-                             guards=guards, out_guards=guards, refgraph=state.last_refgraph)
+        ops = [
+            [
+                str(
+                    n.target
+                    if isinstance(n.target, str)
+                    else getattr(n.target, "__name__", n.target)
+                )
+                for n in g.graph.nodes
+                if n.op in ("call_function", "call_method")
+            ]
+            for g in graphs
+        ]
+        guards = [
+            line.strip()
+            for r in state.records
+            for line in r.guard_source.splitlines()
+            if line.strip().startswith("if ")
+        ]
+        return ExplainOutput(
+            graphs=graphs,
+            graph_count=len(graphs),
+            graph_break_count=state.breaks,
+            break_reasons=list(state.break_reasons),
+            op_count=sum(len(o) for o in ops),
+            ops_per_graph=ops,
+            guards=guards,
+            out_guards=guards,
+            refgraph=state.last_refgraph,
+        )
 
     return run
 
@@ -212,8 +238,14 @@ def reset() -> None:
         state.reset()
 
 
-def annotate(fn: Any, *, pure: bool = False, as_op: bool = False, effect: bool = False,
-             inplace: tuple[int, ...] = ()) -> Any:
+def annotate(
+    fn: Any,
+    *,
+    pure: bool = False,
+    as_op: bool = False,
+    effect: bool = False,
+    inplace: tuple[int, ...] = (),
+) -> Any:
     """Tell MagPy what a (native or third-party) callable does.
 
     ``pure=True``: no side effects and a result determined by the arguments (evaluated at record
@@ -228,9 +260,14 @@ def annotate(fn: Any, *, pure: bool = False, as_op: bool = False, effect: bool =
     if inplace and not as_op:
         raise ValueError("inplace= only makes sense with as_op=True")
     kind = Kind.PURE if pure else Kind.AS_OP if as_op else Kind.EFFECT
-    TABLE.register(fn, Annotation(kind, inplace=tuple(inplace),
-                                  reason=f"{getattr(fn, '__qualname__', fn)} is annotated "
-                                         "as having effects"))
+    TABLE.register(
+        fn,
+        Annotation(
+            kind,
+            inplace=tuple(inplace),
+            reason=f"{getattr(fn, '__qualname__', fn)} is annotated as having effects",
+        ),
+    )
     return fn
 
 

@@ -104,8 +104,9 @@ class CacheState:
         self.misses += 1
         limit = self.max_records if self.max_records is not None else config.max_records
         if len(records) >= limit:
-            self._go_eager(f"more than {limit} records (max_records); "
-                           "the inputs keep changing", warn=True)
+            self._go_eager(
+                f"more than {limit} records (max_records); the inputs keep changing", warn=True
+            )
             return fn(*args, **kwargs)
         return self._record(fn, args, kwargs)
 
@@ -114,8 +115,13 @@ class CacheState:
         failure = result.failure
         if failure is None and result.plan is not None and result.graph is not None:
             try:
-                rec = build_record(result.plan, result.graph, result.example_inputs,
-                                   self.backend, qualname=self.qualname)
+                rec = build_record(
+                    result.plan,
+                    result.graph,
+                    result.example_inputs,
+                    self.backend,
+                    qualname=self.qualname,
+                )
             except MagPyError as exc:
                 failure = exc
             except Exception as exc:  # a backend failure is ours to absorb, not the user's
@@ -124,8 +130,13 @@ class CacheState:
                 with self._lock:
                     self.records.insert(0, rec)
                 self.last_refgraph = dump(result.capture.graph)
-                log_topic("records", "new record for %s (%d ops, %d guards)", self.qualname,
-                          rec.op_count, len(result.plan.guards))
+                log_topic(
+                    "records",
+                    "new record for %s (%d ops, %d guards)",
+                    self.qualname,
+                    rec.op_count,
+                    len(result.plan.guards),
+                )
                 log_topic("guards", "%s", rec.guard_source)
                 log_topic("mocks", "%s", rec.mock_source)
                 if rec.graph_module is not None:
@@ -141,8 +152,11 @@ class CacheState:
             self.break_reasons.append(reason)
             log_topic("breaks", "graph break in %s: %s", self.qualname, reason)
             if self.fullgraph:
-                raise FullGraphError(f"fullgraph=True but {self.qualname} has a graph break: "
-                                     f"{failure.reason}", failure.filename, failure.lineno)
+                raise FullGraphError(
+                    f"fullgraph=True but {self.qualname} has a graph break: {failure.reason}",
+                    failure.filename,
+                    failure.lineno,
+                )
             self._go_eager(str(reason), warn=False)
         else:
             self._go_eager(f"internal error: {failure}", warn=True)
@@ -152,5 +166,8 @@ class CacheState:
         self.eager_reason = reason
         if warn and not self._warned:
             self._warned = True
-            warnings.warn(f"magpy: {self.qualname} runs eagerly from now on: {reason}",
-                          MagPyWarning, stacklevel=4)
+            warnings.warn(
+                f"magpy: {self.qualname} runs eagerly from now on: {reason}",
+                MagPyWarning,
+                stacklevel=4,
+            )

@@ -28,7 +28,9 @@ class Config:
 
     @classmethod
     def from_env(cls) -> Config:
-        logs = frozenset(t.strip() for t in os.environ.get("MAGPY_LOGS", "").split(",") if t.strip())
+        logs = frozenset(
+            t.strip() for t in os.environ.get("MAGPY_LOGS", "").split(",") if t.strip()
+        )
         return cls(
             max_records=int(os.environ.get("MAGPY_MAX_RECORDS", "8")),
             verify=os.environ.get("MAGPY_VERIFY", "") not in ("", "0"),
