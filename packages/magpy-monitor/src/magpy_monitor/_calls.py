@@ -294,6 +294,10 @@ def load_attr(m: FrameMonitor, base: Val, name: str, real: Any) -> Val:
         return cap.new(real, const=True)
     if base.attrs is not None and name in base.attrs:
         return base.attrs[name]
+    if isinstance(base.extra, dict) and "super" in base.extra:
+        from ._special import super_attr
+
+        return super_attr(m, base, name, real)
     if base.const:
         return cap.new(real, const=True)
     if base.external:

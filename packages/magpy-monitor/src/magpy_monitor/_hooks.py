@@ -61,9 +61,18 @@ def module_call(
 ) -> None:
     """Model ``module(*pos, **kwargs)``."""
     from ._calls import inline
+    from ._special import OPAQUE_MODULES, opaque_module_call
 
     mod = fn_val.obj
     cap = m.cap
+    if (
+        isinstance(mod, OPAQUE_MODULES)
+        and not (mod._forward_hooks or mod._forward_pre_hooks)
+        and _unsupported_hooks(mod) is None
+        and fn_val.external
+    ):
+        opaque_module_call(m, inst, fn_val, pos, kwargs)
+        return
     why = _unsupported_hooks(mod)
     if why is not None:
         raise m.unsupported(f"{type(mod).__name__} has {why}")

@@ -18,7 +18,13 @@ from typing import Any
 
 from magpy_refgraph import InternalError, MagPyError, Unsupported
 
-from . import _containers, _exceptions, _handlers, _highorder  # noqa: F401  (handlers)
+from . import (  # noqa: F401  (modules that register handlers)
+    _containers,
+    _exceptions,
+    _handlers,
+    _highorder,
+    _special,
+)
 from ._capture import Capture, is_value_type
 from ._frame import FrameMonitor, Pending, initial_fast
 from ._values import Val
