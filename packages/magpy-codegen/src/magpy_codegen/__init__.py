@@ -3,6 +3,7 @@
 from ._backend import BACKENDS, compile_graph, resolve_backend
 from ._generated import GeneratedCode, NameAllocator
 from ._guard import generate_guard
+from ._instrument import Instrumented, Layout, instrument
 from ._mock import generate_mock
 from ._record import Record, build_record
 
@@ -11,11 +12,14 @@ __version__ = "0.1.0"
 __all__ = [
     "BACKENDS",
     "GeneratedCode",
+    "Instrumented",
+    "Layout",
     "NameAllocator",
     "Record",
     "build_record",
     "compile_graph",
     "generate_guard",
     "generate_mock",
+    "instrument",
     "resolve_backend",
 ]

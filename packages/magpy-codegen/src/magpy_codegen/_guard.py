@@ -34,7 +34,10 @@ ROOT_LOCALS = ("fn", "args", "kwargs")
 class PathVars:
     """Evaluates entry paths into local variables once each (a render context for refgraph)."""
 
-    def __init__(self, names: NameAllocator, lines: list[str], indent: str) -> None:
+    def __init__(
+        self, names: NameAllocator, lines: list[str], indent: str, roots: str = "call"
+    ) -> None:
+        self.roots = roots
         self.names = names
         self.lines = lines
         self.indent = indent
@@ -43,6 +46,11 @@ class PathVars:
     def root_expr(self, access: Access) -> str:
         kind, key = access.kind, access.key
         if kind is AccessKind.LOCAL:
+            if self.roots == "frame":
+                name = str(key)
+                if name.startswith("$s"):
+                    return f"S[{int(name[2:])}]"
+                return f"L[{self.key_expr(name)}]"
             if key not in ROOT_LOCALS:
                 raise InternalError(f"unknown root local {key!r}")
             return str(key)
@@ -156,12 +164,21 @@ def check_expr(req: GuardReq, v: str, c: Any) -> str:
 
 
 def generate_guard(
-    plan: Plan, names: NameAllocator, *, grad_enabled: bool, qualname: str = ""
+    plan: Plan,
+    names: NameAllocator,
+    *,
+    grad_enabled: bool,
+    qualname: str = "",
+    roots: str = "call",
 ) -> GeneratedCode:
-    """The guard of ``plan`` as generated source (function ``__magpy_guard``)."""
+    """The guard of ``plan`` as generated source (function ``__magpy_guard``).
+
+    ``roots="call"``: ``__magpy_guard(fn, args, kwargs)`` for whole calls; ``roots="frame"``:
+    ``__magpy_guard(L, S)`` for sites (the frame's locals and the stack values at the site).
+    """
     body: list[str] = []
     ind = "        "
-    pv = PathVars(names, body, ind)
+    pv = PathVars(names, body, ind, roots)
     c = names.const
     body.append(f"{ind}if {c(torch.is_grad_enabled)}() is not {grad_enabled}: return None")
     for req in plan.guards:
@@ -178,7 +195,7 @@ def generate_guard(
     ret = f"({', '.join(inputs)},)" if inputs else "()"
     src = [
         f"# guard of {qualname}",
-        "def __magpy_guard(fn, args, kwargs):",
+        "def __magpy_guard(fn, args, kwargs):" if roots == "call" else "def __magpy_guard(L, S):",
         "    try:",
         *body,
         f"        return {ret}",

@@ -35,11 +35,11 @@ __all__ = ["generate_mock"]
 
 
 class _MockWriter:
-    def __init__(self, names: NameAllocator) -> None:
+    def __init__(self, names: NameAllocator, roots: str) -> None:
         self.names = names
         self.reads: list[str] = []
         self.builds: list[str] = []
-        self.paths = PathVars(names, self.reads, "    ")
+        self.paths = PathVars(names, self.reads, "    ", roots)
         self.built: dict[int, str] = {}
 
     def c(self, obj: Any) -> str:
@@ -83,6 +83,11 @@ class _MockWriter:
             text = f"{self.names.const(b.extra[0])}({', '.join(parts)})"
         elif kind == BuildKind.CALL:
             text = f"{parts[0]}({', '.join(parts[1:])})"
+        elif kind == BuildKind.ITER:
+            name = self.names.fresh("b")
+            self.builds.append(f"    {name} = iter({parts[0]}); {name}.__setstate__({b.extra[0]})")
+            self.built[b.key] = name
+            return name
         else:
             raise InternalError(f"cannot build {kind!r} yet")
         name = self.names.fresh("b")
@@ -110,16 +115,23 @@ class _MockWriter:
 
 
 def generate_mock(
-    plan: Plan, names: NameAllocator, *, has_graph: bool, qualname: str = ""
+    plan: Plan,
+    names: NameAllocator,
+    *,
+    has_graph: bool,
+    qualname: str = "",
+    roots: str = "call",
 ) -> GeneratedCode:
     """The mock of ``plan`` as generated source (function ``__magpy_mock``)."""
-    w = _MockWriter(names)
+    w = _MockWriter(names, roots)
     writes = [w.writeback(x) for x in plan.writebacks]
     result = w.expr(plan.result)
     call = "    __magpy_outs = __magpy_graph(*inputs)" if has_graph else "    __magpy_outs = ()"
     src = [
         f"# mock of {qualname}",
-        "def __magpy_mock(fn, args, kwargs, inputs):",
+        "def __magpy_mock(fn, args, kwargs, inputs):"
+        if roots == "call"
+        else "def __magpy_mock(L, S, inputs):",
         *w.reads,
         call,
         *w.builds,

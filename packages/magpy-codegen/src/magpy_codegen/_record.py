@@ -49,6 +49,8 @@ def build_record(
     backend: str | Backend,
     *,
     qualname: str = "",
+    roots: str = "call",
+    grad_enabled: bool | None = None,
 ) -> Record:
     """Generate the guard and mock of ``plan`` and compile ``graph`` with ``backend``."""
     op_count = sum(1 for n in graph.nodes if n.op in ("call_function", "call_method"))
@@ -57,10 +59,18 @@ def build_record(
     compiled: Callable[..., Any] | None = None
     if has_graph:
         gm, compiled = compile_graph(graph, example_inputs, backend)
+    if grad_enabled is None:
+        grad_enabled = torch.is_grad_enabled()
     guard_code = generate_guard(
-        plan, NameAllocator(), grad_enabled=torch.is_grad_enabled(), qualname=qualname
+        plan,
+        NameAllocator(),
+        grad_enabled=grad_enabled,
+        qualname=qualname,
+        roots=roots,
     )
-    mock_code = generate_mock(plan, NameAllocator(), has_graph=has_graph, qualname=qualname)
+    mock_code = generate_mock(
+        plan, NameAllocator(), has_graph=has_graph, qualname=qualname, roots=roots
+    )
     if compiled is not None:
         mock_code.globals["__magpy_graph"] = compiled
     guard = guard_code.load()["__magpy_guard"]

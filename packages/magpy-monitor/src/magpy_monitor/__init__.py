@@ -5,6 +5,7 @@ from ._annotations import TABLE, Annotation, AnnotationTable, Kind, classify
 from ._api import CaptureResult, capture, entry
 from ._capture import Capture
 from ._frameio import NULL, StackView, read_stack, stack_depth
+from ._segments import CodeInfo, Segment, SegmentHost, is_monitoring, start_segment
 from ._values import Val
 
 __version__ = "0.1.0"
@@ -16,12 +17,17 @@ __all__ = [
     "AnnotationTable",
     "Capture",
     "CaptureResult",
+    "CodeInfo",
     "Kind",
+    "Segment",
+    "SegmentHost",
     "StackView",
     "Val",
     "capture",
     "classify",
     "entry",
+    "is_monitoring",
     "read_stack",
     "stack_depth",
+    "start_segment",
 ]

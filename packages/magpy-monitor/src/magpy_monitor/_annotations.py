@@ -156,6 +156,30 @@ class AnnotationTable:
         return ann
 
 
+def _effect_rule(fn: Any) -> Annotation | None:
+    """Python's RNG and clocks: hidden state outside the program."""
+    import random
+
+    owner = getattr(fn, "__self__", None)
+    if isinstance(owner, random.Random):
+        return Annotation(Kind.EFFECT, reason=f"random.{fn.__name__} draws from Python's RNG")
+    module = getattr(fn, "__module__", None)
+    if (
+        module in ("time", "random", "os", "sys", "io", "builtins")
+        and getattr(fn, "__name__", "") in _EFFECT_NAMES
+    ):
+        return Annotation(
+            Kind.EFFECT, reason=f"{module}.{fn.__name__} has hidden inputs or effects"
+        )
+    return None
+
+
+_EFFECT_NAMES = frozenset(
+    "time perf_counter monotonic process_time time_ns perf_counter_ns sleep random randint "
+    "uniform gauss choice shuffle sample getrandbits urandom input".split()
+)
+
+
 def _torch_rule(fn: Any) -> Annotation | None:
     objclass = getattr(fn, "__objclass__", None)
     if (
@@ -188,6 +212,7 @@ def _torch_rule(fn: Any) -> Annotation | None:
 
 
 TABLE = AnnotationTable()
+TABLE.add_rule(_effect_rule)
 TABLE.add_rule(_torch_rule)
 
 

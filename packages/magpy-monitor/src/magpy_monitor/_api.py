@@ -33,6 +33,7 @@ class CaptureResult:
     value: Any
     capture: Capture
     failure: MagPyError | None = None
+    chain: list[Any] = attrs.field(factory=list)
     plan: Plan | None = None
     graph: fx.Graph | None = None
     example_inputs: list[Any] = attrs.field(factory=list)
@@ -49,7 +50,7 @@ def capture(
     cap = Capture(name)
     mon = Monitor(cap, entry.__code__)
     value = mon.run(entry, fn, args, kwargs)
-    out = CaptureResult(value=value, capture=cap)
+    out = CaptureResult(value=value, capture=cap, chain=list(mon.chain))
     if mon.failure is not None:
         failure = mon.failure
         out.failure = failure if isinstance(failure, MagPyError) else None

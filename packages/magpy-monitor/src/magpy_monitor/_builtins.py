@@ -342,11 +342,28 @@ def _min_max(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) ->
     pure_call(m, inst, pos, kw)
 
 
-@register_builtin(
-    print, input, open, id, globals, locals, vars, exec, eval, compile, breakpoint, __import__
-)
-def _effect(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
-    raise m.unsupported("call with effects outside the program (I/O, identity, scopes)")
+def _effect(name: str) -> BuiltinHandler:
+    def handle(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+        raise m.unsupported(f"{name}() has effects outside the program (I/O, identity, scopes)")
+
+    return handle
+
+
+for _fn in (
+    print,
+    input,
+    open,
+    id,
+    globals,
+    locals,
+    vars,
+    exec,
+    eval,
+    compile,
+    breakpoint,
+    __import__,
+):
+    BUILTIN_HANDLERS[id(_fn)] = (_fn, _effect(_fn.__name__))
 
 
 @register_builtin(

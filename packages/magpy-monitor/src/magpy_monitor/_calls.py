@@ -55,6 +55,9 @@ def dispatch_call(
         module_call(m, inst, fn_val, pos, kwargs)
         return
     if type(fn) is types.MethodType:
+        early = classify(fn)
+        if early.kind in (Kind.VALUE_READ, Kind.EFFECT):
+            raise m.unsupported(early.reason or f"{_name(fn)} is dynamic")
         self_val = method_self(m, fn_val)
         dispatch_call(m, inst, cap.const(fn.__func__), [self_val, *pos], kwargs)
         return
@@ -184,7 +187,9 @@ def inline(
     p = m.expect_outputs(inst, 1, make, opaque=True)
 
     def start(frame: types.FrameType) -> FrameMonitor:
-        return FrameMonitor(cap, frame, initial_fast(cap, frame, _fresh(frame, bound), closure))
+        mon = FrameMonitor(cap, frame, initial_fast(cap, frame, _fresh(frame, bound), closure))
+        mon.func = func
+        return mon
 
     p.expect = (code, start)
 

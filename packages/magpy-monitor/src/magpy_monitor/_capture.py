@@ -121,7 +121,14 @@ class Capture:
         self.frames: list[Any] = []
         self.gen_frames: dict[int, Val] = {}
         self.result: Val | None = None
+        self.code_info: Any = None
+        self.grad_enabled = torch.is_grad_enabled()  # guarded: the mode when capture started
+        self.mutations = 0
         self.location: tuple[str, int] | None = None
+
+    def mark(self) -> tuple[int, int, int, int]:
+        """A cheap marker of how far the capture got (to cut a segment at an earlier point)."""
+        return (len(self.rec.created), len(self.writes), len(self.mutated_tensors), self.mutations)
 
     # ------------------------------------------------------------------ value creation
     def const(self, obj: Any) -> Val:
@@ -339,6 +346,7 @@ class Capture:
     def mutate_tensor(self, val: Val, node: Any) -> None:
         """``val``'s tensor was updated in place by ``node``."""
         node.meta["effect"] = True
+        self.mutations += 1
         val.fx = node
         if val.external and val.node is not None:
             self.graph.update_in_place(val.node, "in-place tensor op")

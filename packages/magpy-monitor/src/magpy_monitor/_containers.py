@@ -35,6 +35,7 @@ def materialize(cap: Capture, val: Val, reason: str) -> None:
             val.items = {k: (cap.const(k), cap.child(val, Item(k), x)) for k, x in obj.items()}
         else:
             raise_unknown(val)
+    cap.mutations += 1
     if val.external and val.node is not None:
         cap.graph.update_in_place(val.node, reason, keep_edges=False)
         if val not in cap.mutated_containers:

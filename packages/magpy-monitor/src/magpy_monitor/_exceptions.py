@@ -25,7 +25,7 @@ from magpy_refgraph import GuardKind
 from ._frame import FrameMonitor, Inst, Pending, handler
 from ._values import Val
 
-__all__ = ["GRAD_MODE_CLASSES", "grad_context", "on_exception"]
+__all__ = ["GRAD_MODE_CLASSES", "grad_context", "on_exception", "reenter_grad_context"]
 
 _tables: dict[types.CodeType, list[Any]] = {}
 
@@ -148,7 +148,10 @@ def _before_with(m: FrameMonitor, inst: Inst) -> None:
     def make(real: list[Any]) -> list[Val]:
         if mode is not None:
             m.cap.rec.call("call_function", torch._C._set_grad_enabled, (mode,), {}, effect=True)
-        exit_val = Val(real[0], extra={"grad_exit": prev})
+        inside = mode if mode is not None else torch.is_grad_enabled()
+        exit_val = Val(
+            real[0], extra={"grad_exit": prev, "grad_cls": type(ctx.obj), "grad_mode": inside}
+        )
         return [exit_val, m.cap.const(real[1])]
 
     m.expect_outputs(inst, 2, make)
@@ -168,3 +171,15 @@ def grad_exit(m: FrameMonitor, inst: Inst, fn_val: Val, pos: list[Val]) -> None:
 @handler("WITH_EXCEPT_START")
 def _with_except_start(m: FrameMonitor, inst: Inst) -> None:
     raise m.unsupported("exception raised inside a `with` block")
+
+
+def reenter_grad_context(cls: Any, mode: bool, prev: bool) -> Any:
+    """Re-create a grad-mode ``with`` block's state for a frame resuming inside it.
+
+    Sets the mode the block started from, enters a new context of the same kind, and returns
+    its ``__exit__`` (what the frame's stack holds inside a ``with`` block).
+    """
+    torch._C._set_grad_enabled(prev)
+    ctx = cls(mode) if cls is torch.set_grad_enabled else cls()
+    ctx.__enter__()
+    return ctx.__exit__

@@ -20,7 +20,19 @@ from ._capture import Capture, is_value_type
 from ._frameio import NULL, StackView, nlocalsplus
 from ._values import UNBOUND, Val
 
-__all__ = ["CellBox", "FrameMonitor", "Inst", "Pending", "decode"]
+__all__ = ["LAZY", "CellBox", "FrameMonitor", "Inst", "Pending", "SegmentEnd", "decode"]
+
+
+class SegmentEnd(Exception):
+    """The monitored segment reached the start of another site: commit it here."""
+
+
+class _Lazy:
+    def __repr__(self) -> str:
+        return "LAZY"
+
+
+LAZY: Any = _Lazy()
 
 
 class Inst:
@@ -139,6 +151,12 @@ class FrameMonitor:
         self.last: Inst | None = None
         self.popped: list[Val] = []
         self.unwinding = False
+        self.stored: set[int] = set()
+        self.pre: tuple[Any, ...] | None = None
+        self.func: Any = None
+        info = cap.code_info(self.code) if cap.code_info is not None else None
+        self.injected: frozenset[int] = info.injected if info is not None else frozenset()
+        self.to_original: dict[int, int] | None = info.to_original if info is not None else None
 
     # ------------------------------------------------------------------ protocol
     def on_opcode(self) -> None:
@@ -146,9 +164,23 @@ class FrameMonitor:
         lasti = self.frame.f_lasti
         if self.pending is not None:
             self.bind(lasti)
+        if lasti in self.injected:
+            if self.kind == "segment" and self.last is not None:
+                raise SegmentEnd("reached another site")
+            return
         inst = self.insts.get(lasti)
         if inst is None or inst.opname in ("EXTENDED_ARG", "CACHE"):
             return
+        if (
+            self.kind == "segment"
+            and inst.opname != "CALL"
+            and not (
+                inst.opname == "PRECALL"
+                and self.last is not None
+                and self.last.opname == "KW_NAMES"
+            )
+        ):
+            self.pre = (list(self.stack), self.cap.mark(), lasti, self.kwnames)
         self.last = inst
         self.popped = []
         self.cap.location = (self.code.co_filename, inst.line or self.code.co_firstlineno)
@@ -217,9 +249,24 @@ class FrameMonitor:
         self.pending = p
         return p
 
+    def original_offset(self, lasti: int) -> int:
+        """The original code's offset of the instruction at ``lasti``."""
+        return self.to_original[lasti] if self.to_original is not None else lasti
+
+    def lazy_local(self, name: str) -> Val:
+        """Read local ``name`` from the frame as an entry value (segments start mid-frame)."""
+        from magpy_refgraph import Local
+
+        f_locals = self.frame.f_locals
+        if name not in f_locals:
+            raise self.unsupported(f"local {name!r} is unbound")
+        return self.cap.root(Local(name), f_locals[name])
+
     def load_fast(self, index: int) -> Val:
         """The shadow of local slot ``index`` (an argument read lazily for the root frame)."""
         v = self.fast[index]
+        if v is LAZY:
+            v = self.fast[index] = self.lazy_local(self.names[index])
         if v is UNBOUND:
             raise self.unsupported(f"local {self.names[index]!r} is unbound")
         if isinstance(v, Val):
@@ -295,4 +342,19 @@ def initial_fast(
             real_cell = view.local(i)
             content = fast[i] if i < len(argnames) else UNBOUND
             fast[i] = cap.new(real_cell, extra=CellBox(content, name))
+    return fast
+
+
+def segment_fast(cap: Capture, frame: types.FrameType) -> list[Any]:
+    """Shadow locals for a segment starting mid-frame: every local is read lazily from SN#0."""
+    code = frame.f_code
+    names = localsplus_names(code)
+    view = StackView(frame)
+    cells = set(code.co_cellvars) | set(code.co_freevars)
+    fast: list[Any] = []
+    for i, name in enumerate(names):
+        if name in cells:
+            fast.append(cap.new(view.local(i), extra=CellBox(LAZY, name)))
+        else:
+            fast.append(LAZY)
     return fast

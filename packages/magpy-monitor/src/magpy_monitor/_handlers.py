@@ -16,7 +16,7 @@ from magpy_refgraph import Builtin, Cell, Global, Item
 from ._annotations import Kind, tensor_attr_kind
 from ._calls import dispatch_call, load_attr, subscr, truthiness
 from ._capture import FROZEN_MODULE_ROOTS, is_value_type
-from ._frame import CellBox, FrameMonitor, Inst, handler
+from ._frame import LAZY, CellBox, FrameMonitor, Inst, handler
 from ._frameio import NULL
 from ._iteration import get_iter, unpack
 from ._values import UNBOUND, Val
@@ -117,16 +117,20 @@ def _load_fast(m: FrameMonitor, inst: Inst) -> None:
 @handler("STORE_FAST")
 def _store_fast(m: FrameMonitor, inst: Inst) -> None:
     m.fast[inst.arg] = m.pop()[0]
+    m.stored.add(inst.arg)
 
 
 @handler("DELETE_FAST")
 def _delete_fast(m: FrameMonitor, inst: Inst) -> None:
     m.fast[inst.arg] = UNBOUND
+    m.stored.add(inst.arg)
 
 
 @handler("LOAD_DEREF", "LOAD_CLASSDEREF")
 def _load_deref(m: FrameMonitor, inst: Inst) -> None:
     box = m.cell(inst.arg)
+    if box.content is LAZY:
+        box.content = m.lazy_local(box.name)
     if box.content is not UNBOUND:
         m.push(box.content)
         return
@@ -146,6 +150,7 @@ def _store_deref(m: FrameMonitor, inst: Inst) -> None:
     if box.scope is not None:
         raise m.unsupported(f"assignment to an outer function's variable {box.name!r}")
     box.content = m.pop()[0]
+    m.stored.add(inst.arg)
 
 
 @handler("LOAD_CLOSURE")

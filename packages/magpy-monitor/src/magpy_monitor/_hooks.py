@@ -153,7 +153,9 @@ class _HookedCall:
         cap = m.cap
 
         def start(frame: types.FrameType) -> FrameMonitor:
-            return FrameMonitor(cap, frame, initial_fast(cap, frame, _fresh(frame, bound), closure))
+            mon = FrameMonitor(cap, frame, initial_fast(cap, frame, _fresh(frame, bound), closure))
+            mon.func = fn_val.obj
+            return mon
 
         self.pending.expect = (fn_val.obj.__code__, start)
 

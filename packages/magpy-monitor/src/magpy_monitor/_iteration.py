@@ -75,9 +75,9 @@ def _view_items(m: FrameMonitor, v: Val) -> list[Val]:
     return [cap.new((k.obj, x.obj), items=[k, x]) for k, x in pairs]
 
 
-def make_iterator(m: FrameMonitor, real: Any, items: list[Val]) -> Val:
-    """A new iterator shadow over ``items``."""
-    return m.cap.new(real, extra={"iter": items, "pos": 0})
+def make_iterator(m: FrameMonitor, real: Any, items: list[Val], base: Val | None = None) -> Val:
+    """A new iterator shadow over ``items`` (``base``: the container it iterates, if any)."""
+    return m.cap.new(real, extra={"iter": items, "pos": 0, "base": base})
 
 
 def get_iter(m: FrameMonitor, inst: Inst, v: Val) -> None:
@@ -97,7 +97,7 @@ def get_iter(m: FrameMonitor, inst: Inst, v: Val) -> None:
             inline(m, inst, m.cap.const(fn), [v], {})
             return
         raise m.unsupported(f"iterating over a {type(v.obj).__name__}")
-    m.expect_outputs(inst, 1, lambda real: [make_iterator(m, real[0], items)])
+    m.expect_outputs(inst, 1, lambda real: [make_iterator(m, real[0], items, v)])
 
 
 def for_iter(m: FrameMonitor, inst: Inst) -> None:

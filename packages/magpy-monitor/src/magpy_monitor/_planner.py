@@ -39,6 +39,7 @@ from ._values import Val
 
 __all__ = ["build_plan"]
 
+_REBUILDABLE_ITERATORS = (type(iter(range(0))), type(iter([])), type(iter(())))
 _MUTABLE_CONSTS = (list, dict, set, collections.deque, collections.OrderedDict)
 
 
@@ -78,7 +79,32 @@ class _Planner:
             obj, types.FunctionType | types.BuiltinFunctionType | type | types.ModuleType
         ):
             return Constant(obj)
+        if isinstance(v.extra, dict):
+            special = self._special(v)
+            if special is not None:
+                return special
         raise Unsupported(f"cannot rebuild a {type(obj).__name__} created during the run")
+
+    def _special(self, v: Val) -> Recipe | None:
+        """Iterators over known containers, and a grad-mode context's ``__exit__``."""
+        extra = v.extra
+        if "grad_exit" in extra:
+            from ._exceptions import reenter_grad_context
+
+            args = (
+                Constant(extra["grad_cls"]),
+                Constant(extra["grad_mode"]),
+                Constant(extra["grad_exit"]),
+            )
+            return Apply(Constant(reenter_grad_context), args)
+        base = extra.get("base")
+        if "iter" in extra and base is not None and type(v.obj) in _REBUILDABLE_ITERATORS:
+            reduced = v.obj.__reduce__()
+            pos = reduced[2] if len(reduced) > 2 else 0
+            if pos != extra["pos"]:
+                raise Unsupported("iterator position disagrees with the shadow")
+            return Build(id(v), BuildKind.ITER, (self.recipe(base),), (pos,))
+        return None
 
     def _tensor(self, v: Val) -> Recipe:
         if v.external and v.node is not None and (v.fx is None or id(v) in self.mutated):

@@ -29,6 +29,7 @@ class GraphRecorder:
         self.input_paths: list[Path] = []
         self.example_inputs: list[torch.Tensor] = []
         self.op_count = 0
+        self.created: list[fx.Node] = []
         self._insert_before: fx.Node | None = None
 
     def placeholder(self, path: Path, example: torch.Tensor) -> fx.Node:
@@ -57,6 +58,7 @@ class GraphRecorder:
     ) -> fx.Node:
         """Append one ``call_function``/``call_method`` node."""
         node = self.graph.create_node(op, target, args, kwargs)
+        self.created.append(node)
         if _data_dependent_shape(node):
             node.meta["dyn_shape"] = True
         if effect:
@@ -68,7 +70,19 @@ class GraphRecorder:
         """``node[index]`` for operations returning several tensors."""
         import operator
 
-        return self.graph.call_function(operator.getitem, (node, index))
+        node = self.graph.call_function(operator.getitem, (node, index))
+        self.created.append(node)
+        return node
+
+    def truncate(self, n_created: int) -> None:
+        """Erase every node created after the first ``n_created`` (a segment cut earlier)."""
+        for node in reversed(self.created[n_created:]):
+            if node.users:
+                for user in list(node.users):
+                    if user not in self.created[n_created:]:
+                        raise RuntimeError("cannot cut the graph: a kept node uses a dropped one")
+            self.graph.erase_node(node)
+        del self.created[n_created:]
 
     def finish(self, outputs: list[fx.Node]) -> fx.Graph:
         """Set the outputs and drop every node neither an output nor an effect depends on."""

@@ -43,6 +43,7 @@ class Monitor:
         self.failure: BaseException | None = None
         self.user_exception = False
         self.finished = False
+        self.chain: list[tuple[types.CodeType, Any]] = []
         self._prev: TraceFn | None = None
 
     def run(self, entry: Callable[..., Any], *args: Any) -> Any:
@@ -202,6 +203,7 @@ class Monitor:
     # ------------------------------------------------------------------ failure
     def _fail(self, exc: BaseException, *, user: bool = False) -> None:
         if self.failure is None:
+            self.chain = [(m.code, m.func) for m in self.cap.frames]
             if not isinstance(exc, MagPyError):
                 loc = self.cap.location
                 exc = InternalError(f"{type(exc).__name__}: {exc} (at {loc})").with_traceback(

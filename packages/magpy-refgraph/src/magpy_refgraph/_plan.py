@@ -75,6 +75,7 @@ class BuildKind:
     OBJECT = "object"  # extra = (cls, attr names...); parts = attr values; built by __new__
     DEQUE = "deque"  # extra = (maxlen,)
     CALL = "call"  # extra = (); parts = (callable, *args) for objects rebuilt by a call
+    ITER = "iter"  # parts = (iterable,); extra = (position,): iter(x) advanced to position
 
 
 @attrs.frozen

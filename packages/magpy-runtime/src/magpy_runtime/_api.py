@@ -148,11 +148,12 @@ class CacheStats:
 def stats(compiled: Any) -> CacheStats:
     """Cache statistics of a compiled function or module."""
     s = _state_of(compiled)
-    graphs = sum(1 for r in s.records if r.graph_module is not None)
+    records = [*s.records, *s.site_records]
+    graphs = sum(1 for r in records if r.graph_module is not None)
     return CacheStats(
         hits=s.hits,
         misses=s.misses,
-        records=len(s.records),
+        records=len(records),
         graphs=graphs,
         breaks=s.breaks,
         fallbacks=s.fallbacks,
@@ -196,9 +197,21 @@ def explain(fn: Any) -> Callable[..., ExplainOutput]:
     target = getattr(fn, "_magpy_original", fn)
 
     def run(*args: Any, **kwargs: Any) -> ExplainOutput:
-        state = CacheState(getattr(target, "__qualname__", type(target).__qualname__), "eager")
+        from magpy_codegen import BACKENDS
+
+        def explain_backend(gm: Any, example_inputs: list[Any]) -> Any:
+            return BACKENDS["eager"](gm, example_inputs)
+
+        state = CacheState(
+            getattr(target, "__qualname__", type(target).__qualname__), explain_backend
+        )
         state.call(target, args, kwargs)
-        graphs = [r.graph_module for r in state.records if r.graph_module is not None]
+        if state.split:  # the first call found breaks: a second one records every segment
+            state.breaks = 0
+            state.break_reasons.clear()
+            state.call(target, args, kwargs)
+        records = [*state.records, *state.site_records]
+        graphs = [r.graph_module for r in records if r.graph_module is not None]
         ops = [
             [
                 str(
@@ -213,7 +226,7 @@ def explain(fn: Any) -> Callable[..., ExplainOutput]:
         ]
         guards = [
             line.strip()
-            for r in state.records
+            for r in records
             for line in r.guard_source.splitlines()
             if line.strip().startswith("if ")
         ]
@@ -233,9 +246,12 @@ def explain(fn: Any) -> Callable[..., ExplainOutput]:
 
 
 def reset() -> None:
-    """Drop every record of every compiled callable."""
+    """Drop every record of every compiled callable and restore every instrumented function."""
+    from ._sites import restore_all
+
     for state in all_states():
         state.reset()
+    restore_all()
 
 
 def annotate(

@@ -69,6 +69,9 @@ class CacheState:
     fallbacks: int = 0
     break_reasons: list[BreakReason] = attrs.field(factory=list)
     eager_reason: str | None = None
+    split: bool = False
+    site_records: list[Record] = attrs.field(factory=list)
+    warned_sites: bool = False
     last_refgraph: str = ""
     _lock: threading.Lock = attrs.field(factory=threading.Lock)
     _warned: bool = False
@@ -81,6 +84,8 @@ class CacheState:
         with self._lock:
             self.records.clear()
             self.hits = self.misses = self.breaks = self.fallbacks = 0
+            self.split = False
+            self.site_records.clear()
             self.break_reasons.clear()
             self.eager_reason = None
             self._warned = False
@@ -88,6 +93,14 @@ class CacheState:
     # ------------------------------------------------------------------ the call path
     def call(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """Run ``fn(*args, **kwargs)`` through the cache."""
+        if self.split:
+            from ._sites import activate, deactivate
+
+            activate(self)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                deactivate()
         if self.eager_reason is not None:
             return fn(*args, **kwargs)
         records = self.records
@@ -121,6 +134,7 @@ class CacheState:
                     result.example_inputs,
                     self.backend,
                     qualname=self.qualname,
+                    grad_enabled=result.capture.grad_enabled,
                 )
             except MagPyError as exc:
                 failure = exc
@@ -142,22 +156,58 @@ class CacheState:
                 if rec.graph_module is not None:
                     log_topic("graphs", "%s", rec.graph_module.code)
         if failure is not None:
-            self._failed(failure)
+            self._failed(failure, result.chain)
         return result.value
 
-    def _failed(self, failure: MagPyError) -> None:
+    def note_break(self, failure: Unsupported) -> None:
+        """A graph break was met (whole-call capture or a segment)."""
+        reason = BreakReason(failure.reason, failure.filename, failure.lineno)
+        self.breaks += 1
+        self.break_reasons.append(reason)
+        log_topic("breaks", "graph break in %s: %s", self.qualname, reason)
+
+    def note_record(self, rec: Record, seg: Any) -> None:
+        """A segment record was added at a site."""
+        self.site_records.append(rec)
+        log_topic(
+            "records", "new segment record for %s (%d ops)", seg.code.co_qualname, rec.op_count
+        )
+        log_topic("guards", "%s", rec.guard_source)
+        log_topic("mocks", "%s", rec.mock_source)
+
+    def limit(self) -> int:
+        """Records allowed per site / per callable."""
+        return self.max_records if self.max_records is not None else config.max_records
+
+    def _split(self, chain: list[Any]) -> bool:
+        """Switch to segments: give the functions on the break's call chain entry sites."""
+        import types
+
+        from ._sites import ensure_entry_site
+
+        funcs = [f for _, f in chain[1:] if isinstance(f, types.FunctionType)]
+        if not funcs:
+            return False
+        try:
+            for f in funcs:
+                ensure_entry_site(f)
+        except MagPyError:
+            return False
+        self.split = True
+        return True
+
+    def _failed(self, failure: MagPyError, chain: list[Any] | None = None) -> None:
         if isinstance(failure, Unsupported):
-            reason = BreakReason(failure.reason, failure.filename, failure.lineno)
-            self.breaks += 1
-            self.break_reasons.append(reason)
-            log_topic("breaks", "graph break in %s: %s", self.qualname, reason)
+            self.note_break(failure)
+            reason = self.break_reasons[-1]
             if self.fullgraph:
                 raise FullGraphError(
                     f"fullgraph=True but {self.qualname} has a graph break: {failure.reason}",
                     failure.filename,
                     failure.lineno,
                 )
-            self._go_eager(str(reason), warn=False)
+            if not self._split(chain or []):
+                self._go_eager(str(reason), warn=False)
         else:
             self._go_eager(f"internal error: {failure}", warn=True)
 

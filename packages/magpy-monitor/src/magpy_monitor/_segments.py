@@ -1,0 +1,311 @@
+"""Segments: monitoring that starts and ends in the middle of a frame (graph breaks).
+
+A *segment* is the part of a frame's execution between two points where the runtime can
+intervene: a *site* (the function's entry, or the first instruction after a graph break whose
+stack holds no NULL) and its end: the frame's return, the next site, or a *break* — an
+instruction the monitor cannot model (``print``, ``.item()``, a branch on a tensor...), which then
+runs natively. A break inside an inlined callee ends the segment at the CALL that entered the
+callee (state snapshot taken there), and the callees of that chain get their own sites.
+
+After a break, a *finder* traces each affected frame just far enough to reach the next
+NULL-free instruction, where the runtime registers a resume site and can start the next
+segment in the same call. The monitor never imports the runtime: it reports through the
+``SegmentHost`` callbacks the runtime provides.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import types
+from typing import Any, Protocol
+
+import attrs
+import torch.fx as fx
+
+from magpy_refgraph import Local, MagPyError, Plan, Unsupported
+
+from ._capture import Capture
+from ._frame import FrameMonitor, SegmentEnd, localsplus_names, segment_fast
+from ._frameio import NULL, StackView
+from ._planner import build_plan
+from ._tracer import Monitor, TraceFn
+from ._values import UNBOUND, Val
+
+__all__ = ["CodeInfo", "Segment", "SegmentHost", "is_monitoring", "start_segment"]
+
+
+@attrs.define
+class CodeInfo:
+    """What the monitor needs to know about an instrumented code object."""
+
+    original: types.CodeType
+    injected: frozenset[int]
+    to_original: dict[int, int]
+    block_sites: dict[int, int]  # new offset of a site block's first instruction -> site offset
+
+
+@attrs.define
+class Segment:
+    """A committed segment: the plan of its record and where it starts and ends."""
+
+    code: types.CodeType  # the original code object
+    site: int  # original offset the segment starts at
+    end: int | None  # original offset it continues at (None: the frame returns)
+    stores: tuple[tuple[str, str], ...]
+    nulls: tuple[bool, ...]
+    plan: Plan
+    graph: fx.Graph
+    example_inputs: list[Any]
+    capture: Capture
+
+
+class SegmentHost(Protocol):
+    """Callbacks the runtime gives the monitor."""
+
+    def code_info(self, code: types.CodeType) -> CodeInfo | None: ...
+
+    def on_segment(self, seg: Segment) -> None: ...
+
+    def on_break(self, reason: Unsupported, chain: list[tuple[types.CodeType, Any]]) -> None: ...
+
+    def on_failure(self, code: types.CodeType, site: int, exc: BaseException) -> None: ...
+
+    def on_empty(self, code: types.CodeType, site: int) -> None: ...
+
+    def resume(
+        self, frame: types.FrameType, code: types.CodeType, offset: int, stack: tuple[Any, ...]
+    ) -> TraceFn | None: ...
+
+
+_local = threading.local()
+
+
+def _original(host: SegmentHost, code: types.CodeType) -> tuple[types.CodeType, CodeInfo | None]:
+    info = host.code_info(code)
+    return (info.original if info is not None else code), info
+
+
+class SegmentMonitor(Monitor):
+    """Monitors one segment of one frame, from a site to the segment's end."""
+
+    def __init__(
+        self, host: SegmentHost, frame: types.FrameType, site: int, stack: tuple[Any, ...]
+    ) -> None:
+        cap = Capture(frame.f_code.co_qualname)
+        cap.code_info = host.code_info
+        super().__init__(cap, frame.f_code)
+        self.host = host
+        self.site = site
+        self.frame = frame
+        self.code, self.info = _original(host, frame.f_code)
+        mon = FrameMonitor(cap, frame, segment_fast(cap, frame), kind="segment")
+        mon.stack = [cap.root(Local(f"$s{i}"), v) for i, v in enumerate(stack)]
+        self.root = mon
+        self.finished_segment = False
+
+    def start(self, *, now: bool = False) -> TraceFn:
+        """Start tracing the frame (from a function it called, or from its trace callback).
+
+        ``now``: the frame is at the segment's first instruction in an opcode event already
+        being handled (a finder): process that instruction immediately.
+        """
+        self._prev = sys.gettrace()
+        local = self._attach(self.root)
+        self.frame.f_trace = local
+        sys.settrace(self._global)
+        if now:
+            local(self.frame, "opcode", None)
+        return local
+
+    # ------------------------------------------------------------------ endings
+    def _on_return(self, mon: FrameMonitor, value: Any) -> None:
+        if mon is not self.root:
+            super()._on_return(mon, value)
+            return
+        self.cap.frames.pop()
+        if mon.unwinding:
+            self._stop()
+            return
+        (val,) = mon.pop()
+        try:
+            self._commit(mon, None, val, mon.stack)
+        except Unsupported:
+            self.host.on_empty(self.code, self.site)
+        except MagPyError as err:
+            self.failure = err
+            self.host.on_failure(self.code, self.site, err)
+        self._stop()
+
+    def _fail(self, exc: BaseException, *, user: bool = False) -> None:
+        if self.failure is not None or self.finished_segment:
+            return
+        root = self.root
+        chain = [(m.code, m.func) for m in self.cap.frames]
+        frames = [m.frame for m in self.cap.frames]
+        try:
+            if isinstance(exc, SegmentEnd):
+                self._commit_at_site(root)
+            elif isinstance(exc, Unsupported):
+                self._commit_at_break(root, exc, chain)
+                self._stop()
+                for frame in reversed(frames):
+                    _arm_finder(self.host, frame)
+                return
+            else:
+                self.failure = exc
+                self.host.on_failure(self.code, self.site, exc)
+        except Unsupported:
+            self.host.on_empty(self.code, self.site)
+        except MagPyError as err:
+            self.failure = err
+            self.host.on_failure(self.code, self.site, err)
+        self._stop()
+
+    def _stop(self) -> None:
+        self.finished_segment = True
+        prev = self._prev
+        if prev is _finder_global and getattr(_local, "finders", 0) == 0:
+            prev = getattr(_local, "prev", None)
+        sys.settrace(prev)
+        self._detach()
+
+    def _commit_at_site(self, root: FrameMonitor) -> None:
+        lasti = self.frame.f_lasti
+        assert self.info is not None
+        end = self.info.block_sites[lasti]
+        self._commit(root, end, None, root.stack)
+
+    def _commit_at_break(
+        self, root: FrameMonitor, exc: Unsupported, chain: list[tuple[types.CodeType, Any]]
+    ) -> None:
+        self.host.on_break(exc, chain)
+        if root.pre is None:
+            self.host.on_empty(self.code, self.site)
+            return
+        stack, mark, lasti, kwnames = root.pre
+        if kwnames:
+            raise Unsupported("graph break right after KW_NAMES")
+        if root.cap.mark()[1:] != mark[1:]:
+            # effects happened between the cut point and the break: no record from this site
+            self.host.on_empty(self.code, self.site)
+            return
+        root.cap.rec.truncate(mark[0])
+        root.pending = None
+        self._commit(root, root.original_offset(lasti), None, stack)
+
+    def _commit(
+        self, root: FrameMonitor, end: int | None, ret: Val | None, stack: list[Val]
+    ) -> None:
+        self.finished_segment = True
+        cap = self.cap
+        if end is None:
+            assert ret is not None
+            cap.result = ret
+            stores: tuple[tuple[str, str], ...] = ()
+            nulls: tuple[bool, ...] = ()
+        else:
+            stores, values = _stored_locals(root)
+            nulls = tuple(v.obj is NULL for v in stack)
+            stack_vals = [v for v in stack if v.obj is not NULL]
+            locals_t = Val(tuple(v.obj for v in values), items=list(values))
+            stack_t = Val(tuple(v.obj for v in stack_vals), items=stack_vals)
+            cap.result = Val((locals_t.obj, stack_t.obj), items=[locals_t, stack_t])
+        plan, outputs = build_plan(cap)
+        graph = cap.rec.finish(outputs)
+        seg = Segment(
+            self.code, self.site, end, stores, nulls, plan, graph, list(cap.rec.example_inputs), cap
+        )
+        self.host.on_segment(seg)
+
+
+def _stored_locals(root: FrameMonitor) -> tuple[tuple[tuple[str, str], ...], list[Val]]:
+    code = root.code
+    names = localsplus_names(code)
+    free = set(code.co_freevars)
+    cells = set(code.co_cellvars)
+    stores: list[tuple[str, str]] = []
+    values: list[Val] = []
+    for i in sorted(root.stored):
+        v = root.fast[i]
+        name = names[i]
+        if name in free or name in cells:
+            box = v.extra
+            content = box.content
+            kind = "free" if name in free else "cell"
+        else:
+            content, kind = v, "fast"
+        if content is UNBOUND:
+            raise Unsupported(f"local {name!r} deleted inside a segment")
+        stores.append((name, kind))
+        values.append(content)
+    return tuple(stores), values
+
+
+def _arm_finder(host: SegmentHost, frame: types.FrameType) -> None:
+    """Trace ``frame`` until its stack holds no NULL, then ask the host to resume there."""
+    code, info = _original(host, frame.f_code)
+    injected = info.injected if info is not None else frozenset()
+    to_original = info.to_original if info is not None else None
+    view = StackView(frame)
+
+    def finder(f: types.FrameType, event: str, arg: Any) -> TraceFn | None:
+        if event == "return" or event == "exception":
+            _release()
+            return None
+        if event != "opcode":
+            return finder
+        if f.f_lasti in injected:
+            if info is not None and f.f_lasti in info.block_sites:
+                f.f_trace = None  # an existing site takes over from here
+                _release()
+                return None
+            return finder
+        depth = view.depth()
+        stack = tuple(view.peek(i) for i in range(depth - 1, -1, -1))
+        if any(x is NULL for x in stack):
+            return finder
+        f.f_trace = None
+        _release()
+        offset = to_original[f.f_lasti] if to_original is not None else f.f_lasti
+        try:
+            return host.resume(f, code, offset, stack)
+        except Exception as exc:  # never reach the program
+            host.on_failure(code, offset, exc)
+            return None
+
+    if getattr(_local, "finders", 0) == 0:
+        _local.prev = sys.gettrace()
+        sys.settrace(_finder_global)
+    _local.finders = getattr(_local, "finders", 0) + 1
+    frame.f_trace = finder
+    frame.f_trace_opcodes = True
+    frame.f_trace_lines = False
+
+
+def _finder_global(frame: types.FrameType, event: str, arg: Any) -> None:
+    return None
+
+
+def _release() -> None:
+    _local.finders = max(0, getattr(_local, "finders", 0) - 1)
+    if _local.finders == 0 and sys.gettrace() is _finder_global:
+        sys.settrace(getattr(_local, "prev", None))
+
+
+def start_segment(
+    host: SegmentHost,
+    frame: types.FrameType,
+    site: int,
+    stack: tuple[Any, ...],
+    *,
+    now: bool = False,
+) -> TraceFn:
+    """Monitor ``frame`` from original offset ``site`` (its stack values given)."""
+    return SegmentMonitor(host, frame, site, stack).start(now=now)
+
+
+def is_monitoring() -> bool:
+    """True while a monitor traces this thread (sites then stay out of its way)."""
+    tracer = sys.gettrace()
+    return isinstance(getattr(tracer, "__self__", None), Monitor)

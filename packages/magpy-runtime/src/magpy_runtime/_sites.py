@@ -1,0 +1,326 @@
+"""The frame hook: instrumented code objects, sites, and per-site record caches.
+
+When a compiled program has graph breaks, MagPy swaps the ``__code__`` of the user functions
+involved for an instrumented copy (``magpy_codegen.instrument``) with a *site* at the function's
+entry and after each break. At a site the frame calls ``__magpy_site(key, stack)``:
+
+- runtime inactive on this thread (the function is called outside a compiled call), or a monitor
+  already running: a miss, the original code runs — the swap is invisible;
+- a record's guard passes: its mock runs the compiled graph and the frame jumps past the
+  segment with the locals and stack the mock produced;
+- otherwise: the monitor records the segment from here, while the frame runs natively.
+
+``reset()`` puts every original code object back. See docs/frame-hook.md.
+"""
+
+from __future__ import annotations
+
+import builtins
+import sys
+import threading
+import types
+import warnings
+import weakref
+from typing import Any
+
+import attrs
+
+from magpy_codegen import Instrumented, Layout, Record, build_record, instrument
+from magpy_monitor import CodeInfo, Segment, is_monitoring, start_segment
+from magpy_refgraph import MagPyError, Unsupported
+
+from ._logging import log_topic
+
+__all__ = ["HOST", "activate", "deactivate", "ensure_entry_site", "restore_all"]
+
+ENTRY = -1  # site key of a function's entry (before its first traceable instruction)
+_tls = threading.local()
+
+
+@attrs.define(eq=False)
+class SiteState:
+    """Records of one site, most recently used first."""
+
+    offset: int
+    depth: int
+    records: list[tuple[Record, Layout, Any]] = attrs.field(factory=list)
+    layouts: list[Layout] = attrs.field(factory=list)
+    eager: bool = False
+
+
+@attrs.define(eq=False)
+class CodeState:
+    """Everything MagPy did to one original code object."""
+
+    key: int
+    original: types.CodeType
+    functions: list[weakref.ref[types.FunctionType]] = attrs.field(factory=list)
+    sites: dict[int, SiteState] = attrs.field(factory=dict)
+    generation: int = 0
+    variants: dict[int, dict[int, list[Layout]]] = attrs.field(factory=dict)
+    current: Instrumented | None = None
+
+    def add_function(self, fn: types.FunctionType) -> None:
+        if not any(r() is fn for r in self.functions):
+            self.functions.append(weakref.ref(fn))
+            if self.current is not None:
+                fn.__code__ = self.current.code
+
+    def reinstrument(self) -> None:
+        """Build and install a new generation of the instrumented code."""
+        self.generation += 1
+        gen = self.generation
+        spec = {}
+        for off, site in self.sites.items():
+            at = _first_offset(self.original) if off == ENTRY else off
+            spec[at] = ((self.key, off, gen), site.depth, list(site.layouts))
+        self.variants[gen] = {off: list(site.layouts) for off, site in self.sites.items()}
+        inst = instrument(self.original, spec)
+        self.current = inst
+        info = CodeInfo(
+            self.original,
+            inst.injected,
+            inst.to_original,
+            {v: k for k, v in inst.site_offsets.items()},
+        )
+        REGISTRY.infos[inst.code] = info
+        for ref in self.functions:
+            fn = ref()
+            if fn is not None:
+                fn.__code__ = inst.code
+        log_topic(
+            "records",
+            "instrumented %s (generation %d, %d sites)",
+            self.original.co_qualname,
+            gen,
+            len(self.sites),
+        )
+
+    def restore(self) -> None:
+        for ref in self.functions:
+            fn = ref()
+            if fn is not None:
+                fn.__code__ = self.original
+        self.current = None
+
+
+def _first_offset(code: types.CodeType) -> int:
+    import dis
+
+    for ins in dis.get_instructions(code):
+        if ins.opname not in ("RESUME", "MAKE_CELL", "COPY_FREE_VARS", "NOP", "EXTENDED_ARG"):
+            return ins.offset
+    raise MagPyError(f"{code.co_qualname} has no instructions")
+
+
+class _Registry:
+    def __init__(self) -> None:
+        self.by_code: dict[types.CodeType, CodeState] = {}
+        self.by_key: dict[int, CodeState] = {}
+        self.infos: weakref.WeakKeyDictionary[types.CodeType, CodeInfo] = (
+            weakref.WeakKeyDictionary()
+        )
+        self.lock = threading.RLock()
+
+    def state(self, code: types.CodeType) -> CodeState:
+        info = self.infos.get(code)
+        original = info.original if info is not None else code
+        st = self.by_code.get(original)
+        if st is None:
+            st = CodeState(len(self.by_key) + 1, original)
+            self.by_code[original] = st
+            self.by_key[st.key] = st
+        return st
+
+
+REGISTRY = _Registry()
+
+
+def ensure_entry_site(fn: types.FunctionType) -> CodeState:
+    """Give ``fn`` a site at its entry (a compiled call's root, or a callee that broke)."""
+    with REGISTRY.lock:
+        st = REGISTRY.state(fn.__code__)
+        if st.original.co_flags & 0xA0:  # generators/coroutines keep their code
+            raise Unsupported(f"{st.original.co_qualname} is a generator or coroutine")
+        st.add_function(fn)
+        if ENTRY not in st.sites:
+            st.sites[ENTRY] = SiteState(ENTRY, 0)
+            st.reinstrument()
+        return st
+
+
+def restore_all() -> None:
+    """Put every original code object back and forget all sites."""
+    with REGISTRY.lock:
+        for st in REGISTRY.by_code.values():
+            st.restore()
+        REGISTRY.by_code.clear()
+        REGISTRY.by_key.clear()
+
+
+# ---------------------------------------------------------------------- activation
+def activate(state: Any) -> None:
+    """Enter a compiled call on this thread (``state`` is its CacheState)."""
+    stack = getattr(_tls, "states", None)
+    if stack is None:
+        stack = _tls.states = []
+    stack.append(state)
+
+
+def deactivate() -> None:
+    _tls.states.pop()
+
+
+def _current() -> Any:
+    stack = getattr(_tls, "states", None)
+    return stack[-1] if stack else None
+
+
+# ---------------------------------------------------------------------- the site function
+def _miss(stack: tuple[Any, ...]) -> tuple[int, tuple[Any, ...]]:
+    return (0, stack[::-1])
+
+
+def site_entry(key: tuple[int, int, int], stack: tuple[Any, ...]) -> tuple[int, Any]:
+    """Called by instrumented code at a site. Never raises."""
+    try:
+        state = _current()
+        if state is None or is_monitoring():
+            return _miss(stack)
+        return _at_site(state, key, stack)
+    except Exception as exc:  # the program must never see our failures
+        _warn_once(f"site {key} failed: {type(exc).__name__}: {exc}")
+        return _miss(stack)
+
+
+def _at_site(state: Any, key: tuple[int, int, int], stack: tuple[Any, ...]) -> tuple[int, Any]:
+    cs = REGISTRY.by_key.get(key[0])
+    site = cs.sites.get(key[1]) if cs is not None else None
+    if cs is None or site is None or site.eager:
+        return _miss(stack)
+    frame = sys._getframe(2)
+    f_locals = frame.f_locals
+    layouts = cs.variants.get(key[2], {}).get(key[1], [])
+    backend = state.backend
+    mine = 0
+    for rec, layout, rec_backend in site.records:
+        if rec_backend is not backend:
+            continue
+        mine += 1
+        inputs = rec.guard(f_locals, stack)
+        if inputs is None or layout not in layouts:
+            continue
+        state.hits += 1
+        rec.hits += 1
+        return (layouts.index(layout) + 1, rec.mock(f_locals, stack, inputs))
+    state.misses += 1
+    if mine >= state.limit():
+        site.eager = True
+        _warn_once(
+            f"{cs.original.co_qualname}: more than {state.limit()} records at one "
+            "site; it runs eagerly from now on"
+        )
+        return _miss(stack)
+    start_segment(HOST, frame, key[1], stack)
+    return _miss(stack)
+
+
+builtins.__dict__["__magpy_site"] = site_entry
+
+
+def _warn_once(msg: str) -> None:
+    state = _current()
+    if state is not None and not state.warned_sites:
+        state.warned_sites = True
+        warnings.warn(f"magpy: {msg}", RuntimeWarning, stacklevel=3)
+    log_topic("breaks", "%s", msg)
+
+
+# ---------------------------------------------------------------------- monitor callbacks
+class _Host:
+    """The runtime side of ``magpy_monitor.SegmentHost``."""
+
+    def code_info(self, code: types.CodeType) -> CodeInfo | None:
+        return REGISTRY.infos.get(code)
+
+    def on_segment(self, seg: Segment) -> None:
+        state = _current()
+        if state is None:
+            return
+        try:
+            rec = build_record(
+                seg.plan,
+                seg.graph,
+                seg.example_inputs,
+                state.backend,
+                qualname=seg.code.co_qualname,
+                roots="frame",
+                grad_enabled=seg.capture.grad_enabled,
+            )
+        except Exception as exc:
+            self.on_failure(seg.code, seg.site, exc)
+            return
+        layout = Layout(seg.end, seg.stores, seg.nulls)
+        with REGISTRY.lock:
+            cs = REGISTRY.state(seg.code)
+            site = cs.sites.get(seg.site)
+            if site is None:
+                return
+            site.records.insert(0, (rec, layout, state.backend))
+            state.note_record(rec, seg)
+            if layout not in site.layouts:
+                site.layouts.append(layout)
+                cs.reinstrument()
+
+    def on_break(self, reason: Unsupported, chain: list[tuple[types.CodeType, Any]]) -> None:
+        state = _current()
+        if state is not None:
+            state.note_break(reason)
+        for _code, fn in chain[1:]:
+            if isinstance(fn, types.FunctionType):
+                try:
+                    ensure_entry_site(fn)
+                except Unsupported:
+                    continue
+
+    def on_failure(self, code: types.CodeType, site: int, exc: BaseException) -> None:
+        with REGISTRY.lock:
+            st = REGISTRY.by_code.get(code)
+            s = st.sites.get(site) if st is not None else None
+            if s is not None:
+                s.eager = True
+        state = _current()
+        if state is not None:
+            state.fallbacks += 1
+        _warn_once(f"{code.co_qualname} at offset {site} runs eagerly: {type(exc).__name__}: {exc}")
+
+    def on_empty(self, code: types.CodeType, site: int) -> None:
+        with REGISTRY.lock:
+            st = REGISTRY.by_code.get(code)
+            s = st.sites.get(site) if st is not None else None
+            if s is not None:
+                s.eager = True
+
+    def resume(
+        self, frame: types.FrameType, code: types.CodeType, offset: int, stack: tuple[Any, ...]
+    ) -> Any:
+        state = _current()
+        with REGISTRY.lock:
+            cs = REGISTRY.by_code.get(code)
+            if cs is None:
+                return None
+            if offset not in cs.sites:
+                cs.sites[offset] = SiteState(offset, len(stack))
+                cs.reinstrument()
+            site = cs.sites[offset]
+        if (
+            state is None
+            or site.eager
+            or is_monitoring()
+            or any(b is state.backend for _, _, b in site.records)
+        ):
+            return None
+        return start_segment(self, frame, offset, stack, now=True)
+
+
+HOST = _Host()
