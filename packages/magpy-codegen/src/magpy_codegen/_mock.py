@@ -121,12 +121,21 @@ def generate_mock(
     has_graph: bool,
     qualname: str = "",
     roots: str = "call",
+    fresh_outputs: bool = False,
 ) -> GeneratedCode:
-    """The mock of ``plan`` as generated source (function ``__magpy_mock``)."""
+    """The mock of ``plan`` as generated source (function ``__magpy_mock``).
+
+    ``fresh_outputs``: the backend may return an input tensor object as an output; copy it.
+    """
     w = _MockWriter(names, roots)
     writes = [w.writeback(x) for x in plan.writebacks]
     result = w.expr(plan.result)
     call = "    __magpy_outs = __magpy_graph(*inputs)" if has_graph else "    __magpy_outs = ()"
+    if has_graph and fresh_outputs and plan.num_outputs and plan.inputs:
+        # a compiler may hand back an input tensor itself as an output (x + 0 * r -> x);
+        # eager made a new tensor there, so give the caller a copy
+        helper = names.const(fresh_outputs_of)
+        call += f"\n    __magpy_outs = {helper}(__magpy_outs, inputs)"
     src = [
         f"# mock of {qualname}",
         "def __magpy_mock(fn, args, kwargs, inputs):"
@@ -140,3 +149,11 @@ def generate_mock(
         "",
     ]
     return GeneratedCode("\n".join(src), dict(names.consts), "mock")
+
+
+def fresh_outputs_of(outs: Any, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``outs`` with every output that *is* an input tensor replaced by a copy."""
+    ids = {id(i) for i in inputs}
+    if not any(id(o) in ids for o in outs):
+        return tuple(outs)
+    return tuple(o.clone() if id(o) in ids else o for o in outs)

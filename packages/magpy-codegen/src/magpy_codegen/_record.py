@@ -69,7 +69,12 @@ def build_record(
         roots=roots,
     )
     mock_code = generate_mock(
-        plan, NameAllocator(), has_graph=has_graph, qualname=qualname, roots=roots
+        plan,
+        NameAllocator(),
+        has_graph=has_graph,
+        qualname=qualname,
+        roots=roots,
+        fresh_outputs=backend != "eager",
     )
     if compiled is not None:
         mock_code.globals["__magpy_graph"] = compiled

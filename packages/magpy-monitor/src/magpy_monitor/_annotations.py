@@ -192,6 +192,10 @@ def _torch_rule(fn: Any) -> Annotation | None:
         module = fn.__module__ or ""
         if module == "torch._tensor" and fn.__qualname__.startswith("Tensor."):
             return _tensor_method(fn.__name__)
+        if module in ("torch.random", "torch.serialization"):
+            return Annotation(
+                Kind.EFFECT, reason=f"torch.{fn.__name__} has effects outside the program"
+            )
         if module in ("torch.nn.functional", "torch.functional") and not fn.__name__.startswith(
             "_"
         ):

@@ -358,7 +358,7 @@ def subscr(m: FrameMonitor, inst: Inst, container: Val, key: Val) -> None:
         return
     if container.external and (
         type(obj) in (list, tuple, dict)
-        or isinstance(obj, _MODULE_CONTAINERS | torch.nn.ModuleDict | torch.nn.ParameterDict)
+        or isinstance(obj, (*_MODULE_CONTAINERS, torch.nn.ModuleDict, torch.nn.ParameterDict))
     ):
         cap.observe(key)
         cap.observe_type(container)

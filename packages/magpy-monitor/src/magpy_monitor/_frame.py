@@ -203,7 +203,8 @@ class FrameMonitor:
             raise InternalError(f"{p.inst}: made {len(vals)} values for {n} outputs")
         for v, r in zip(vals, real, strict=True):
             if v.obj is not r and not (
-                r is not NULL and is_value_type(r) and _same_value(v.obj, r)
+                r is not NULL
+                and ((is_value_type(r) and _same_value(v.obj, r)) or _same_tuple(v, r))
             ):
                 raise InternalError(f"{p.inst}: shadow {v!r} does not match real {r!r}")
             v.obj = r  # equal value types: keep the real object
@@ -279,6 +280,16 @@ class FrameMonitor:
         if isinstance(box, Val) and isinstance(box.extra, CellBox):
             return box.extra
         raise InternalError(f"slot {index} ({self.names[index]}) is not a cell")
+
+
+def _same_tuple(v: Val, r: Any) -> bool:
+    """A tuple the monitor built (``enumerate``/``zip`` items) equal to the real one item-wise."""
+    if type(r) is not tuple or not isinstance(v.items, list) or len(v.items) != len(r):
+        return False
+    return all(
+        x.obj is y or (is_value_type(y) and _same_value(x.obj, y))
+        for x, y in zip(v.items, r, strict=True)
+    )
 
 
 def _same_value(a: Any, b: Any) -> bool:

@@ -330,25 +330,21 @@ CORPUS: list[Any] = [
         "enumerate_tensors",
         lambda: enumerate_tensors,
         lambda: (_x(), _y()),
-        marks=pytest.mark.xfail(strict=True, reason=_ENUMERATE_BUG),
     ),
     pytest.param(
         "zip_tensors",
         lambda: zip_tensors,
         lambda: (_x(), _y()),
-        marks=pytest.mark.xfail(strict=True, reason=_ENUMERATE_BUG),
     ),
     pytest.param(
         "module_list_enumerate",
         lambda: ModuleListEnumerate(),
         lambda: (_x(),),
-        marks=pytest.mark.xfail(strict=True, reason=_ENUMERATE_BUG),
     ),
     pytest.param(
         "module_list_index",
         lambda: ModuleListIndex(),
         lambda: (_x(),),
-        marks=pytest.mark.xfail(strict=True, reason=_MODULE_INDEX_BUG),
     ),
     pytest.param(
         "genexp_star_unpacked",

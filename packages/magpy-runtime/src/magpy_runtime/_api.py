@@ -55,6 +55,9 @@ class CompiledFunction:
         return f"<magpy compiled {self._magpy_state.qualname}>"
 
 
+_WRAPPER_ATTRS = frozenset({"_orig_mod", "_magpy_original", "_magpy_state", "training"})
+
+
 class CompiledModule(torch.nn.Module):
     """An ``nn.Module`` whose calls go through MagPy; behaves as the wrapped module.
 
@@ -65,8 +68,9 @@ class CompiledModule(torch.nn.Module):
     def __init__(self, mod: torch.nn.Module, state: CacheState) -> None:
         super().__init__()
         self._orig_mod = mod
-        self._magpy_original = mod
+        object.__setattr__(self, "_magpy_original", mod)
         object.__setattr__(self, "_magpy_state", state)
+        object.__setattr__(self, "training", mod.training)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self._magpy_state.call(self._orig_mod, args, kwargs)
@@ -87,7 +91,14 @@ class CompiledModule(torch.nn.Module):
 
     def train(self, mode: bool = True) -> CompiledModule:
         self._orig_mod.train(mode)
+        object.__setattr__(self, "training", mode)  # mirror the flag, like OptimizedModule
         return self
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _WRAPPER_ATTRS or "_orig_mod" not in self.__dict__.get("_modules", {}):
+            super().__setattr__(name, value)
+        else:
+            setattr(self._orig_mod, name, value)
 
     def __repr__(self) -> str:
         return f"MagPy({self._orig_mod!r})"

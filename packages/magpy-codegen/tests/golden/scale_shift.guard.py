@@ -1,0 +1,36 @@
+# Golden file: the guard generated for the 'scale_shift' case of test_golden.py.
+# Regenerate: python3 -m pytest -c pyproject.toml packages/magpy-codegen/tests --update-golden
+# ruff: noqa
+# fmt: off
+# guard of scale_shift
+def __magpy_guard(fn, args, kwargs):
+    try:
+        if __magpy_k0() is not True: return None
+        if not (fn is __magpy_k1): return None
+        if not (type(args) is __magpy_k2): return None
+        if not (type(kwargs) is __magpy_k3): return None
+        if not (len(args) == 2): return None
+        if not (tuple(kwargs) == __magpy_k4): return None
+        v0 = kwargs['bias']
+        if not (type(v0) is __magpy_k5 and v0 == 0.5): return None
+        v1 = args[1]
+        if not (type(v1) is __magpy_k6 and v1 == 2): return None
+        v2 = args[0]
+        if not (type(v2) is __magpy_k7 and v2.dtype is __magpy_k8 and v2.shape == __magpy_k9 and v2.stride() == __magpy_k10 and v2.device == __magpy_k11 and v2.requires_grad is False): return None
+        return (v2,)
+    except Exception:
+        return None
+
+# constants:
+#   __magpy_k0 = <built-in function is_grad_enabled>
+#   __magpy_k1 = <function scale_shift>
+#   __magpy_k2 = <class tuple>
+#   __magpy_k3 = <class dict>
+#   __magpy_k4 = ('bias',)
+#   __magpy_k5 = <class float>
+#   __magpy_k6 = <class int>
+#   __magpy_k7 = <class torch.Tensor>
+#   __magpy_k8 = torch.float32
+#   __magpy_k9 = (2, 3)
+#   __magpy_k10 = (3, 1)
+#   __magpy_k11 = device(type='cpu')

@@ -1,0 +1,296 @@
+"""Unit tests for generated guards (_guard.py): hit on the recorded state, miss after a change."""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+import torch.nn as nn
+from torch.nn.modules import module as module_hooks
+
+from magpy_codegen import NameAllocator, generate_guard
+from magpy_refgraph import GuardKind, GuardReq, GuardSet, Item, Local, Path, Plan
+
+
+class Net(nn.Module):
+    """Reads an attribute, a dict entry, a list length and a submodule."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+        self.k = 2
+
+    def forward(self, x: torch.Tensor, cfg: dict[str, int], items: list[int]) -> torch.Tensor:
+        y = self.lin(x) * self.k
+        for key in cfg:
+            y = y * cfg[key]
+        return y + len(items)
+
+
+class State:
+    """One call's entry state; ``call`` runs a guard on it."""
+
+    def __init__(self) -> None:
+        torch.manual_seed(0)
+        self.net = Net()
+        self.x = torch.randn(2, 3)
+        self.cfg = {"a": 3, "b": 1}
+        self.items = [1, 2]
+
+    @property
+    def args(self) -> tuple[Any, ...]:
+        return (self.x, self.cfg, self.items)
+
+    def call(self, guard: Callable[..., Any]) -> Any:
+        return guard(self.net, self.args, {})
+
+
+@pytest.fixture
+def net_record(record_of: Any) -> Any:
+    state = State()
+    rec, _ = record_of(state.net, *state.args)
+    return rec
+
+
+def _add_forward_hook(s: State) -> None:
+    s.net.register_forward_hook(lambda *a: None)
+
+
+def _add_pre_hook_on_submodule(s: State) -> None:
+    s.net.lin.register_forward_pre_hook(lambda *a: None)
+
+
+def _override_forward(s: State) -> None:
+    s.net.forward = types.MethodType(Net.forward, s.net)
+
+
+def _swap_submodule(s: State) -> None:
+    s.net.lin = nn.Linear(3, 3, bias=False)
+
+
+MUTATIONS: dict[str, Callable[[State], None]] = {
+    "attribute_value": lambda s: setattr(s.net, "k", 3),
+    "attribute_type_equal_value": lambda s: setattr(s.net, "k", 2.0),
+    "tensor_dtype": lambda s: setattr(s, "x", s.x.double()),
+    "tensor_shape": lambda s: setattr(s, "x", torch.randn(4, 3)),
+    "tensor_stride": lambda s: setattr(s, "x", s.x.t().contiguous().t()),
+    "tensor_requires_grad": lambda s: s.x.requires_grad_(),
+    "tensor_subclass": lambda s: setattr(s, "x", nn.Parameter(s.x)),
+    "parameter_shape": lambda s: setattr(s.net.lin, "weight", nn.Parameter(torch.randn(3, 4))),
+    "submodule_swapped": _swap_submodule,
+    "dict_value": lambda s: s.cfg.__setitem__("a", 4),
+    "dict_key_added": lambda s: s.cfg.__setitem__("c", 1),
+    "dict_key_order": lambda s: setattr(s, "cfg", {"b": 1, "a": 3}),
+    "list_length": lambda s: s.items.append(3),
+    "list_replaced_by_tuple": lambda s: setattr(s, "items", (1, 2)),
+    "forward_hook": _add_forward_hook,
+    "submodule_pre_hook": _add_pre_hook_on_submodule,
+    "forward_overridden_on_instance": _override_forward,
+}
+
+
+class TestHitAndMiss:
+    def test_hit_returns_the_graph_inputs(self, net_record: Any) -> None:
+        """On the recorded state the guard returns the input tuple (the very tensors)."""
+        s = State()
+        inputs = s.call(net_record.guard)
+        assert isinstance(inputs, tuple)
+        assert all(
+            a is b for a, b in zip(inputs, (s.x, s.net.lin.weight, s.net.lin.bias), strict=True)
+        )
+
+    def test_hit_on_equal_but_distinct_state(self, net_record: Any) -> None:
+        """Another state with equal guarded values (fresh tensors, same meta) hits."""
+        s = State()
+        s.x = torch.randn(2, 3)
+        s.cfg = dict(s.cfg)
+        s.items = [7, 8]
+        assert s.call(net_record.guard) is not None
+
+    def test_unobserved_change_still_hits(self, net_record: Any) -> None:
+        """Changing tensor *values* or list *items* (not read) keeps the guard passing."""
+        s = State()
+        with torch.no_grad():
+            s.net.lin.weight.add_(1)
+        s.items[0] = 100
+        assert s.call(net_record.guard) is not None
+
+    @pytest.mark.parametrize("mutate", list(MUTATIONS.values()), ids=list(MUTATIONS))
+    def test_single_mutation_misses(self, net_record: Any, mutate: Callable[[State], None]) -> None:
+        """One change to a guarded value makes the guard return None."""
+        s = State()
+        assert s.call(net_record.guard) is not None
+        mutate(s)
+        assert s.call(net_record.guard) is None
+
+    def test_global_module_hook_misses(self, net_record: Any) -> None:
+        """A global forward hook registered on all modules makes the guard miss."""
+        s = State()
+        handle = module_hooks.register_module_forward_hook(lambda *a: None)
+        try:
+            assert s.call(net_record.guard) is None
+        finally:
+            handle.remove()
+        assert s.call(net_record.guard) is not None
+
+    def test_grad_mode_switch_misses(self, net_record: Any) -> None:
+        """A record made with grad enabled misses under torch.no_grad()."""
+        s = State()
+        with torch.no_grad():
+            assert s.call(net_record.guard) is None
+        assert s.call(net_record.guard) is not None
+
+    def test_record_made_under_no_grad_misses_with_grad(self, record_of: Any) -> None:
+        """A record made under no_grad hits only under no_grad."""
+
+        def f(t: torch.Tensor) -> torch.Tensor:
+            return t * 2
+
+        x = torch.ones(2)
+        with torch.no_grad():
+            rec, _ = record_of(f, x)
+            assert rec.guard(f, (x,), {}) is not None
+        assert rec.guard(f, (x,), {}) is None
+
+    def test_argument_layout_changes_miss(self, record_of: Any) -> None:
+        """Another function, an extra positional or keyword argument all miss."""
+
+        def f(x: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+            return x + 1
+
+        def g(x: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+            return x + 1
+
+        x = torch.ones(2)
+        rec, _ = record_of(f, x)
+        assert rec.guard(f, (x,), {}) is not None
+        assert rec.guard(g, (x,), {}) is None
+        assert rec.guard(f, (x, 1), {}) is None
+        assert rec.guard(f, (x,), {"extra": 1}) is None
+        assert rec.guard(f, [x], {}) is None
+
+    def test_rebinding_a_called_global_misses(
+        self, record_of: Any, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Replacing a global function the program called makes the guard miss."""
+        x = torch.ones(2)
+        rec, _ = record_of(_calls_helper, x)
+        assert rec.guard(_calls_helper, (x,), {}) is not None
+        monkeypatch.setitem(globals(), "_helper", lambda t: t)
+        assert rec.guard(_calls_helper, (x,), {}) is None
+
+    def test_aliasing_of_inputs_is_guarded(self, record_of: Any) -> None:
+        """A record of f(x, x) misses on f(x, y), and a record of f(x, y) misses on f(x, x)."""
+
+        def add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+            return a + b
+
+        x, y = torch.ones(2), torch.zeros(2)
+        same, _ = record_of(add, x, x)
+        distinct, _ = record_of(add, x, y)
+        assert same.guard(add, (y, y), {}) is not None
+        assert same.guard(add, (x, y), {}) is None
+        assert distinct.guard(add, (y, x), {}) is not None
+        assert distinct.guard(add, (x, x), {}) is None
+
+
+def _helper(t: torch.Tensor) -> torch.Tensor:
+    return t * 3
+
+
+def _calls_helper(x: torch.Tensor) -> torch.Tensor:
+    return _helper(x) + 1
+
+
+class TestExceptionsAreMisses:
+    def test_missing_attribute_is_a_miss(self, net_record: Any) -> None:
+        """An AttributeError while reading a guarded attribute is a miss, not an error."""
+        s = State()
+        del s.net.k
+        assert s.call(net_record.guard) is None
+
+    def test_missing_key_is_a_miss(self, record_of: Any) -> None:
+        """A KeyError while reading a guarded item is a miss."""
+
+        def f(x: torch.Tensor, d: dict[str, int]) -> torch.Tensor:
+            return x * d["a"]
+
+        x = torch.ones(2)
+        rec, _ = record_of(f, x, {"a": 2})
+        assert rec.guard(f, (x, {"b": 2}), {}) is None
+
+    def test_raising_property_is_a_miss(self, record_of: Any) -> None:
+        """A property that raises while the guard reads it gives a miss."""
+
+        class Box:
+            fail = False
+
+            @property
+            def scale(self) -> int:
+                if self.fail:
+                    raise RuntimeError("no scale")
+                return 2
+
+        def f(x: torch.Tensor, box: Box) -> torch.Tensor:
+            return x * box.scale
+
+        x, box = torch.ones(2), Box()
+        rec, _ = record_of(f, x, box)
+        assert rec.guard(f, (x, box), {}) is not None
+        box.fail = True
+        assert rec.guard(f, (x, box), {}) is None
+
+    def test_garbage_arguments_are_a_miss(self, net_record: Any) -> None:
+        """Arguments of the wrong shape entirely never raise out of the guard."""
+        assert net_record.guard(None, None, None) is None
+        assert net_record.guard(object(), (), {}) is None
+
+
+class TestGeneratedGuardSource:
+    def _plan(self, guards: list[GuardReq]) -> Plan:
+        return Plan(
+            guards=GuardSet(guards),
+            aliases=(),
+            distinct=(),
+            inputs=(),
+            result=None,  # type: ignore[arg-type]
+            writebacks=(),
+            num_outputs=0,
+        )
+
+    def test_each_path_is_evaluated_once(self) -> None:
+        """Several checks on one path read it into one local variable."""
+        p = Path(Local("args"), (Item(0),))
+        plan = self._plan([GuardReq(p, GuardKind.TYPE, list), GuardReq(p, GuardKind.LEN, 2)])
+        code = generate_guard(plan, NameAllocator(), grad_enabled=True, qualname="q")
+        assert code.source.count("args[0]") == 1
+        guard = code.load()["__magpy_guard"]
+        assert guard(None, ([1, 2],), {}) == ()
+        assert guard(None, ([1, 2, 3],), {}) is None
+        assert guard(None, ((1, 2),), {}) is None
+
+    def test_checks_run_cheapest_first(self) -> None:
+        """TYPE is checked before LEN on the same path (short-circuit order)."""
+        p = Path(Local("args"))
+        plan = self._plan([GuardReq(p, GuardKind.LEN, 2), GuardReq(p, GuardKind.TYPE, tuple)])
+        src = generate_guard(plan, NameAllocator(), grad_enabled=True).source
+        assert src.index("type(args)") < src.index("len(args)")
+
+    def test_value_guard_compares_type_and_value(self) -> None:
+        """A VALUE guard on 1 rejects True and 1.0 (equal but different types)."""
+        p = Path(Local("kwargs"))
+        plan = self._plan([GuardReq(p, GuardKind.VALUE, 1)])
+        guard = generate_guard(plan, NameAllocator(), grad_enabled=True).load()["__magpy_guard"]
+        # kwargs is the guarded root here: any object can be passed in its place
+        assert guard(None, (), 1) == ()
+        assert guard(None, (), True) is None
+        assert guard(None, (), 1.0) is None
+
+    def test_grad_mode_is_checked_first(self) -> None:
+        """The first check of every guard is the grad mode it was recorded under."""
+        src = generate_guard(self._plan([]), NameAllocator(), grad_enabled=False).source
+        first_check = next(line for line in src.splitlines() if line.strip().startswith("if "))
+        assert "is not False" in first_check
