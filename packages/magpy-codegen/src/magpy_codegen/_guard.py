@@ -186,12 +186,15 @@ def generate_guard(
         body.append(f"{ind}if not ({check_expr(req, v, c)}): return None")
     for a, b in plan.aliases:
         body.append(f"{ind}if {pv.var(a)} is not {pv.var(b)}: return None")
-    inputs = [pv.var(p) for p in plan.inputs]
-    if len(inputs) > 1:
+    distinct = [pv.var(p) for p in plan.distinct]
+    if len(distinct) > 1:
         body.append(
-            f"{ind}if len({{{', '.join(f'id({x})' for x in inputs)}}}) != "
-            f"{len(inputs)}: return None"
+            f"{ind}if len({{{', '.join(f'id({x})' for x in distinct)}}}) != "
+            f"{len(distinct)}: return None"
         )
+    inputs = [pv.var(p) for p in plan.inputs]
+    for i in plan.scalar_inputs:  # promoted Python scalars enter the graph as 0-d tensors
+        inputs[i] = f"{c(torch.tensor)}({inputs[i]})"
     ret = f"({', '.join(inputs)},)" if inputs else "()"
     src = [
         f"# guard of {qualname}",

@@ -40,7 +40,13 @@ class CaptureResult:
 
 
 def capture(
-    fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], *, name: str = ""
+    fn: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    *,
+    name: str = "",
+    dynamic_paths: Any = frozenset(),
+    promote_all: bool = False,
 ) -> CaptureResult:
     """Call ``fn(*args, **kwargs)`` under monitoring.
 
@@ -48,6 +54,8 @@ def capture(
     capture succeeded; on success the plan and the finished fx graph are attached.
     """
     cap = Capture(name)
+    cap.dynamic_paths = frozenset(dynamic_paths)
+    cap.promote_all = promote_all
     mon = Monitor(cap, entry.__code__)
     value = mon.run(entry, fn, args, kwargs)
     out = CaptureResult(value=value, capture=cap, chain=list(mon.chain))

@@ -10,6 +10,7 @@ final state into a ``Plan``.
 from __future__ import annotations
 
 import enum
+import operator
 import types
 from typing import Any
 
@@ -123,6 +124,9 @@ class Capture:
         self.result: Val | None = None
         self.code_info: Any = None
         self.grad_enabled = torch.is_grad_enabled()  # guarded: the mode when capture started
+        self.dynamic_paths: frozenset[Path] = frozenset()
+        self.promote_all = False
+        self.scalar_inputs: set[int] = set()
         self.mutations = 0
         self.location: tuple[str, int] | None = None
 
@@ -305,11 +309,19 @@ class Capture:
         elif val.fx is not None and val.fx.meta.get("dyn_shape"):
             raise Unsupported("reads the shape of a tensor whose shape depends on tensor values")
 
-    def to_arg(self, val: Val) -> Any:
-        """``val`` as an fx argument: a node for tensors, a (guarded) constant otherwise."""
+    def to_arg(self, val: Val, *, promote: bool = False) -> Any:
+        """``val`` as an fx argument: a node for tensors, a (guarded) constant otherwise.
+
+        ``promote``: the argument is an operand of tensor arithmetic, where a Python scalar
+        that changes from call to call (a *dynamic* path) becomes a graph input instead.
+        """
         obj = val.obj
         if isinstance(obj, torch.Tensor):
             return self.tensor_node(val)
+        if promote:
+            node = self.dynamic_scalar(val)
+            if node is not None:
+                return node
         if isinstance(val.items, list) and type(obj) in (list, tuple):
             mapped = [self.to_arg(x) for x in val.items]
             return mapped if type(obj) is list else tuple(mapped)
@@ -324,6 +336,32 @@ class Capture:
         if not _fx_constant_ok(obj):
             raise Unsupported(f"{type(obj).__name__} object passed to a tensor operation")
         return obj
+
+    def dynamic_scalar(self, val: Val) -> Any:
+        """The graph node of a promoted scalar (or arithmetic over promoted scalars), or None."""
+        if val.const or type(val.obj) not in (int, float):
+            return None
+        if isinstance(val.extra, dict) and "scalar_fx" in val.extra:
+            return val.extra["scalar_fx"]
+        node = None
+        if val.external and val.node is not None and val.extra is None:
+            path = self.paths[val.node]
+            if self.promote_all or path in self.dynamic_paths:
+                self.observe_type(val)
+                node = self.rec.placeholder(path, torch.tensor(val.obj))
+                self.scalar_inputs.add(len(self.rec.input_paths) - 1)
+        elif val.expr is not None and val.expr[0] in _GRAPH_SCALAR_OPS:
+            fn, args = val.expr
+            mapped = [self.dynamic_scalar(a) for a in args]
+            if all(x is None for x in mapped):
+                return None
+            fx_args = tuple(
+                x if x is not None else self.to_arg(a) for x, a in zip(mapped, args, strict=True)
+            )
+            node = self.rec.call("call_function", fn, fx_args, {})
+        if node is not None:
+            val.extra = {"scalar_fx": node}
+        return node
 
     def op_result(self, obj: Any, node: Any, *, inplace_of: Val | None = None) -> Val:
         """The ``Val`` of an operation's real result ``obj`` produced by fx ``node``."""
@@ -374,6 +412,22 @@ class Capture:
             self.graph.write(base.node, access, self.node_of(value))
             self.written.add((base.node, access))
             self.writes.append(Write(op, base, access.key, value))
+
+
+_GRAPH_SCALAR_OPS = frozenset(
+    {
+        operator.add,
+        operator.sub,
+        operator.mul,
+        operator.truediv,
+        operator.neg,
+        operator.pow,
+        operator.iadd,
+        operator.isub,
+        operator.imul,
+        operator.itruediv,
+    }
+)
 
 
 def _tensor_meta(t: torch.Tensor) -> tuple[Any, ...]:

@@ -262,7 +262,9 @@ def _tensor_op(
     cap = m.cap
 
     def make(real: list[Any]) -> list[Val]:
-        node = cap.rec.call("call_function", fn, tuple(cap.to_arg(a) for a in args), {})
+        node = cap.rec.call(
+            "call_function", fn, tuple(cap.to_arg(a, promote=True) for a in args), {}
+        )
         target = args[0] if inplace and isinstance(args[0].obj, torch.Tensor) else None
         return [cap.op_result(real[0], node, inplace_of=target)]
 

@@ -191,10 +191,11 @@ def build_plan(cap: Capture) -> tuple[Plan, list[Any]]:
     plan = Plan(
         guards=guard_requirements(cap.graph),
         aliases=tuple(aliases(cap.graph)),
-        distinct=inputs,
+        distinct=tuple(x for i, x in enumerate(inputs) if i not in cap.scalar_inputs),
         inputs=inputs,
         result=result,
         writebacks=writes,
         num_outputs=len(p.outputs),
+        scalar_inputs=frozenset(cap.scalar_inputs),
     )
     return plan, p.outputs

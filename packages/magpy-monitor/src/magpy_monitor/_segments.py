@@ -73,6 +73,8 @@ class SegmentHost(Protocol):
 
     def on_empty(self, code: types.CodeType, site: int) -> None: ...
 
+    def dynamic_for(self, code: types.CodeType, site: int) -> tuple[frozenset[Any], bool]: ...
+
     def resume(
         self, frame: types.FrameType, code: types.CodeType, offset: int, stack: tuple[Any, ...]
     ) -> TraceFn | None: ...
@@ -94,6 +96,7 @@ class SegmentMonitor(Monitor):
     ) -> None:
         cap = Capture(frame.f_code.co_qualname)
         cap.code_info = host.code_info
+        cap.dynamic_paths, cap.promote_all = host.dynamic_for(frame.f_code, site)
         super().__init__(cap, frame.f_code)
         self.host = host
         self.site = site

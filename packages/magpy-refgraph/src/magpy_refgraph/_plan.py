@@ -162,3 +162,4 @@ class Plan:
     result: Recipe
     writebacks: tuple[WriteBack, ...]
     num_outputs: int
+    scalar_inputs: frozenset[int] = frozenset()  # inputs that are promoted Python scalars

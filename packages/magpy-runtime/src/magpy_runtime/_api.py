@@ -130,6 +130,7 @@ def compile(
         raise TypeError(f"magpy.compile needs a function or nn.Module, got {type(model).__name__}")
     qualname = getattr(model, "__qualname__", None) or type(model).__qualname__
     state = CacheState(qualname, backend, fullgraph=fullgraph)
+    state.dynamic = dynamic
     if options and "max_records" in options:
         state.max_records = int(options["max_records"])
     if isinstance(model, torch.nn.Module):

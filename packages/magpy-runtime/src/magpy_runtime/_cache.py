@@ -70,6 +70,8 @@ class CacheState:
     break_reasons: list[BreakReason] = attrs.field(factory=list)
     eager_reason: str | None = None
     split: bool = False
+    dynamic: bool | None = None
+    dynamic_paths: set[Any] = attrs.field(factory=set)
     site_records: list[Record] = attrs.field(factory=list)
     warned_sites: bool = False
     last_refgraph: str = ""
@@ -85,6 +87,7 @@ class CacheState:
             self.records.clear()
             self.hits = self.misses = self.breaks = self.fallbacks = 0
             self.split = False
+            self.dynamic_paths.clear()
             self.site_records.clear()
             self.break_reasons.clear()
             self.eager_reason = None
@@ -115,6 +118,10 @@ class CacheState:
                             records.insert(0, records.pop(i))
                 return rec.mock(fn, args, kwargs, inputs)
         self.misses += 1
+        if self.dynamic is not False and records:
+            self.dynamic_paths |= changed_on_miss(
+                records, {"fn": fn, "args": args, "kwargs": kwargs}
+            )
         limit = self.max_records if self.max_records is not None else config.max_records
         if len(records) >= limit:
             self._go_eager(
@@ -124,7 +131,14 @@ class CacheState:
         return self._record(fn, args, kwargs)
 
     def _record(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        result = capture(fn, args, kwargs, name=self.qualname)
+        result = capture(
+            fn,
+            args,
+            kwargs,
+            name=self.qualname,
+            dynamic_paths=frozenset(self.dynamic_paths),
+            promote_all=self.dynamic is True,
+        )
         failure = result.failure
         if failure is None and result.plan is not None and result.graph is not None:
             try:
@@ -142,6 +156,8 @@ class CacheState:
                 failure = InternalError(f"backend compile failed: {type(exc).__name__}: {exc}")
             else:
                 with self._lock:
+                    if self.dynamic is not False:
+                        self.dynamic_paths |= changed_scalars(rec.plan, self.records)
                     self.records.insert(0, rec)
                 self.last_refgraph = dump(result.capture.graph)
                 log_topic(
@@ -221,3 +237,72 @@ class CacheState:
                 MagPyWarning,
                 stacklevel=4,
             )
+
+
+def changed_scalars(plan: Any, others: list[Record]) -> set[Any]:
+    """Entry paths of int/float values guarded by value here and with another value elsewhere.
+
+    Those are the scalars that change from call to call: the next capture makes them graph
+    inputs (the paper's promotion of non-constant scalars) instead of specializing again.
+    """
+    from magpy_refgraph import GuardKind
+
+    def scalars(p: Any) -> dict[Any, Any]:
+        return {
+            g.path: g.payload
+            for g in p.guards
+            if g.kind is GuardKind.VALUE and type(g.payload) in (int, float)
+        }
+
+    mine = scalars(plan)
+    changed: set[Any] = set()
+    for rec in others:
+        for path, value in scalars(rec.plan).items():
+            if path in mine and type(mine[path]) is type(value) and mine[path] != value:
+                changed.add(path)
+    return changed
+
+
+def changed_on_miss(records: list[Record], roots: dict[str, Any]) -> set[Any]:
+    """Entry paths of int/float values some record specialized on that differ in this call."""
+    from magpy_refgraph import GuardKind
+
+    changed: set[Any] = set()
+    for rec in records:
+        for g in rec.plan.guards:
+            if g.kind is not GuardKind.VALUE or type(g.payload) not in (int, float):
+                continue
+            try:
+                now = eval_path(g.path, roots)
+            except Exception:  # the path does not resolve in this call: not a scalar change
+                continue
+            if type(now) is type(g.payload) and now != g.payload:
+                changed.add(g.path)
+    return changed
+
+
+def eval_path(path: Any, roots: dict[str, Any]) -> Any:
+    """The object at ``path`` given the root namespaces of a call or a site."""
+    import builtins
+
+    from magpy_refgraph import AccessKind
+
+    root = path.root
+    key = root.key
+    if root.kind is AccessKind.LOCAL:
+        if "L" in roots:
+            obj = roots["S"][int(key[2:])] if str(key).startswith("$s") else roots["L"][key]
+        else:
+            obj = roots[key]
+    elif root.kind is AccessKind.GLOBAL:
+        obj = root.scope[key]
+    elif root.kind is AccessKind.BUILTIN:
+        obj = builtins.__dict__[key]
+    elif root.kind is AccessKind.CELL:
+        fn = root.scope
+        obj = fn.__closure__[fn.__code__.co_freevars.index(key)].cell_contents
+    else:
+        obj = key
+    for step in path.steps:
+        obj = getattr(obj, step.key) if step.kind is AccessKind.ATTR else obj[step.key]
+    return obj

@@ -29,6 +29,7 @@ from magpy_codegen import Instrumented, Layout, Record, build_record, instrument
 from magpy_monitor import CodeInfo, Segment, is_monitoring, start_segment
 from magpy_refgraph import MagPyError, Unsupported
 
+from ._cache import changed_on_miss
 from ._logging import log_topic
 
 __all__ = ["HOST", "activate", "deactivate", "ensure_entry_site", "restore_all"]
@@ -46,6 +47,7 @@ class SiteState:
     records: list[tuple[Record, Layout, Any]] = attrs.field(factory=list)
     layouts: list[Layout] = attrs.field(factory=list)
     eager: bool = False
+    dynamic_paths: set[Any] = attrs.field(factory=set)
 
 
 @attrs.define(eq=False)
@@ -214,6 +216,10 @@ def _at_site(state: Any, key: tuple[int, int, int], stack: tuple[Any, ...]) -> t
         rec.hits += 1
         return (layouts.index(layout) + 1, rec.mock(f_locals, stack, inputs))
     state.misses += 1
+    if state.dynamic is not False and mine:
+        site.dynamic_paths |= changed_on_miss(
+            [r for r, _, b in site.records if b is backend], {"L": f_locals, "S": stack}
+        )
     if mine >= state.limit():
         site.eager = True
         _warn_once(
@@ -266,6 +272,11 @@ class _Host:
             site = cs.sites.get(seg.site)
             if site is None:
                 return
+            if state.dynamic is not False:
+                from ._cache import changed_scalars
+
+                mine = [r for r, _, b in site.records if b is state.backend]
+                site.dynamic_paths |= changed_scalars(rec.plan, mine)
             site.records.insert(0, (rec, layout, state.backend))
             state.note_record(rec, seg)
             if layout not in site.layouts:
@@ -293,6 +304,15 @@ class _Host:
         if state is not None:
             state.fallbacks += 1
         _warn_once(f"{code.co_qualname} at offset {site} runs eagerly: {type(exc).__name__}: {exc}")
+
+    def dynamic_for(self, code: types.CodeType, site: int) -> tuple[frozenset[Any], bool]:
+        state = _current()
+        with REGISTRY.lock:
+            info = REGISTRY.infos.get(code)
+            st = REGISTRY.by_code.get(info.original if info is not None else code)
+            s = st.sites.get(site) if st is not None else None
+            paths = frozenset(s.dynamic_paths) if s is not None else frozenset()
+        return paths, bool(state is not None and state.dynamic is True)
 
     def on_empty(self, code: types.CodeType, site: int) -> None:
         with REGISTRY.lock:
