@@ -44,7 +44,7 @@ def line_of(fn: Any, needle: str) -> int:
     raise AssertionError(f"{needle!r} not in the source of {fn!r}")
 
 
-# ------------------------------------------------------------------------------ user programs
+# ---------- user programs
 class MLP(nn.Module):
     def __init__(self, d_in: int = 8, d_hidden: int = 32, d_out: int = 4) -> None:
         super().__init__()
@@ -95,6 +95,15 @@ def returns_containers(x: torch.Tensor, y: torch.Tensor) -> tuple[dict[str, Any]
 
 
 def returns_input(x: torch.Tensor) -> torch.Tensor:
+    return x
+
+
+def returns_input_and_product(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    y = x * w
+    return x, y, x
+
+
+def returns_input_after_dead_op(x: torch.Tensor) -> torch.Tensor:
     y = x * 2
     del y
     return x
@@ -140,10 +149,11 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return (a @ b).relu()
 
 
-# ------------------------------------------------------------------------------ (a) eager equality
+# ---------- (a) eager equality
 @pytest.mark.parametrize("name", CONFORMANCE_STATIC)
-def test_conformance_program_equals_eager_and_hits(name: str, programs: Any,
-                                                   check: Callable[..., Any]) -> None:
+def test_conformance_program_equals_eager_and_hits(
+    name: str, programs: Any, check: Callable[..., Any]
+) -> None:
     """A static conformance program: compiled equals eager, 1 record, every later call hits."""
     spec = programs.CASES[name]
     torch.manual_seed(0)
@@ -163,8 +173,7 @@ def test_cnn_batchnorm_eval(check: Callable[..., Any]) -> None:
     check(BNNet().eval(), H.randn_inputs((2, 3, 12, 12)), calls=4)
 
 
-def test_cnn_batchnorm_train_updates_running_stats_like_eager(
-        check: Callable[..., Any]) -> None:
+def test_cnn_batchnorm_train_updates_running_stats_like_eager(check: Callable[..., Any]) -> None:
     """In train mode BatchNorm updates running_mean/var/num_batches_tracked on hits too."""
     net = BNNet().train()
     check(net, H.randn_inputs((4, 3, 12, 12)), calls=4)
@@ -173,7 +182,7 @@ def test_cnn_batchnorm_train_updates_running_stats_like_eager(
 
 
 def test_returns_dict_tuple_and_python_int(check: Callable[..., Any]) -> None:
-    """Nested dict/tuple outputs holding tensors and Python ints come back with eager's structure."""
+    """Nested dict/tuple outputs with tensors and Python ints keep eager's structure."""
     compiled = check(returns_containers, H.randn_inputs((3, 5), (5, 2)), calls=4)
     out, n = compiled(torch.randn(3, 5), torch.randn(5, 2))
     assert type(out) is dict and type(out["pair"]) is tuple
@@ -190,9 +199,31 @@ def test_returns_its_input_tensor_identity() -> None:
     assert (st.records, st.hits) == (1, 2)
 
 
+def test_returns_input_next_to_a_graph_output(check: Callable[..., Any]) -> None:
+    """``return x, x * w, x``: both ``x`` are the input object, next to a fresh tensor."""
+    compiled = check(returns_input_and_product, H.randn_inputs((4,), (4,)), calls=3)
+    x, w = torch.randn(4), torch.randn(4)
+    a, y, b = compiled(x, w)
+    assert a is x and b is x and y is not x
+
+
 def test_returns_input_through_check(check: Callable[..., Any]) -> None:
     """The aliasing signature (output is input 0) matches eager on every call."""
     check(returns_input, H.randn_inputs((4,)), calls=3)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "IndexError on every cache hit when the captured graph's only ops are dead and an input "
+        "tensor is returned: the input becomes a graph passthrough output, build_record "
+        "(magpy_codegen/_record.py) drops the graph because op_count == 0, but the mock still "
+        "returns __magpy_outs[0] with __magpy_outs = () (e.g. `y = x * 2; del y; return x`)"
+    ),
+)
+def test_returns_input_after_a_dead_op(check: Callable[..., Any]) -> None:
+    """A dead tensor op before ``return x`` does not break the hit path."""
+    check(returns_input_after_dead_op, H.randn_inputs((4,)), calls=3)
 
 
 def test_module_attribute_read(check: Callable[..., Any]) -> None:
@@ -205,7 +236,7 @@ def test_inlined_user_helper(check: Callable[..., Any]) -> None:
     check(calls_helper, H.randn_inputs((3, 6)), calls=4)
 
 
-def test_kwargs_and_list_inputs(programs: Any, check: Callable[..., Any]) -> None:
+def test_keyword_tensor_arguments(programs: Any, check: Callable[..., Any]) -> None:
     """Keyword tensor arguments (the attention mask) are guarded and passed like positionals."""
     fn, make = programs.CASES["c_attention_with_mask"]["build"]()
 
@@ -231,7 +262,7 @@ def test_autograd_through_compiled_module() -> None:
     assert (magpy.stats(compiled).records, magpy.stats(compiled).hits) == (1, 2)
 
 
-# ------------------------------------------------------------------------------ (b) hits run no user code
+# ---------- (b) hits run no user code
 def test_second_call_runs_no_user_python() -> None:
     """On the second call (a hit) no frame and no line of the user's forward runs."""
     net = MLP()
@@ -285,7 +316,7 @@ def test_hit_replays_module_attribute_side_effects(programs: Any) -> None:
     assert magpy.stats(compiled).hits == 3
 
 
-# ------------------------------------------------------------------------------ (c) guard changes
+# ---------- (c) guard changes
 def test_changing_module_attribute_adds_a_record() -> None:
     """``m.scale = 3.0`` misses and adds a record with the new value; going back hits again."""
     torch.manual_seed(0)
@@ -364,7 +395,7 @@ def test_param_reassignment_uses_new_values() -> None:
     H.assert_same(compiled(x), net.lin(x))
 
 
-# ------------------------------------------------------------------------------ (d) explain
+# ---------- (d) explain
 @pytest.mark.parametrize("name", CONFORMANCE_STATIC)
 def test_explain_static_conformance_program_is_one_graph(name: str, programs: Any) -> None:
     """A static conformance program is captured as one graph with no break."""
@@ -391,8 +422,9 @@ def test_explain_static_conformance_program_is_one_graph(name: str, programs: An
     ],
     ids=["mlp", "bn-eval", "bn-train", "containers", "scaled", "helper"],
 )
-def test_explain_own_static_programs_are_one_graph(target: Callable[[], Any],
-                                                    make: Callable[[int], H.Inputs]) -> None:
+def test_explain_own_static_programs_are_one_graph(
+    target: Callable[[], Any], make: Callable[[int], H.Inputs]
+) -> None:
     """Each static test program is one graph, no break; ops are listed per graph."""
     args, kwargs = make(0)
     ex = magpy.explain(target())(*args, **kwargs)
@@ -410,34 +442,46 @@ def test_explain_accepts_a_compiled_callable_and_leaves_its_cache_alone() -> Non
 
 @pytest.mark.parametrize(
     ("fn", "needle", "words"),
-    [(prints, 'print("y computed")', ()), (reads_item, "y.item()", ("item",))],
+    [(prints, 'print("y computed")', ("print",)), (reads_item, "y.item()", ("item",))],
     ids=["print", "item"],
 )
-def test_explain_reports_break_at_the_users_line(fn: Any, needle: str, words: tuple[str, ...],
-                                                capsys: pytest.CaptureFixture[str]) -> None:
-    """A break names a reason and the user's file and line."""
+def test_explain_reports_break_at_the_users_line(
+    fn: Any, needle: str, words: tuple[str, ...], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A break names the call that caused it and the user's file and line."""
     ex = magpy.explain(fn)(torch.ones(3))
     assert ex.graph_break_count >= 1
-    assert ex.graph_count == 0
+    assert len(ex.graphs) == ex.graph_count == len(ex.ops_per_graph)
     reason = ex.break_reasons[0]
-    assert reason.reason
     for word in words:
         assert word in reason.reason
     assert (reason.filename, reason.lineno) == (__file__, line_of(fn, needle))
     assert f"{__file__}:{line_of(fn, needle)}" in str(ex)
-    if fn is prints:  # the call ran for real
-        assert capsys.readouterr().out == "y computed\n"
+    capsys.readouterr()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the break reason for print() does not name the callable: magpy_monitor/_builtins.py:_effect "
-    "raises the fixed text 'call with effects outside the program (I/O, identity, scopes)' for "
-    "print/input/open/id/globals/.../__import__, while other call breaks name it ('call to "
-    "itertools.combinations: ...'); users cannot tell which call broke the graph"))
-def test_explain_break_reason_names_print() -> None:
-    """The break reason of a ``print`` call says ``print``."""
-    ex = magpy.explain(prints)(torch.ones(3))
-    assert "print" in ex.break_reasons[0].reason
+def bump_and_print(x: torch.Tensor) -> torch.Tensor:
+    x.add_(1)
+    print("side effect")
+    return x * 2
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "magpy.explain runs the user's call twice when it has a graph break: "
+        "magpy_runtime/_api.py:explain calls state.call() a second time 'if state.split', so "
+        "print output, in-place updates of inputs and module state happen twice (x.add_(1) "
+        "adds 2), although explain promises to run the call for real once"
+    ),
+)
+def test_explain_runs_the_call_once(capsys: pytest.CaptureFixture[str]) -> None:
+    """``explain`` runs the program once: its side effects happen once, like an eager call."""
+    x = torch.zeros(3)
+    ex = magpy.explain(bump_and_print)(x)
+    assert ex.graph_break_count == 1
+    assert capsys.readouterr().out == "side effect\n"
+    assert torch.equal(x, torch.ones(3))
 
 
 def test_explain_break_inside_submodule_points_into_submodule() -> None:
@@ -460,11 +504,13 @@ def test_explain_break_inside_submodule_points_into_submodule() -> None:
     assert ex.break_reasons[0].lineno == line_of(Inner.forward, "x.sum().item()")
 
 
-# ------------------------------------------------------------------------------ (e) fullgraph
-@pytest.mark.parametrize(("fn", "words"), [(prints, ()), (reads_item, ("item",))],
-                         ids=["print", "item"])
-def test_fullgraph_raises_with_the_reason(fn: Any, words: tuple[str, ...],
-                                          capsys: pytest.CaptureFixture[str]) -> None:
+# ---------- (e) fullgraph
+@pytest.mark.parametrize(
+    ("fn", "words"), [(prints, ()), (reads_item, ("item",))], ids=["print", "item"]
+)
+def test_fullgraph_raises_with_the_reason(
+    fn: Any, words: tuple[str, ...], capsys: pytest.CaptureFixture[str]
+) -> None:
     """``fullgraph=True`` on a program that breaks raises, naming the reason and the line."""
     compiled = magpy.compile(fn, backend="eager", fullgraph=True)
     for _ in range(2):  # and keeps raising: it never silently falls back to eager
@@ -474,7 +520,7 @@ def test_fullgraph_raises_with_the_reason(fn: Any, words: tuple[str, ...],
         assert "fullgraph" in msg and fn.__name__ in msg
         for word in words:
             assert word in msg
-        assert f"{line_of(fn, 'print' if fn is prints else 'item')}" in msg
+        assert f":{line_of(fn, 'print(' if fn is prints else '.item()')})" in msg
     assert isinstance(info.value, MagPyError)
     assert magpy.stats(compiled).records == 0
     capsys.readouterr()
@@ -485,17 +531,22 @@ def test_fullgraph_accepts_a_static_program(check: Callable[..., Any]) -> None:
     check(MLP(), H.randn_inputs((2, 8)), calls=3, fullgraph=True)
 
 
-def test_without_fullgraph_a_break_runs_eagerly_and_correctly() -> None:
-    """Without ``fullgraph`` the same program falls back to eager, with results unchanged."""
+def test_without_fullgraph_a_break_runs_correctly(capsys: pytest.CaptureFixture[str]) -> None:
+    """Without ``fullgraph`` a program with breaks gives eager's results and side effects."""
     compiled = magpy.compile(reads_item, backend="eager")
-    for sign in (1.0, -1.0, 1.0):
+    for sign in (1.0, -1.0, 1.0, -1.0, 1.0):
         x = torch.full((3,), sign)
         H.assert_same(compiled(x), reads_item(x))
-    st = magpy.stats(compiled)
-    assert (st.records, st.breaks) == (0, 1)
+    assert magpy.stats(compiled).breaks >= 1
+    compiled = magpy.compile(bump_and_print, backend="eager")
+    for _ in range(3):
+        x = torch.zeros(3)
+        H.assert_same(compiled(x), torch.full((3,), 2.0))
+        H.assert_same(x, torch.ones(3))
+        assert capsys.readouterr().out == "side effect\n"
 
 
-# ------------------------------------------------------------------------------ (f) API errors
+# ---------- (f) API errors
 def test_unknown_backend_is_a_value_error_listing_the_choices() -> None:
     """An unknown backend name raises a ValueError subclass that lists the valid names."""
     with pytest.raises(ValueError, match="nope") as info:
@@ -529,13 +580,13 @@ def test_unknown_option_is_a_value_error() -> None:
 
 def test_compile_of_a_non_callable_is_a_type_error() -> None:
     """Compiling something that cannot be called raises TypeError."""
-    with pytest.raises(TypeError, match="function or nn.Module"):
+    with pytest.raises(TypeError, match=r"function or nn\.Module"):
         magpy.compile(42)
 
 
 def test_stats_of_a_plain_function_is_a_type_error() -> None:
     """``magpy.stats`` of an uncompiled function raises a TypeError subclass saying what to do."""
-    with pytest.raises(TypeError, match="magpy.compile") as info:
+    with pytest.raises(TypeError, match=r"magpy\.compile") as info:
         magpy.stats(affine)
     assert type(info.value) is not TypeError
     assert isinstance(info.value, MagPyError)
@@ -549,8 +600,7 @@ def test_callable_backend_receives_the_graph() -> None:
         seen.append((gm, example_inputs))
         return gm.forward
 
-    compiled = H.assert_compiles_like_eager(affine, H.randn_inputs((3,)), calls=3,
-                                            backend=backend)
+    compiled = H.assert_compiles_like_eager(affine, H.randn_inputs((3,)), calls=3, backend=backend)
     assert len(seen) == 1
     gm, example = seen[0]
     assert isinstance(gm, torch.fx.GraphModule)
@@ -558,7 +608,7 @@ def test_callable_backend_receives_the_graph() -> None:
     assert magpy.stats(compiled).graphs == 1
 
 
-# ------------------------------------------------------------------------------ (g) user exceptions
+# ---------- (g) user exceptions
 def test_user_exception_passes_through_unchanged() -> None:
     """The user's exception has its type and message on the first call and on later calls."""
     compiled = magpy.compile(raises_on_odd_rows, backend="eager")
@@ -621,7 +671,7 @@ def test_exception_in_a_submodule_keeps_module_state_like_eager() -> None:
         assert net.calls == i + 1
 
 
-# ------------------------------------------------------------------------------ (h) logging
+# ---------- (h) logging
 def test_compiling_logs_on_the_magpy_logger(caplog: pytest.LogCaptureFixture) -> None:
     """With the ``magpy`` logger at DEBUG, recording a call logs the record, guard and graph."""
     caplog.set_level(logging.DEBUG, logger="magpy")
@@ -653,17 +703,113 @@ def test_magpy_logs_topics_log_at_info(caplog: pytest.LogCaptureFixture) -> None
     assert len(info) == 1 and "__magpy_guard" in info[0]
 
 
-def test_magpy_logs_environment_variable_prints_guards() -> None:
-    """``MAGPY_LOGS=guards,records`` makes a fresh process print guards and records to stderr."""
+def _run_with_magpy_logs(topics: str) -> str:
     program = textwrap.dedent("""
         import torch, magpy
         f = magpy.compile(lambda x: x * 2, backend="eager")
         f(torch.ones(2)); f(torch.ones(2))
     """)
-    env = {**os.environ, "MAGPY_LOGS": "guards,records"}
-    proc = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True,
-                          text=True, timeout=120, check=False)
+    env = {**os.environ, "MAGPY_LOGS": topics}
+    proc = subprocess.run(
+        [sys.executable, "-c", program],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
-    assert "[magpy] new record for" in proc.stderr
-    assert "def __magpy_guard" in proc.stderr
-    assert "__magpy_mock" not in proc.stderr  # the mocks topic was not asked for
+    return proc.stderr
+
+
+def test_magpy_logs_environment_variable_prints_guards() -> None:
+    """``MAGPY_LOGS=guards,records`` makes a fresh process print guards and records to stderr."""
+    err = _run_with_magpy_logs("guards,records")
+    assert "[magpy] new record for" in err
+    assert "def __magpy_guard" in err
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "MAGPY_LOGS does not select topics: magpy_runtime/_logging.py sets the 'magpy' logger to "
+        "DEBUG whenever MAGPY_LOGS is non-empty, and log_topic() logs every topic that is not "
+        "selected at DEBUG, so MAGPY_LOGS=guards also prints the mocks and fx graphs"
+    ),
+)
+def test_magpy_logs_prints_only_the_topics_asked_for() -> None:
+    """``MAGPY_LOGS=guards`` prints guards but not mocks or graphs."""
+    err = _run_with_magpy_logs("guards")
+    assert "def __magpy_guard" in err
+    assert "__magpy_mock" not in err
+    assert "def forward" not in err
+
+
+# ---------- (i) cache lifecycle and API forms
+def test_reset_drops_records_and_counters() -> None:
+    """``magpy.reset()`` forgets every record; the next call records again, then hits."""
+    compiled = magpy.compile(affine, backend="eager")
+    x = torch.randn(3)
+    compiled(x)
+    compiled(x)
+    magpy.reset()
+    st = magpy.stats(compiled)
+    assert (st.records, st.hits, st.misses) == (0, 0, 0)
+    H.assert_same(compiled(x), affine(x))
+    H.assert_same(compiled(x), affine(x))
+    st = magpy.stats(compiled)
+    assert (st.records, st.hits, st.misses) == (1, 1, 1)
+
+
+def test_max_records_falls_back_to_eager_with_one_warning() -> None:
+    """Past ``max_records`` the callable runs eagerly (correctly) and warns once, at the caller."""
+    compiled = magpy.compile(affine, backend="eager", options={"max_records": 2})
+    with pytest.warns(magpy.MagPyWarning, match="max_records") as caught:
+        for n in (1, 2, 3, 1, 4):
+            x = torch.randn(n)
+            H.assert_same(compiled(x), affine(x))
+    assert len(caught) == 1
+    assert caught[0].filename == __file__
+    st = magpy.stats(compiled)
+    assert (st.records, st.fallbacks) == (2, 1)
+
+
+def test_decorator_forms_and_methods() -> None:
+    """``@magpy.compile``, ``@magpy.compile(backend=...)`` and compiled methods all cache."""
+
+    @magpy.compile(backend="eager")
+    def double(x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+    class Holder:
+        def __init__(self, k: float) -> None:
+            self.k = k
+
+        @magpy.compile(backend="eager")
+        def scale(self, x: torch.Tensor) -> torch.Tensor:
+            return x * self.k
+
+    x = torch.randn(3)
+    for _ in range(2):
+        H.assert_same(double(x), x * 2)
+    assert magpy.stats(double).hits == 1
+    assert double.__name__ == "double"
+    a, b = Holder(2.0), Holder(5.0)
+    for _ in range(2):
+        H.assert_same(a.scale(x), x * 2.0)
+        H.assert_same(b.scale(x), x * 5.0)
+    st = magpy.stats(Holder.scale)
+    assert (st.records, st.hits) == (2, 2)
+    assert isinstance(magpy.compile(affine), magpy.CompiledFunction)
+
+
+def test_compiled_module_behaves_as_the_module() -> None:
+    """A compiled module exposes the original's parameters, state_dict and attributes."""
+    net = Scaled(2.0)
+    compiled = magpy.compile(net, backend="eager")
+    assert isinstance(compiled, nn.Module)
+    assert list(compiled.parameters()) == list(net.parameters())
+    assert list(compiled.state_dict()) == list(net.state_dict())
+    assert compiled.scale == 2.0
+    assert compiled.eval() is compiled and not net.training
+    assert magpy.compile(compiled, backend="eager")._magpy_original is net
