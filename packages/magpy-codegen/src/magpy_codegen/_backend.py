@@ -9,7 +9,7 @@ signature ``(gm, example_inputs) -> callable``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.fx as fx
@@ -28,7 +28,8 @@ def _eager(gm: fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
 def _inductor(gm: fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
     from torch._inductor.compile_fx import compile_fx
 
-    return compile_fx(gm, example_inputs)
+    # without AOT-Inductor options compile_fx returns the compiled callable
+    return cast(Callable[..., Any], compile_fx(gm, example_inputs))
 
 
 def _aot_eager(gm: fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:

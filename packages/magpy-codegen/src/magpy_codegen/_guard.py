@@ -8,7 +8,8 @@ tuple on success or ``None`` on a miss. Any exception while checking is a miss.
 
 from __future__ import annotations
 
-from typing import Any
+import types
+from typing import Any, cast
 
 import torch
 
@@ -63,8 +64,8 @@ class PathVars:
 
             return f"{self.const_expr(builtins.__dict__)}[{self.key_expr(key)}]"
         if kind is AccessKind.CELL:
-            fn = access.scope
-            index = fn.__code__.co_freevars.index(key)  # type: ignore[union-attr]
+            fn = cast(types.FunctionType, access.scope)  # a CELL scope is the closure's function
+            index = fn.__code__.co_freevars.index(key)
             return f"{self.const_expr(fn)}.__closure__[{index}].cell_contents"
         if kind is AccessKind.CONST:
             return self.const_expr(key)

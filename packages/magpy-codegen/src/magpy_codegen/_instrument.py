@@ -22,7 +22,8 @@ import types
 from typing import Any
 
 import attrs
-from bytecode import Bytecode, CellVar, Compare, FreeVar, Instr, Label
+from bytecode import Bytecode, Compare, Instr, Label
+from bytecode.instr import CellVar, FreeVar  # defined here; not in bytecode's __all__
 
 from magpy_refgraph import InternalError
 

@@ -69,6 +69,7 @@ def _replayable(fn: Any) -> BuiltinHandler:
     return handle
 
 
+_fn: Callable[..., Any]
 for _fn in (
     abs,
     int,
@@ -291,7 +292,7 @@ def _zip(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> Non
         raise m.unsupported("zip over an iterable of unknown contents")
     rows = [
         cap.new(tuple(v.obj for v in row), items=list(row)) for row in zip(*columns, strict=False)
-    ]  # type: ignore[misc]
+    ]
     m.expect_outputs(inst, 1, lambda real: [make_iterator(m, real[0], rows)])
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 import operator
 import types
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -158,7 +158,7 @@ class Capture:
         """A value read from SN#0 (argument, global, builtin, closure cell)."""
         existing = self.graph.lookup(self.graph.root, access)
         if existing is not None:
-            val: Val = existing.meta["val"]
+            val = cast(Val, existing.meta["val"])
             return val
         return self._external(self.graph.root, access, obj, Path(access))
 
@@ -171,7 +171,7 @@ class Capture:
         if base.node is not None and base.external:
             existing = self.graph.lookup(base.node, access)
             if existing is not None:
-                val = existing.meta.get("val")
+                val = cast("Val | None", existing.meta.get("val"))
                 if val is not None and (val.obj is obj or is_value_type(obj)):
                     return val
             if (base.node, access) not in self.written:

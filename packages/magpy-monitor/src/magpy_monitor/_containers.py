@@ -107,8 +107,8 @@ def _dict_method(name: str) -> Any:
                         raise m.unsupported("dict.update from an iterable of pairs")
                     for k in keys:
                         items[k.obj] = (k, cap.child(src, Item(k.obj), src.obj[k.obj]))
-            for k, v in kw.items():
-                items[k] = (cap.const(k), v)
+            for kw_name, v in kw.items():
+                items[kw_name] = (cap.const(kw_name), v)
         elif name in ("pop", "setdefault"):
             key = args[0]
             cap.observe(key)

@@ -40,8 +40,15 @@ class Inst:
 
     __slots__ = ("arg", "argval", "line", "offset", "opname")
 
+    opname: str
+    arg: int  # 0 for opcodes without an argument (dis gives None); handlers only read real args
+    argval: Any
+    offset: int
+    line: int | None
+
     def __init__(self, i: dis.Instruction, line: int | None) -> None:
-        self.opname, self.arg, self.argval, self.offset = i.opname, i.arg, i.argval, i.offset
+        arg = i.arg if i.arg is not None else 0
+        self.opname, self.arg, self.argval, self.offset = i.opname, arg, i.argval, i.offset
         self.line = line
 
     def __repr__(self) -> str:
@@ -61,9 +68,9 @@ def decode(code: types.CodeType) -> dict[int, Inst]:
             if ins.starts_line is not None:
                 line = ins.starts_line
             table[ins.offset] = Inst(ins, line)
-        for ins in table.values():
-            if ins.opname == "KW_NAMES":
-                ins.argval = code.co_consts[ins.arg]
+        for inst in table.values():
+            if inst.opname == "KW_NAMES":
+                inst.argval = code.co_consts[inst.arg]
         _decoded[code] = table
     return table
 

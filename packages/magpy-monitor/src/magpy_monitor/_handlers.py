@@ -599,7 +599,7 @@ def _make_function(m: FrameMonitor, inst: Inst) -> None:
     flags = inst.arg
     n = 1 + sum(bool(flags & b) for b in (0x01, 0x02, 0x04, 0x08))
     parts = m.pop(n)
-    extras = {"defaults": None, "kwdefaults": None, "closure": None}
+    extras: dict[str, Val | None] = {"defaults": None, "kwdefaults": None, "closure": None}
     i = 0
     for bit, key in (
         (0x01, "defaults"),

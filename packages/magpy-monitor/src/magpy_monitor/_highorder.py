@@ -152,6 +152,7 @@ def _pure_over(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) 
     consume(m, inst, src, then)
 
 
+_fn: Callable[..., Any]
 for _fn in (any, all, set, frozenset):
     BUILTIN_HANDLERS[id(_fn)] = (_fn, _pure_over)
 METHOD_HANDLERS[(str, "join")] = _pure_over

@@ -10,7 +10,7 @@ hooks seen now, and follows each hook and ``forward`` in turn, with the argument
 from __future__ import annotations
 
 import types
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -63,7 +63,7 @@ def module_call(
     from ._calls import inline
     from ._special import OPAQUE_MODULES, opaque_module_call
 
-    mod = fn_val.obj
+    mod: torch.nn.Module = fn_val.obj
     cap = m.cap
     if (
         isinstance(mod, OPAQUE_MODULES)
@@ -141,7 +141,8 @@ class _HookedCall:
         if kind == "forward":
             fn_val, pos, kw = hv, [self.mod_val, *self.args], self.kwargs
         else:
-            extra = [self._args_tuple()] + ([self.result] if kind == "post" else [])
+            # a post hook runs after forward, whose on_result set self.result
+            extra = [self._args_tuple()] + ([cast(Val, self.result)] if kind == "post" else [])
             if type(fn) is types.MethodType:
                 fn_val, pos = m.cap.const(fn.__func__), [method_self(m, hv), self.mod_val, *extra]
             elif isinstance(fn, types.FunctionType):

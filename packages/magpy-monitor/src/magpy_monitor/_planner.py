@@ -39,7 +39,7 @@ from ._values import Val
 
 __all__ = ["build_plan"]
 
-_REBUILDABLE_ITERATORS = (type(iter(range(0))), type(iter([])), type(iter(())))
+_REBUILDABLE_ITERATORS: tuple[type, ...] = (type(iter(range(0))), type(iter([])), type(iter(())))
 _MUTABLE_CONSTS = (list, dict, set, collections.deque, collections.OrderedDict)
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import sys
 import threading
 import types
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import attrs
 import torch.fx as fx
@@ -113,7 +113,7 @@ class SegmentMonitor(Monitor):
         ``now``: the frame is at the segment's first instruction in an opcode event already
         being handled (a finder): process that instruction immediately.
         """
-        self._prev = sys.gettrace()
+        self._prev = cast("TraceFn | None", sys.gettrace())  # typeshed: Literal event parameter
         local = self._attach(self.root)
         self.frame.f_trace = local
         sys.settrace(self._global)

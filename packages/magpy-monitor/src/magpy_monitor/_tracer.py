@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 import types
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from magpy_refgraph import InternalError, MagPyError, Unsupported
 
@@ -48,7 +48,8 @@ class Monitor:
 
     def run(self, entry: Callable[..., Any], *args: Any) -> Any:
         """Call ``entry(*args)`` monitored; returns its real result (never altered)."""
-        self._prev = sys.gettrace()
+        # typeshed types the event as a Literal; the previous tracer only goes back to settrace
+        self._prev = cast("TraceFn | None", sys.gettrace())
         sys.settrace(self._global)
         try:
             return entry(*args)
@@ -135,7 +136,7 @@ class Monitor:
 
             def sent(real: list[Any]) -> list[Val]:
                 if real[0] is not None:
-                    raise mon.unsupported("generator.send() of a value")  # type: ignore[union-attr]
+                    raise mon.unsupported("generator.send() of a value")
                 return [self.cap.const(None)]
 
             mon.pending = Pending(mon.last, 1, sent)  # type: ignore[arg-type]
