@@ -64,16 +64,6 @@ def test_inductor_returned_view_aliases_the_input(check: Callable[..., Any]) -> 
     assert torch.equal(v, x.t()), "the returned view does not alias the input"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "with backend='inductor' a function that returns its input tensor returns a copy on "
-        "cache hits: codegen's generate_mock(fresh_outputs=True) wraps the graph outputs in "
-        "fresh_outputs_of(), which clones every output that *is* an input, also when the fx "
-        "graph itself returns the placeholder (`return x, x * w`), so `out is x` holds on the "
-        "first (monitored) call but not on hits, and writes to the output miss x"
-    ),
-)
 def test_inductor_returned_input_is_the_input_object(check: Callable[..., Any]) -> None:
     """Through Inductor ``return x, x * w`` gives back ``x`` itself, on hits too."""
     compiled = check(

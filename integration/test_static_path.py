@@ -212,15 +212,6 @@ def test_returns_input_through_check(check: Callable[..., Any]) -> None:
     check(returns_input, H.randn_inputs((4,)), calls=3)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "IndexError on every cache hit when the captured graph's only ops are dead and an input "
-        "tensor is returned: the input becomes a graph passthrough output, build_record "
-        "(magpy_codegen/_record.py) drops the graph because op_count == 0, but the mock still "
-        "returns __magpy_outs[0] with __magpy_outs = () (e.g. `y = x * 2; del y; return x`)"
-    ),
-)
 def test_returns_input_after_a_dead_op(check: Callable[..., Any]) -> None:
     """A dead tensor op before ``return x`` does not break the hit path."""
     check(returns_input_after_dead_op, H.randn_inputs((4,)), calls=3)
@@ -729,14 +720,6 @@ def test_magpy_logs_environment_variable_prints_guards() -> None:
     assert "def __magpy_guard" in err
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "MAGPY_LOGS does not select topics: magpy_runtime/_logging.py sets the 'magpy' logger to "
-        "DEBUG whenever MAGPY_LOGS is non-empty, and log_topic() logs every topic that is not "
-        "selected at DEBUG, so MAGPY_LOGS=guards also prints the mocks and fx graphs"
-    ),
-)
 def test_magpy_logs_prints_only_the_topics_asked_for() -> None:
     """``MAGPY_LOGS=guards`` prints guards but not mocks or graphs."""
     err = _run_with_magpy_logs("guards")

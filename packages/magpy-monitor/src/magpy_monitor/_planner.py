@@ -107,7 +107,8 @@ class _Planner:
         return None
 
     def _tensor(self, v: Val) -> Recipe:
-        if v.external and v.node is not None and (v.fx is None or id(v) in self.mutated):
+        if v.external and v.node is not None:
+            # an entry tensor (possibly updated in place by the graph): the very object
             return FromPath(self.cap.paths[v.node])
         if v.fx is not None:
             return self.graph_out(v.fx)

@@ -14,7 +14,7 @@ if config.logs:
     _handler = logging.StreamHandler()
     _handler.setFormatter(logging.Formatter("[magpy] %(message)s"))
     log.addHandler(_handler)
-    log.setLevel(logging.DEBUG)
+    log.setLevel(logging.INFO)  # the chosen topics log at INFO; everything else stays at DEBUG
 
 
 def log_topic(topic: str, msg: str, *args: object) -> None:
