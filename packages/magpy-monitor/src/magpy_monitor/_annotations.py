@@ -180,6 +180,18 @@ _EFFECT_NAMES = frozenset(
 )
 
 
+def _autograd_function_rule(fn: Any) -> Annotation | None:
+    """``MyFn.apply(...)`` of a custom ``torch.autograd.Function``: one graph node."""
+    owner = getattr(fn, "__self__", None)
+    if (
+        isinstance(owner, type)
+        and issubclass(owner, torch.autograd.Function)
+        and getattr(fn, "__name__", "") == "apply"
+    ):
+        return Annotation(Kind.AS_OP)
+    return None
+
+
 def _torch_rule(fn: Any) -> Annotation | None:
     objclass = getattr(fn, "__objclass__", None)
     if (
@@ -217,6 +229,7 @@ def _torch_rule(fn: Any) -> Annotation | None:
 
 TABLE = AnnotationTable()
 TABLE.add_rule(_effect_rule)
+TABLE.add_rule(_autograd_function_rule)
 TABLE.add_rule(_torch_rule)
 
 

@@ -23,6 +23,7 @@ from ._values import UNBOUND, Val
 __all__ = ["dispatch_call", "inline", "load_attr", "method_self", "subscr", "truthiness"]
 
 CO_GENERATOR, CO_COROUTINE, CO_ITERABLE_COROUTINE, CO_ASYNC_GENERATOR = 0x20, 0x80, 0x100, 0x200
+_FUNCTION_APPLY = torch.autograd.Function.apply.__func__
 _MODULE_CONTAINERS = (torch.nn.ModuleList, torch.nn.Sequential, torch.nn.ParameterList)
 
 
@@ -58,8 +59,17 @@ def dispatch_call(
         early = classify(fn)
         if early.kind in (Kind.VALUE_READ, Kind.EFFECT):
             raise m.unsupported(early.reason or f"{_name(fn)} is dynamic")
+        if early.kind is Kind.AS_OP:
+            cap.observe_identity(fn_val)
+            _as_op(m, inst, fn, early, pos, kwargs)
+            return
         self_val = method_self(m, fn_val)
         dispatch_call(m, inst, cap.const(fn.__func__), [self_val, *pos], kwargs)
+        return
+    if fn is _FUNCTION_APPLY and pos and isinstance(pos[0].obj, type):
+        # MyFn.apply(x): PRECALL unbound the classmethod; record the bound call as one node
+        bound = getattr(pos[0].obj, "apply")
+        _as_op(m, inst, bound, classify(bound), pos[1:], kwargs)
         return
     if isinstance(fn, types.BuiltinMethodType) and isinstance(fn.__self__, torch.Tensor):
         pos = [method_self(m, fn_val), *pos]
@@ -111,9 +121,23 @@ def method_self(m: FrameMonitor, fn_val: Val) -> Val:
 
 
 # ---------------------------------------------------------------------- operators in the graph
+def _callable_target(fn: Any) -> Any:
+    """An fx-friendly target: fx names call targets by qualified name, bound methods have none."""
+    if not isinstance(fn, types.MethodType):
+        return fn
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return fn(*args, **kwargs)
+
+    owner = getattr(fn.__self__, "__name__", type(fn.__self__).__name__)
+    call.__name__ = call.__qualname__ = f"{owner}_{fn.__name__}".replace(".", "_")
+    return call
+
+
 def _as_op(
     m: FrameMonitor, inst: Inst, fn: Any, ann: Annotation, pos: list[Val], kwargs: dict[str, Val]
 ) -> None:
+    fn = _callable_target(fn)
     cap = m.cap
 
     def make(real: list[Any]) -> list[Val]:

@@ -15,6 +15,7 @@ import types
 from typing import Any, cast
 
 import torch
+import torch.fx as fx
 
 from magpy_refgraph import (
     Access,
@@ -371,7 +372,11 @@ class Capture:
         if isinstance(obj, torch.Tensor):
             known = self.known(obj)
             if known is not None:
-                return known  # e.g. x.contiguous() returning x itself: same value, same Val
+                # the op handed back one of its arguments: an in-place update such as
+                # F.relu(x, inplace=True), or x.contiguous() returning x (then harmless)
+                if isinstance(node, fx.Node) and known.fx in node.all_input_nodes:
+                    self.mutate_tensor(known, node)
+                return known
             node.meta["dtype"] = obj.dtype
             return self.new(obj, fx=node)
         if isinstance(obj, tuple | list) and all(isinstance(t, torch.Tensor) for t in obj):

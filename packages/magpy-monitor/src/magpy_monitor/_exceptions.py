@@ -22,7 +22,7 @@ import torch
 
 from magpy_refgraph import GuardKind
 
-from ._frame import FrameMonitor, Inst, Pending, handler
+from ._frame import FrameMonitor, Inst, Pending, handler, real_offset
 from ._values import Val
 
 __all__ = ["GRAD_MODE_CLASSES", "grad_context", "on_exception", "reenter_grad_context"]
@@ -64,7 +64,7 @@ def on_exception(m: FrameMonitor, exc: BaseException) -> bool:
     m.pending = None
     if pending is not None or m.popped:
         _observe_cause(m, exc)
-    entry = _handler_for(m.code, m.frame.f_lasti)
+    entry = _handler_for(m.code, real_offset(m.code, m.frame.f_lasti))
     if entry is None:
         m.unwinding = True
         return False

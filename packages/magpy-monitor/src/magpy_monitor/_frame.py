@@ -59,20 +59,48 @@ _decoded: dict[types.CodeType, dict[int, Inst]] = {}
 
 
 def decode(code: types.CodeType) -> dict[int, Inst]:
-    """Offset -> instruction for ``code`` (decoded once from the de-specialised ``co_code``)."""
+    """Offset -> instruction for ``code`` (decoded once from the de-specialised ``co_code``).
+
+    In 3.11 the opcode event of an instruction with ``EXTENDED_ARG`` prefixes fires at the
+    first prefix (the instruction itself gets no event), and jumps land on the prefix: so the
+    prefixes' offsets map to the instruction they extend, and jump targets are normalised the
+    same way (see ``real_offset``).
+    """
     table = _decoded.get(code)
     if table is None:
         table = {}
+        real = _real_offsets.setdefault(code, {})
+        prefixes: list[int] = []
         line = code.co_firstlineno
         for ins in dis.get_instructions(code):
             if ins.starts_line is not None:
                 line = ins.starts_line
-            table[ins.offset] = Inst(ins, line)
-        for inst in table.values():
+            if ins.opname == "EXTENDED_ARG":
+                prefixes.append(ins.offset)
+                continue
+            inst = Inst(ins, line)
+            table[ins.offset] = inst
+            for p in prefixes:
+                real[p] = ins.offset
+                table[p] = inst
+            prefixes = []
+        for inst in set(table.values()):
             if inst.opname == "KW_NAMES":
                 inst.argval = code.co_consts[inst.arg]
+            elif inst.opname in _JUMPS and isinstance(inst.argval, int):
+                inst.argval = real.get(inst.argval, inst.argval)
         _decoded[code] = table
     return table
+
+
+_real_offsets: dict[types.CodeType, dict[int, int]] = {}
+_JUMPS = frozenset(dis.opname[op] for op in dis.hasjrel + dis.hasjabs)
+
+
+def real_offset(code: types.CodeType, lasti: int) -> int:
+    """The offset of the instruction executing at ``lasti`` (past any EXTENDED_ARG prefix)."""
+    decode(code)
+    return _real_offsets[code].get(lasti, lasti)
 
 
 def localsplus_names(code: types.CodeType) -> list[str]:
@@ -148,6 +176,7 @@ class FrameMonitor:
         self.frame = frame
         self.code = frame.f_code
         self.insts = decode(self.code)
+        self.real = _real_offsets[self.code]
         self.names = localsplus_names(self.code)
         self.view = StackView(frame)
         self.stack: list[Val] = []
@@ -169,6 +198,7 @@ class FrameMonitor:
     def on_opcode(self) -> None:
         """Handle the opcode event of the instruction at ``f_lasti``."""
         lasti = self.frame.f_lasti
+        lasti = self.real.get(lasti, lasti)
         if self.pending is not None:
             self.bind(lasti)
         if lasti in self.injected:

@@ -140,6 +140,9 @@ def _as_seq(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> 
 def _pure_over(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
     """A pure consumer (``"".join``, ``any``, ``set``...) over any iterable."""
     cap = m.cap
+    if not pos:
+        pure_call(m, inst, pos, kw)
+        return
     head, src, rest = pos[:-1], pos[-1], kw
 
     def then(items: list[Val], real: Any, p: Pending) -> Val:

@@ -26,7 +26,7 @@ import torch.fx as fx
 from magpy_refgraph import Local, MagPyError, Plan, Unsupported
 
 from ._capture import Capture
-from ._frame import FrameMonitor, SegmentEnd, localsplus_names, segment_fast
+from ._frame import FrameMonitor, SegmentEnd, localsplus_names, real_offset, segment_fast
 from ._frameio import NULL, StackView
 from ._planner import build_plan
 from ._tracer import Monitor, TraceFn
@@ -174,7 +174,7 @@ class SegmentMonitor(Monitor):
         self._detach()
 
     def _commit_at_site(self, root: FrameMonitor) -> None:
-        lasti = self.frame.f_lasti
+        lasti = real_offset(self.frame.f_code, self.frame.f_lasti)
         assert self.info is not None
         end = self.info.block_sites[lasti]
         self._commit(root, end, None, root.stack)
@@ -258,8 +258,9 @@ def _arm_finder(host: SegmentHost, frame: types.FrameType) -> None:
             return None
         if event != "opcode":
             return finder
-        if f.f_lasti in injected:
-            if info is not None and f.f_lasti in info.block_sites:
+        lasti = real_offset(f.f_code, f.f_lasti)
+        if lasti in injected:
+            if info is not None and lasti in info.block_sites:
                 f.f_trace = None  # an existing site takes over from here
                 _release()
                 return None
@@ -270,7 +271,7 @@ def _arm_finder(host: SegmentHost, frame: types.FrameType) -> None:
             return finder
         f.f_trace = None
         _release()
-        offset = to_original[f.f_lasti] if to_original is not None else f.f_lasti
+        offset = to_original[lasti] if to_original is not None else lasti
         try:
             return host.resume(f, code, offset, stack)
         except Exception as exc:  # never reach the program

@@ -201,7 +201,9 @@ class CacheState:
 
         from ._sites import ensure_entry_site
 
-        funcs = [f for _, f in chain[1:] if isinstance(f, types.FunctionType)]
+        from ._sites import _user_function
+
+        funcs = [f for _, f in chain[1:] if isinstance(f, types.FunctionType) and _user_function(f)]
         if not funcs:
             return False
         try:

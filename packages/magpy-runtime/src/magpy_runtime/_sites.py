@@ -243,6 +243,14 @@ def _warn_once(msg: str) -> None:
 
 
 # ---------------------------------------------------------------------- monitor callbacks
+def _user_function(fn: types.FunctionType) -> bool:
+    """Only user code gets instrumented; torch's and the standard library's stay untouched."""
+    from magpy_monitor._capture import FROZEN_MODULE_ROOTS
+
+    module = (fn.__module__ or "").split(".")[0]
+    return module not in FROZEN_MODULE_ROOTS
+
+
 class _Host:
     """The runtime side of ``magpy_monitor.SegmentHost``."""
 
@@ -288,7 +296,7 @@ class _Host:
         if state is not None:
             state.note_break(reason)
         for _code, fn in chain[1:]:
-            if isinstance(fn, types.FunctionType):
+            if isinstance(fn, types.FunctionType) and _user_function(fn):
                 try:
                     ensure_entry_site(fn)
                 except Unsupported:
