@@ -68,7 +68,7 @@ def dispatch_call(
         return
     if fn is _FUNCTION_APPLY and pos and isinstance(pos[0].obj, type):
         # MyFn.apply(x): PRECALL unbound the classmethod; record the bound call as one node
-        bound = getattr(pos[0].obj, "apply")
+        bound = pos[0].obj.apply
         _as_op(m, inst, bound, classify(bound), pos[1:], kwargs)
         return
     if isinstance(fn, types.BuiltinMethodType) and isinstance(fn.__self__, torch.Tensor):

@@ -199,9 +199,7 @@ class CacheState:
         """Switch to segments: give the functions on the break's call chain entry sites."""
         import types
 
-        from ._sites import ensure_entry_site
-
-        from ._sites import _user_function
+        from ._sites import _user_function, ensure_entry_site
 
         funcs = [f for _, f in chain[1:] if isinstance(f, types.FunctionType) and _user_function(f)]
         if not funcs:
