@@ -1,7 +1,7 @@
 """MagPy's code generation: guards, mocks, and lowering of operator graphs to a backend."""
 
 from ._backend import BACKENDS, compile_graph, resolve_backend
-from ._generated import GeneratedCode, NameAllocator
+from ._generated import GeneratedCode, NameAllocator, forget_generated
 from ._guard import generate_guard
 from ._instrument import Instrumented, Layout, instrument
 from ._mock import generate_mock
@@ -18,6 +18,7 @@ __all__ = [
     "Record",
     "build_record",
     "compile_graph",
+    "forget_generated",
     "generate_guard",
     "generate_mock",
     "instrument",

@@ -11,9 +11,17 @@ from typing import Any
 
 import attrs
 
-__all__ = ["GeneratedCode", "NameAllocator"]
+__all__ = ["GeneratedCode", "NameAllocator", "forget_generated"]
 
 _counter = itertools.count()
+_registered: list[str] = []
+
+
+def forget_generated() -> None:
+    """Drop every generated source MagPy registered in ``linecache`` (``magpy.reset``)."""
+    for name in _registered:
+        linecache.cache.pop(name, None)
+    _registered.clear()
 
 
 @attrs.define
@@ -29,6 +37,7 @@ class GeneratedCode:
         name = f"<magpy-{self.filename} #{next(_counter)}>"
         lines = self.source.splitlines(keepends=True)
         linecache.cache[name] = (len(self.source), None, lines, name)
+        _registered.append(name)
         namespace = dict(self.globals)
         exec(compile(self.source, name, "exec"), namespace)
         self.filename = name

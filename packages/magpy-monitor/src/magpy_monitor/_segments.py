@@ -15,6 +15,7 @@ segment in the same call. The monitor never imports the runtime: it reports thro
 
 from __future__ import annotations
 
+import dis
 import sys
 import threading
 import types
@@ -197,11 +198,24 @@ class SegmentMonitor(Monitor):
         root.pending = None
         self._commit(root, root.original_offset(lasti), None, stack)
 
+    def _start_offset(self) -> int:
+        """Original offset of the segment's first instruction (the entry site's is computed)."""
+        if self.site >= 0:
+            return self.site
+        for ins in dis.get_instructions(self.code):
+            if ins.opname not in ("RESUME", "MAKE_CELL", "COPY_FREE_VARS", "NOP", "EXTENDED_ARG"):
+                return ins.offset
+        return -1
+
     def _commit(
         self, root: FrameMonitor, end: int | None, ret: Val | None, stack: list[Val]
     ) -> None:
         self.finished_segment = True
         cap = self.cap
+        if end is not None and end == self._start_offset():
+            # nothing ran before the segment ended: a record would jump back to its own site
+            self.host.on_empty(self.code, self.site)
+            return
         if end is None:
             assert ret is not None
             cap.result = ret
@@ -273,10 +287,13 @@ def _arm_finder(host: SegmentHost, frame: types.FrameType) -> None:
         _release()
         offset = to_original[lasti] if to_original is not None else lasti
         try:
-            return host.resume(f, code, offset, stack)
+            host.resume(f, code, offset, stack)
         except Exception as exc:  # never reach the program
             host.on_failure(code, offset, exc)
             return None
+        # whatever tracing resume left on the frame (a segment monitor, or a new finder armed
+        # because that segment broke at once) must stay: our return value would replace it
+        return cast("TraceFn | None", f.f_trace)
 
     if getattr(_local, "finders", 0) == 0:
         _local.prev = sys.gettrace()

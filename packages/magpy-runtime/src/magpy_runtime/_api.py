@@ -259,11 +259,14 @@ def explain(fn: Any) -> Callable[..., ExplainOutput]:
 
 def reset() -> None:
     """Drop every record of every compiled callable and restore every instrumented function."""
+    from magpy_codegen import forget_generated
+
     from ._sites import restore_all
 
     for state in all_states():
         state.reset()
     restore_all()
+    forget_generated()
 
 
 def annotate(

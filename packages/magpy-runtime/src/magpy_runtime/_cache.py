@@ -107,16 +107,20 @@ class CacheState:
         if self.eager_reason is not None:
             return fn(*args, **kwargs)
         records = self.records
-        for i, rec in enumerate(records):
-            inputs = rec.guard(fn, args, kwargs)
-            if inputs is not None:
-                self.hits += 1
-                rec.hits += 1
-                if i:
-                    with self._lock:
-                        if i < len(records) and records[i] is rec:
-                            records.insert(0, records.pop(i))
-                return rec.mock(fn, args, kwargs, inputs)
+        try:
+            for i, rec in enumerate(records):
+                inputs = rec.guard(fn, args, kwargs)
+                if inputs is not None:
+                    self.hits += 1
+                    rec.hits += 1
+                    if i:
+                        with self._lock:
+                            if i < len(records) and records[i] is rec:
+                                records.insert(0, records.pop(i))
+                    return rec.mock(fn, args, kwargs, inputs)
+        except Exception as exc:  # a broken record must not break the program
+            self._go_eager(f"internal error in a record: {type(exc).__name__}: {exc}", warn=True)
+            return fn(*args, **kwargs)
         self.misses += 1
         if self.dynamic is not False and records:
             self.dynamic_paths |= changed_on_miss(

@@ -191,6 +191,13 @@ def site_entry(key: tuple[int, int, int], stack: tuple[Any, ...]) -> tuple[int, 
             return _miss(stack)
         return _at_site(state, key, stack)
     except Exception as exc:  # the program must never see our failures
+        cs = REGISTRY.by_key.get(key[0])
+        site = cs.sites.get(key[1]) if cs is not None else None
+        if site is not None:
+            site.eager = True
+        state = _current()
+        if state is not None:
+            state.fallbacks += 1
         _warn_once(f"site {key} failed: {type(exc).__name__}: {exc}")
         return _miss(stack)
 
