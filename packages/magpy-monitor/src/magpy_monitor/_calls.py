@@ -331,10 +331,16 @@ def load_attr(m: FrameMonitor, base: Val, name: str, real: Any) -> Val:
         return cap.new(real, const=True)
     if base.external:
         cap.observe_type(base)
-        v = cap.child(base, Attr(name), real)
-        if type(real) is types.MethodType and real.__self__ is obj and v.extra is None:
-            v.extra = {"self": base}
-        return v
+        if (
+            type(real) is types.MethodType
+            and real.__self__ is obj
+            and name not in getattr(obj, "__dict__", {})
+        ):
+            # a method of the (guarded) type, bound anew on every read: no reference to record
+            return Val(real, extra={"self": base})
+        if type(real) is types.MethodType and isinstance(obj, type) and real.__self__ is obj:
+            return Val(real, extra={"self": base})  # a classmethod read from a guarded class
+        return cap.child(base, Attr(name), real)
     if base.expr is not None or is_value_type(obj):
         return Val(real, expr=(getattr, (base, cap.const(name))))
     fields = getattr(type(obj), "_fields", None) or getattr(type(obj), "n_fields", None)
