@@ -331,6 +331,8 @@ def load_attr(m: FrameMonitor, base: Val, name: str, real: Any) -> Val:
         return cap.new(real, const=True)
     if base.external:
         cap.observe_type(base)
+        if isinstance(obj, type):
+            cap.observe_identity(base)  # class attributes depend on which class this is
         if (
             type(real) is types.MethodType
             and real.__self__ is obj
