@@ -202,9 +202,7 @@ def integration_gpu(session: nox.Session) -> None:
 
 
 # --- user-facing entry points ------------------------------------------------------------------
-# `demo` is the first command in README.md. Add `bench` here (default=False, install
-# `-e .[bench]`, run `magpy bench`) when magpy_runtime.cli.bench exists; keep the README table
-# in sync.
+# `demo` is the first command in README.md; `bench` produces the side-by-side tables.
 
 
 @nox.session(python=PYTHON, default=False)
@@ -214,6 +212,13 @@ def demo(session: nox.Session) -> None:
     # not use it.
     _install_all(session, "numpy")
     session.run("magpy", "demo", *session.posargs)
+
+
+@nox.session(python=PYTHON, default=False)
+def bench(session: nox.Session) -> None:
+    """Install everything (+ matplotlib) and run `magpy bench` (arguments after `--`)."""
+    _install_all(session, "numpy", "matplotlib")
+    session.run("magpy", "bench", *session.posargs)
 
 
 # --- packaging ---------------------------------------------------------------------------------

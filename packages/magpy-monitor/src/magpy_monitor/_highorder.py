@@ -107,13 +107,23 @@ def _native_apply(m: FrameMonitor, fn: Any, args: list[Val], real: Any = None) -
     return cap.new(real, const=True)
 
 
+def _same_pair(v: Val, obj: Any) -> bool:
+    """A tuple the monitor built (``dict.items()``) standing for the real, equal one."""
+    if type(obj) is not tuple or not isinstance(v.items, list) or len(v.items) != len(obj):
+        return False
+    return all(
+        x.obj is y or (is_value_type(y) and type(x.obj) is type(y) and x.obj == y)
+        for x, y in zip(v.items, obj, strict=True)
+    )
+
+
 def _match_order(items: list[Val], result: list[Any]) -> list[Val]:
     """The shadows of ``result``'s elements, taken from ``items`` by identity (sorted/filter)."""
     pool = list(items)
     out = []
     for obj in result:
         for i, v in enumerate(pool):
-            if v.obj is obj:
+            if v.obj is obj or _same_pair(v, obj):
                 out.append(pool.pop(i))
                 break
         else:

@@ -29,7 +29,7 @@ from magpy_codegen import Instrumented, Layout, Record, build_record, instrument
 from magpy_monitor import CodeInfo, Segment, is_monitoring, start_segment
 from magpy_refgraph import MagPyError, Unsupported
 
-from ._cache import changed_on_miss
+from ._cache import MagPyWarning, changed_on_miss
 from ._logging import log_topic
 
 __all__ = ["HOST", "activate", "deactivate", "ensure_entry_site", "restore_all"]
@@ -245,7 +245,7 @@ def _warn_once(msg: str) -> None:
     state = _current()
     if state is not None and not state.warned_sites:
         state.warned_sites = True
-        warnings.warn(f"magpy: {msg}", RuntimeWarning, stacklevel=3)
+        warnings.warn(f"magpy: {msg}", MagPyWarning, stacklevel=3)
     log_topic("breaks", "%s", msg)
 
 
