@@ -86,20 +86,24 @@ def main() -> None:
         times: dict[str, list[float]] = {k: [] for k in variants}
         names = list(variants)
         for i in range(args.calls):
-            order = names[i % len(names):] + names[: i % len(names)]
+            order = names[i % len(names) :] + names[: i % len(names)]
             for name in order:
                 times[name].append(_time(lambda n=name: variants[n](x)))
     med = {k: statistics.median(v) * 1e3 for k, v in times.items()}
     st = magpy.stats(mp)
-    print(f"threads={args.threads} blocks={args.blocks} dim={args.dim} batch={args.batch} "
-          f"calls={args.calls} magpy backend={args.backend}\n")
+    print(
+        f"threads={args.threads} blocks={args.blocks} dim={args.dim} batch={args.batch} "
+        f"calls={args.calls} magpy backend={args.backend}\n"
+    )
     print("| variant | median ms | speedup vs eager | first call s |")
     print("|---|---|---|---|")
     for name in names:
         f = f"{first[name]:.2f}" if name in first else "-"
         print(f"| {name} | {med[name]:.3f} | {med['eager'] / med[name]:.2f}x | {f} |")
-    print(f"\nMagPy: records={st.records} graphs={st.graphs} breaks={st.breaks} hits={st.hits} "
-          f"misses={st.misses} fallbacks={st.fallbacks}")
+    print(
+        f"\nMagPy: records={st.records} graphs={st.graphs} breaks={st.breaks} hits={st.hits} "
+        f"misses={st.misses} fallbacks={st.fallbacks}"
+    )
 
 
 if __name__ == "__main__":
