@@ -9,7 +9,7 @@ their inputs; unannotated native code, VALUE_READ on tensors and EFFECT calls st
 from __future__ import annotations
 
 import types
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -23,7 +23,7 @@ from ._values import UNBOUND, Val
 __all__ = ["dispatch_call", "inline", "load_attr", "method_self", "subscr", "truthiness"]
 
 CO_GENERATOR, CO_COROUTINE, CO_ITERABLE_COROUTINE, CO_ASYNC_GENERATOR = 0x20, 0x80, 0x100, 0x200
-_FUNCTION_APPLY = torch.autograd.Function.apply.__func__
+_FUNCTION_APPLY = cast(Any, torch.autograd.Function.apply).__func__
 _MODULE_CONTAINERS = (torch.nn.ModuleList, torch.nn.Sequential, torch.nn.ParameterList)
 
 
@@ -68,7 +68,7 @@ def dispatch_call(
         return
     if fn is _FUNCTION_APPLY and pos and isinstance(pos[0].obj, type):
         # MyFn.apply(x): PRECALL unbound the classmethod; record the bound call as one node
-        bound = pos[0].obj.apply
+        bound = cast(Any, pos[0].obj).apply
         _as_op(m, inst, bound, classify(bound), pos[1:], kwargs)
         return
     if isinstance(fn, types.BuiltinMethodType) and isinstance(fn.__self__, torch.Tensor):

@@ -129,8 +129,10 @@ def _structured_result(m: FrameMonitor, obj: Any, node: Any) -> Val:
 
 
 def _register_numpy() -> None:
+    import importlib
+
     try:
-        import numpy as np
+        np: Any = importlib.import_module("numpy")
     except ImportError:  # numpy is optional
         return
     for name in (
