@@ -45,6 +45,23 @@ def dispatch_call(
     if isinstance(fn, type) and issubclass(fn, BaseException):
         pure_call(m, inst, pos, kwargs)
         return
+    if (
+        isinstance(fn, type)
+        and issubclass(fn, torch.nn.Module)
+        and fn.__module__.startswith("torch.nn.")
+    ):
+        # a torch.nn layer built inside forward: a constant of the record if it holds no state
+        # (parameters would be freshly initialised on every call); the mock never returns it
+        def make(real: list[Any]) -> list[Val]:
+            mod = real[0]
+            if mod._parameters or mod._buffers or mod._modules:
+                raise m.unsupported(f"{fn.__name__} with parameters built inside forward")
+            return [cap.new(mod, const=True)]
+
+        for v in (*pos, *kwargs.values()):
+            cap.observe(v)
+        m.expect_outputs(inst, 1, make)
+        return
     special = BUILTIN_HANDLERS.get(id(fn))
     if special is not None and special[0] is fn:
         cap.observe_identity(fn_val)

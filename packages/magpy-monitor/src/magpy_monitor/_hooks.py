@@ -43,6 +43,16 @@ def _unsupported_hooks(mod: torch.nn.Module) -> str | None:
     return None
 
 
+def _stateless_torch_module(mod: torch.nn.Module) -> bool:
+    """A torch.nn module without parameters, buffers or submodules (ReLU, Upsample, MaxPool)."""
+    return (
+        type(mod).__module__.startswith("torch.nn.")
+        and not mod._parameters
+        and not mod._buffers
+        and not mod._modules
+    )
+
+
 def _hook_vals(m: FrameMonitor, mod_val: Val, attr: str) -> list[Val]:
     cap = m.cap
     hooks = getattr(mod_val.obj, attr)
@@ -82,6 +92,14 @@ def module_call(
     if not isinstance(forward, types.FunctionType):
         raise m.unsupported(f"{type(mod).__name__}.forward is not a Python function")
     if not fn_val.external or fn_val.node is None:
+        if (
+            fn_val.const
+            and _stateless_torch_module(mod)
+            and not (mod._forward_hooks or mod._forward_pre_hooks)
+        ):
+            # e.g. nn.ReLU(inplace=True)(x) built inside forward: its forward is all there is
+            inline(m, inst, cap.const(forward), [fn_val, *pos], kwargs)
+            return
         raise m.unsupported("calling a module created during the run")
     cap.observe_type(fn_val)
     cap.graph.observe(fn_val.node, GuardKind.CUSTOM, "module_call")

@@ -123,7 +123,7 @@ class _Planner:
             for k, x in obj.items():
                 kv += [Constant(k), self._const(x)]
             return Build(id(obj), BuildKind.DICT, tuple(kv), (dict,))
-        if isinstance(obj, _MUTABLE_CONSTS):
+        if isinstance(obj, (*_MUTABLE_CONSTS, torch.nn.Module)):
             raise Unsupported(f"cannot rebuild a constant {type(obj).__name__}")
         return Constant(obj)
 
