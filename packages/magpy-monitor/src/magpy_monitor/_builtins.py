@@ -8,7 +8,6 @@ inputs.
 
 from __future__ import annotations
 
-import builtins
 import math
 import operator
 from collections.abc import Callable
@@ -481,6 +480,3 @@ def _str_method(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val])
     if _has_tensor(flat):
         raise m.unsupported("string method over tensors")
     pure_call(m, inst, flat, kw)
-
-
-_ = builtins

@@ -359,7 +359,7 @@ def initial_fast(
 
     For the root frame (``args is None``) arguments are read from SN#0 as ``Local`` accesses.
     """
-    from magpy_refgraph import Cell, Local
+    from magpy_refgraph import Local
 
     code = frame.f_code
     names = localsplus_names(code)
@@ -385,7 +385,6 @@ def initial_fast(
             else:
                 box = CellBox(UNBOUND, name, root_scope)
                 fast[i] = cap.new(real_cell, extra=box)
-                _ = Cell
         elif name in cellvars:
             real_cell = view.local(i)
             content = fast[i] if i < len(argnames) else UNBOUND

@@ -13,10 +13,9 @@ import torch
 
 from magpy_refgraph import Builtin, Cell, Global, Item
 
-from ._annotations import Kind, tensor_attr_kind
 from ._calls import dispatch_call, load_attr, subscr, truthiness
 from ._capture import FROZEN_MODULE_ROOTS, is_value_type
-from ._frame import LAZY, CellBox, FrameMonitor, Inst, handler
+from ._frame import LAZY, FrameMonitor, Inst, handler
 from ._frameio import NULL
 from ._iteration import get_iter, unpack
 from ._values import UNBOUND, Val
@@ -700,6 +699,3 @@ def _call_function_ex(m: FrameMonitor, inst: Inst) -> None:
 )
 def _not_yet(m: FrameMonitor, inst: Inst) -> None:
     raise m.unsupported(f"{inst.opname} is not supported yet")
-
-
-_ = (Kind, tensor_attr_kind, CellBox)

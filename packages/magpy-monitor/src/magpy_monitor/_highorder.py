@@ -365,4 +365,3 @@ def _register_pure_methods() -> None:
 
 
 _register_pure_methods()
-_ = (Callable,)

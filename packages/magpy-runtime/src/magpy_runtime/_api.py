@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -300,6 +299,3 @@ def annotate(
         ),
     )
     return fn
-
-
-_ = inspect
