@@ -457,15 +457,6 @@ def bump_and_print(x: torch.Tensor) -> torch.Tensor:
     return x * 2
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "magpy.explain runs the user's call twice when it has a graph break: "
-        "magpy_runtime/_api.py:explain calls state.call() a second time 'if state.split', so "
-        "print output, in-place updates of inputs and module state happen twice (x.add_(1) "
-        "adds 2), although explain promises to run the call for real once"
-    ),
-)
 def test_explain_runs_the_call_once(capsys: pytest.CaptureFixture[str]) -> None:
     """``explain`` runs the program once: its side effects happen once, like an eager call."""
     x = torch.zeros(3)

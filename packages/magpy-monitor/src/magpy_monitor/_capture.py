@@ -12,6 +12,7 @@ from __future__ import annotations
 import enum
 import operator
 import types
+from collections.abc import Callable
 from typing import Any, cast
 
 import torch
@@ -124,6 +125,9 @@ class Capture:
         self.gen_frames: dict[int, Val] = {}
         self.result: Val | None = None
         self.code_info: Any = None
+        # set by a segment monitor: asked when an inlined callee reaches its entry site; True
+        # ends the segment at the call into that callee (which then runs through its site)
+        self.end_at_callee_site: Callable[[], bool] | None = None
         self.grad_enabled = torch.is_grad_enabled()  # guarded: the mode when capture started
         self.dynamic_paths: frozenset[Path] = frozenset()
         self.promote_all = False

@@ -20,11 +20,29 @@ from ._capture import Capture, is_value_type
 from ._frameio import NULL, StackView, nlocalsplus
 from ._values import UNBOUND, Val
 
-__all__ = ["LAZY", "CellBox", "FrameMonitor", "Inst", "Pending", "SegmentEnd", "decode"]
+__all__ = [
+    "LAZY",
+    "CalleeSite",
+    "CellBox",
+    "FrameMonitor",
+    "Inst",
+    "Pending",
+    "SegmentEnd",
+    "decode",
+]
 
 
 class SegmentEnd(Exception):
     """The monitored segment reached the start of another site: commit it here."""
+
+
+class CalleeSite(Exception):
+    """An inlined callee reached its own entry site: end the segment at the call into it."""
+
+
+# instructions before a function's entry site (a site block reached after only these is the
+# entry site's)
+_PROLOGUE = frozenset(("RESUME", "MAKE_CELL", "COPY_FREE_VARS", "NOP", "EXTENDED_ARG"))
 
 
 class _Lazy:
@@ -190,8 +208,11 @@ class FrameMonitor:
         self.stored: set[int] = set()
         self.pre: tuple[Any, ...] | None = None
         self.func: Any = None
+        self.entry_mark = len(cap.rec.created)  # operations recorded before this frame began
+        self.entry_fast = list(fast)  # the locals it began with (a callee piece's inputs)
         info = cap.code_info(self.code) if cap.code_info is not None else None
         self.injected: frozenset[int] = info.injected if info is not None else frozenset()
+        self.block_sites: dict[int, int] = info.block_sites if info is not None else {}
         self.to_original: dict[int, int] | None = info.to_original if info is not None else None
 
     # ------------------------------------------------------------------ protocol
@@ -204,6 +225,14 @@ class FrameMonitor:
         if lasti in self.injected:
             if self.kind == "segment" and self.last is not None:
                 raise SegmentEnd("reached another site")
+            if (
+                self.kind != "segment"
+                and lasti in self.block_sites
+                and (self.last is None or self.last.opname in _PROLOGUE)
+                and self.cap.end_at_callee_site is not None
+                and self.cap.end_at_callee_site()
+            ):
+                raise CalleeSite(self.code.co_qualname)
             return
         inst = self.insts.get(lasti)
         if inst is None or inst.opname in ("EXTENDED_ARG", "CACHE"):

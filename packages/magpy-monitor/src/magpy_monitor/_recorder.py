@@ -84,6 +84,27 @@ class GraphRecorder:
             self.graph.erase_node(node)
         del self.created[n_created:]
 
+    def extract(self, start: int, end: int) -> fx.GraphModule | None:
+        """A standalone copy of the operations created in ``[start, end)`` (``None``: none).
+
+        Values from outside the slice become placeholders and every copied node is an output.
+        Used to show the graph a callee's own segment will hold (``magpy.explain``).
+        """
+        nodes = [n for n in self.created[start:end] if n.graph is self.graph]
+        if not any(n.op in ("call_function", "call_method") for n in nodes):
+            return None
+        graph = fx.Graph()
+        env: dict[fx.Node, fx.Node] = {}
+        inside = set(nodes)
+        for n in nodes:
+            for a in n.all_input_nodes:
+                if a not in inside and a not in env:
+                    env[a] = graph.placeholder(f"in_{len(env)}")
+        for n in nodes:
+            env[n] = graph.node_copy(n, env.__getitem__)
+        graph.output(tuple(env[n] for n in nodes))
+        return fx.GraphModule(torch.nn.Module(), graph)
+
     def finish(self, outputs: list[fx.Node]) -> fx.Graph:
         """Set the outputs and drop every node neither an output nor an effect depends on."""
         self.graph.output(tuple(outputs))

@@ -27,7 +27,14 @@ import torch.fx as fx
 from magpy_refgraph import Local, MagPyError, Plan, Unsupported
 
 from ._capture import Capture
-from ._frame import FrameMonitor, SegmentEnd, localsplus_names, real_offset, segment_fast
+from ._frame import (
+    CalleeSite,
+    FrameMonitor,
+    SegmentEnd,
+    localsplus_names,
+    real_offset,
+    segment_fast,
+)
 from ._frameio import NULL, StackView
 from ._planner import build_plan
 from ._tracer import Monitor, TraceFn
@@ -70,6 +77,12 @@ class SegmentHost(Protocol):
 
     def on_break(self, reason: Unsupported, chain: list[tuple[types.CodeType, Any]]) -> None: ...
 
+    def on_callee_site(self, chain: list[tuple[types.CodeType, Any]]) -> None: ...
+
+    def on_callee_pieces(
+        self, pieces: list[tuple[Any, fx.GraphModule, dict[str, Any]]]
+    ) -> None: ...
+
     def on_failure(self, code: types.CodeType, site: int, exc: BaseException) -> None: ...
 
     def on_empty(self, code: types.CodeType, site: int) -> None: ...
@@ -107,6 +120,7 @@ class SegmentMonitor(Monitor):
         mon.stack = [cap.root(Local(f"$s{i}"), v) for i, v in enumerate(stack)]
         self.root = mon
         self.finished_segment = False
+        cap.end_at_callee_site = self._can_end_at_call
 
     def start(self, *, now: bool = False) -> TraceFn:
         """Start tracing the frame (from a function it called, or from its trace callback).
@@ -150,8 +164,20 @@ class SegmentMonitor(Monitor):
         try:
             if isinstance(exc, SegmentEnd):
                 self._commit_at_site(root)
+            elif isinstance(exc, CalleeSite):
+                # the innermost frame runs its own entry site natively; the frames above it
+                # continue with segments after the call returns
+                self.host.on_callee_site(chain)
+                self._commit_at_pre(root)
+                self._stop()
+                for frame in reversed(frames[:-1]):
+                    _arm_finder(self.host, frame)
+                return
             elif isinstance(exc, Unsupported):
-                self._commit_at_break(root, exc, chain)
+                try:
+                    self._commit_at_break(root, exc, chain)
+                except Unsupported:  # no record from this site; the frames still go on
+                    self.host.on_empty(self.code, self.site)
                 self._stop()
                 for frame in reversed(frames):
                     _arm_finder(self.host, frame)
@@ -184,9 +210,55 @@ class SegmentMonitor(Monitor):
         self, root: FrameMonitor, exc: Unsupported, chain: list[tuple[types.CodeType, Any]]
     ) -> None:
         self.host.on_break(exc, chain)
+        self._report_callee_pieces()
         if root.pre is None:
             self.host.on_empty(self.code, self.site)
             return
+        self._commit_at_pre(root)
+
+    def _report_callee_pieces(self) -> None:
+        """Tell the host which operations of the inlined callees the cut drops.
+
+        The break is inside a chain of inlined callees: the segment ends at the call into the
+        first one, and on later calls each callee of the chain runs its entry segment, up to
+        the call into the next one (or up to the break), as a graph of its own. The operations
+        of those pieces were recorded here; the host may show them (``magpy.explain``).
+        """
+        frames = self.cap.frames
+        pieces: list[tuple[Any, fx.GraphModule, dict[str, Any]]] = []
+        for i, mon in enumerate(frames[1:], start=1):
+            end = frames[i + 1].entry_mark if i + 1 < len(frames) else len(self.cap.rec.created)
+            gm = self.cap.rec.extract(mon.entry_mark, end)
+            if gm is not None:
+                names = localsplus_names(mon.code)
+                entry = {
+                    names[j]: v.obj
+                    for j, v in enumerate(mon.entry_fast)
+                    if isinstance(v, Val) and v.obj is not UNBOUND
+                }
+                pieces.append((mon.func, gm, entry))
+        if pieces:
+            self.host.on_callee_pieces(pieces)
+
+    def _can_end_at_call(self) -> bool:
+        """Whether the segment can end at the root frame's current cut point (``pre``).
+
+        Asked when an inlined callee reaches its entry site. Where the cut would give an empty
+        or effect-losing record, the callee is inlined instead, as before it had a site.
+        """
+        root = self.root
+        if root.pre is None or self.failure is not None or self.finished_segment:
+            return False
+        _stack, mark, lasti, kwnames = root.pre
+        return (
+            not kwnames
+            and root.cap.mark()[1:] == mark[1:]
+            and root.original_offset(lasti) != self._start_offset()
+        )
+
+    def _commit_at_pre(self, root: FrameMonitor) -> None:
+        """Commit the segment at the root frame's last cut point, dropping later operations."""
+        assert root.pre is not None
         stack, mark, lasti, kwnames = root.pre
         if kwnames:
             raise Unsupported("graph break right after KW_NAMES")

@@ -203,12 +203,18 @@ class ExplainOutput:
 def explain(fn: Any) -> Callable[..., ExplainOutput]:
     """``magpy.explain(fn)(*args, **kwargs)``: capture one call and report graphs and breaks.
 
-    The call runs for real (with the eager backend, so nothing is compiled).
+    The call runs for real, exactly once (with the eager backend, so nothing is compiled). It
+    runs in split mode from its start (the function's entry is a site), so a graph break ends
+    one segment and the next begins after it in the same call. Where a break lies inside a
+    chain of callees, the callees' own entry graphs, which the compiled program runs from its
+    next call on, are reported from the operations this call recorded for them.
     """
     target = getattr(fn, "_magpy_original", fn)
 
     def run(*args: Any, **kwargs: Any) -> ExplainOutput:
         from magpy_codegen import BACKENDS
+
+        from ._sites import forget_backend
 
         def explain_backend(gm: Any, example_inputs: list[Any]) -> Any:
             return BACKENDS["eager"](gm, example_inputs)
@@ -216,13 +222,14 @@ def explain(fn: Any) -> Callable[..., ExplainOutput]:
         state = CacheState(
             getattr(target, "__qualname__", type(target).__qualname__), explain_backend
         )
-        state.call(target, args, kwargs)
-        if state.split:  # the first call found breaks: a second one records every segment
-            state.breaks = 0
-            state.break_reasons.clear()
+        try:
+            _split_from_the_start(state, target)
             state.call(target, args, kwargs)
+        finally:
+            forget_backend(explain_backend)
         records = [*state.records, *state.site_records]
         graphs = [r.graph_module for r in records if r.graph_module is not None]
+        graphs += [gm for _code, gm, _locals in state.pending_graphs]
         ops = [
             [
                 str(
@@ -254,6 +261,32 @@ def explain(fn: Any) -> Callable[..., ExplainOutput]:
         )
 
     return run
+
+
+def _split_from_the_start(state: CacheState, target: Any) -> None:
+    """Give ``target``'s Python function an entry site and put ``state`` in split mode.
+
+    Callables without a plain Python function (builtins, generator functions, objects whose
+    ``__call__`` is native) keep the whole-call mode: a break there is reported, but the
+    segments after it are not recorded.
+    """
+    import types
+
+    from magpy_refgraph import MagPyError
+
+    from ._sites import ensure_entry_site
+
+    if isinstance(target, torch.nn.Module):
+        func = getattr(target.forward, "__func__", target.forward)
+    else:
+        func = getattr(target, "__func__", target)
+    if not isinstance(func, types.FunctionType):
+        return
+    try:
+        ensure_entry_site(func)
+    except MagPyError:
+        return
+    state.split = True
 
 
 def reset() -> None:

@@ -75,6 +75,9 @@ class CacheState:
     site_records: list[Record] = attrs.field(factory=list)
     warned_sites: bool = False
     last_refgraph: str = ""
+    # graphs of callee pieces cut out of a segment by a break deeper in the chain; each is
+    # compiled at the callee's entry site from the next call on (shown by ``magpy.explain``)
+    pending_graphs: list[tuple[Any, Any, dict[str, Any]]] = attrs.field(factory=list)
     _lock: threading.Lock = attrs.field(factory=threading.Lock)
     _warned: bool = False
 
@@ -89,6 +92,7 @@ class CacheState:
             self.split = False
             self.dynamic_paths.clear()
             self.site_records.clear()
+            self.pending_graphs.clear()
             self.break_reasons.clear()
             self.eager_reason = None
             self._warned = False
@@ -189,6 +193,7 @@ class CacheState:
     def note_record(self, rec: Record, seg: Any) -> None:
         """A segment record was added at a site."""
         self.site_records.append(rec)
+        self.last_refgraph = dump(seg.capture.graph)
         log_topic(
             "records", "new segment record for %s (%d ops)", seg.code.co_qualname, rec.op_count
         )

@@ -19,7 +19,7 @@ class Config:
     ``max_records``: records kept per compiled callable before it runs eagerly (env
     ``MAGPY_MAX_RECORDS``). ``verify``: check RefGraph invariants after every capture
     (``MAGPY_VERIFY=1``). ``logs``: topics printed by the ``magpy`` logger (``MAGPY_LOGS``,
-    comma separated: guards, mocks, graphs, breaks, records).
+    comma separated: guards, mocks, graphs, breaks, records, sites).
     """
 
     max_records: int = 8

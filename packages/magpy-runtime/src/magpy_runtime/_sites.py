@@ -106,6 +106,21 @@ class CodeState:
         self.current = None
 
 
+def _served(cs: CodeState, state: Any, entry_locals: dict[str, Any]) -> bool:
+    """Whether a record of ``state``'s backend at the entry of ``cs`` accepts these locals."""
+    site = cs.sites.get(ENTRY)
+    if site is None:
+        return False
+    for rec, _layout, backend in site.records:
+        if backend is state.backend:
+            try:
+                if rec.guard(entry_locals, ()) is not None:
+                    return True
+            except Exception:  # a local the guard reads is missing: not this record's input
+                continue
+    return False
+
+
 def _first_offset(code: types.CodeType) -> int:
     import dis
 
@@ -158,6 +173,14 @@ def restore_all() -> None:
             st.restore()
         REGISTRY.by_code.clear()
         REGISTRY.by_key.clear()
+
+
+def forget_backend(backend: Any) -> None:
+    """Drop every site record compiled with ``backend`` (``magpy.explain``'s own records)."""
+    with REGISTRY.lock:
+        for st in REGISTRY.by_code.values():
+            for site in st.sites.values():
+                site.records = [r for r in site.records if r[2] is not backend]
 
 
 # ---------------------------------------------------------------------- activation
@@ -221,8 +244,10 @@ def _at_site(state: Any, key: tuple[int, int, int], stack: tuple[Any, ...]) -> t
             continue
         state.hits += 1
         rec.hits += 1
+        log_topic("sites", "hit at %s offset %d", cs.original.co_qualname, key[1])
         return (layouts.index(layout) + 1, rec.mock(f_locals, stack, inputs))
     state.misses += 1
+    log_topic("sites", "miss at %s offset %d (%d records)", cs.original.co_qualname, key[1], mine)
     if state.dynamic is not False and mine:
         site.dynamic_paths |= changed_on_miss(
             [r for r, _, b in site.records if b is backend], {"L": f_locals, "S": stack}
@@ -293,6 +318,12 @@ class _Host:
                 mine = [r for r, _, b in site.records if b is state.backend]
                 site.dynamic_paths |= changed_scalars(rec.plan, mine)
             site.records.insert(0, (rec, layout, state.backend))
+            if seg.site == ENTRY and state.pending_graphs:  # pieces this record now serves
+                state.pending_graphs[:] = [
+                    p
+                    for p in state.pending_graphs
+                    if p[0] is not cs.original or not _served(cs, state, p[2])
+                ]
             state.note_record(rec, seg)
             if layout not in site.layouts:
                 site.layouts.append(layout)
@@ -308,6 +339,33 @@ class _Host:
                     ensure_entry_site(fn)
                 except Unsupported:
                     continue
+
+    def on_callee_site(self, chain: list[tuple[types.CodeType, Any]]) -> None:
+        """A segment ended at a call into a function with an entry site: the functions between
+        the segment's frame and that callee get entry sites too (so the next call settles)."""
+        for _code, fn in chain[1:-1]:
+            if isinstance(fn, types.FunctionType) and _user_function(fn):
+                try:
+                    ensure_entry_site(fn)
+                except Unsupported:
+                    continue
+
+    def on_callee_pieces(self, pieces: list[tuple[Any, Any, dict[str, Any]]]) -> None:
+        """Graphs the callees of a broken chain will compile from the next call on.
+
+        Kept (for ``magpy.explain``) until a record at the callee's entry site would serve the
+        locals that callee began with; then that record stands for the piece.
+        """
+        state = _current()
+        if state is None:
+            return
+        with REGISTRY.lock:
+            for fn, gm, entry_locals in pieces:
+                if not (isinstance(fn, types.FunctionType) and _user_function(fn)):
+                    continue
+                cs = REGISTRY.state(fn.__code__)
+                if not _served(cs, state, entry_locals):
+                    state.pending_graphs.append((cs.original, gm, entry_locals))
 
     def on_failure(self, code: types.CodeType, site: int, exc: BaseException) -> None:
         with REGISTRY.lock:
@@ -348,13 +406,17 @@ class _Host:
                 cs.sites[offset] = SiteState(offset, len(stack))
                 cs.reinstrument()
             site = cs.sites[offset]
-        if (
-            state is None
-            or site.eager
-            or is_monitoring()
-            or any(b is state.backend for _, _, b in site.records)
-        ):
+        if state is None or site.eager or is_monitoring():
             return None
+        mine = [rec for rec, _, b in site.records if b is state.backend]
+        if mine:
+            # this frame runs an older generation of the code, without the site's block: a
+            # record that would hit here covers it already; otherwise record the new variant
+            f_locals = frame.f_locals
+            if any(rec.guard(f_locals, stack) is not None for rec in mine):
+                return None
+            if len(mine) >= state.limit():
+                return None
         return start_segment(self, frame, offset, stack, now=True)
 
 

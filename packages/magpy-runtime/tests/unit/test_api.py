@@ -356,11 +356,6 @@ class TestExplain:
         assert out.graph_count == 1
         assert magpy.stats(fast) == magpy.CacheStats(0, 0, 0, 0, 0, 0)
 
-    @pytest.mark.xfail(
-        strict=True,
-        reason="explain() calls the program a second time when the first call split into "
-        "segments (CacheState.split), so the program's side effects (here: print) happen twice",
-    )
     def test_explain_runs_the_call_once(self, capsys: Any) -> None:
         """explain runs the program for real, exactly once."""
         magpy.explain(prints)(torch.ones(1))
