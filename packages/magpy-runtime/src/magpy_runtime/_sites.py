@@ -48,6 +48,16 @@ class SiteState:
     layouts: list[Layout] = attrs.field(factory=list)
     eager: bool = False
     dynamic_paths: set[Any] = attrs.field(factory=set)
+    # ids of the ``self`` objects seen at this site: a method shared by several module
+    # instances (the blocks of a model) keeps up to ``max_records`` records per instance
+    selves: set[int] = attrs.field(factory=set)
+
+    def limit(self, per_instance: int, f_locals: dict[str, Any]) -> int:
+        """Records allowed at this site, ``per_instance`` for each ``self`` seen here."""
+        this = f_locals.get("self")
+        if this is not None and len(self.selves) < 64:
+            self.selves.add(id(this))
+        return per_instance * max(1, len(self.selves))
 
 
 @attrs.define(eq=False)
@@ -252,10 +262,11 @@ def _at_site(state: Any, key: tuple[int, int, int], stack: tuple[Any, ...]) -> t
         site.dynamic_paths |= changed_on_miss(
             [r for r, _, b in site.records if b is backend], {"L": f_locals, "S": stack}
         )
-    if mine >= state.limit():
+    limit = site.limit(state.limit(), f_locals)
+    if mine >= limit:
         site.eager = True
         _warn_once(
-            f"{cs.original.co_qualname}: more than {state.limit()} records at one "
+            f"{cs.original.co_qualname}: more than {limit} records at one "
             "site; it runs eagerly from now on"
         )
         return _miss(stack)
@@ -415,7 +426,7 @@ class _Host:
             f_locals = frame.f_locals
             if any(rec.guard(f_locals, stack) is not None for rec in mine):
                 return None
-            if len(mine) >= state.limit():
+            if len(mine) >= site.limit(state.limit(), f_locals):
                 return None
         return start_segment(self, frame, offset, stack, now=True)
 
