@@ -309,16 +309,17 @@ class Case:
 
 
 CASES = {
-    # (a) entry segment: range(3), first x * 2, ends at print; after the print a segment meets
-    # FOR_ITER over the (external) range iterator: an empty record and a break; after FOR_ITER
-    # the loop body segment (x * 2, ends at print) serves iterations 1 and 2.
+    # (a) entry segment: range(3), first x * 2, ends at print. After the print a segment looks
+    # ahead in the loop's (pre-existing) range iterator: one record for the body (x * 2, ends
+    # at print; the iterator has a value left) serves iterations 1 and 2, another the exit
+    # (the iterator is exhausted: x + 1, return). Four graph runs per call, all compiled.
     "a_loop": Case(
         lambda: loop_break,
         randn(5),
-        graphs=2,
-        runs=3,
+        graphs=3,
+        runs=4,
         explain_breaks=3,
-        break_lines=[(loop_break, "print(i)"), (loop_break, "for i in range(3)")],
+        break_lines=[(loop_break, "print(i)")],
     ),
     # (b) the segment ends inside `with torch.no_grad()`: grad mode is modelled
     "b_no_grad": Case(
@@ -370,20 +371,15 @@ CASES = {
     ),
     # (f) every block calls .item(): Block.forward is shared by the three instances, so two
     # graphs (abs/mean, linear/relu) serve all of them: six graph runs per call. Stack.forward
-    # resumes after block 0 returns and meets FOR_ITER over the (external) ModuleList iterator:
-    # a break with an empty record, after which the loop runs natively and each block through
-    # its own sites.
+    # resumes after each block returns, looking ahead in the ModuleList's iterator, and ends at
+    # the call into the next block (whose entry site takes over).
     "f_module_item": Case(
         frozen_print_stack,
         randn(2, 4),
         graphs=2,
         runs=6,
-        explain_breaks=4,
-        break_lines=[
-            (PrintBlock.forward, ".item()"),
-            (PrintBlock.forward, "print("),
-            (Stack.forward, "for b in self.blocks"),
-        ],
+        explain_breaks=3,
+        break_lines=[(PrintBlock.forward, ".item()"), (PrintBlock.forward, "print(")],
     ),
 }
 
@@ -967,3 +963,62 @@ def _run_with_block_calls(
                     sys.settrace(None)
             H.assert_same(got, want, f"call {i}")
             assert want_log == LOG, f"call {i}"
+
+
+# ---------------------------------------------------------------- loops resumed after a break
+def list_loop_break(xs: list[torch.Tensor], stop_at: int) -> torch.Tensor:
+    acc = xs[0] * 0
+    for x in xs:
+        acc = acc + x * 2
+        print("step")
+        if len(LOG) >= stop_at:  # leaves the loop early: the list iterator is not exhausted
+            break
+        LOG.append("next")
+    return acc.relu()
+
+
+def dict_loop_break(d: dict[str, torch.Tensor]) -> torch.Tensor:
+    out = []
+    for name, t in d.items():
+        print(name)
+        out.append(t.sum())
+    return torch.stack(out)
+
+
+@pytest.mark.parametrize(
+    ("make", "fn"),
+    [
+        # lists of 3 and 2 tensors in turn; the calls with 2 leave the loop after 2 steps
+        (
+            lambda i: ([torch.randn(3) for _ in range(2 if i % 2 else 3)], 2 if i % 2 else 9),
+            list_loop_break,
+        ),
+        (lambda i: ({k: torch.randn(2) for k in "abc"[: 2 + i % 2]},), dict_loop_break),
+    ],
+    ids=["list", "dict_items"],
+)
+def test_loop_resumed_after_a_break_looks_ahead_in_its_iterator(
+    make: Callable[[int], tuple[Any, ...]], fn: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A segment that starts inside a ``for`` loop takes its values from the (pre-existing)
+    iterator: guarded by what the iterator still holds, replayed by advancing it. Results,
+    printed text and LOG equal eager on every call, and the loop body hits once settled."""
+    _, _, per_call = run_like_eager(fn, make, capsys, calls=6)
+    for last in per_call[-2:]:
+        assert last.misses == 0 and last.hits >= 2 and last.compiles == 0, per_call
+
+
+def test_iterator_look_ahead_guards_and_advances() -> None:
+    """The guard of a loop segment checks what the iterator has left; the mock advances it."""
+    import magpy_runtime._sites as sites
+
+    compiled = magpy.compile(list_loop_break, backend="eager")
+    for n in (3, 3):
+        LOG.clear()
+        compiled([torch.ones(2)] * n, 99)
+    sources = [r.guard_source for r in compiled._magpy_state.site_records]
+    mocks = [r.mock_source for r in compiled._magpy_state.site_records]
+    assert any(">= 1" in g and "len(" in g for g in sources), sources
+    assert any("== 0" in g for g in sources), sources  # the exit segment saw exhaustion
+    assert any("next(" in m for m in mocks), mocks
+    assert sites.REGISTRY.by_code  # the loop's function was instrumented

@@ -21,6 +21,7 @@ from magpy_refgraph import (
     InternalError,
     Path,
     Plan,
+    iter_remaining,
     literal_expr,
     render_step,
 )
@@ -133,6 +134,12 @@ def _custom_check(v: str, payload: Any, c: Any) -> str:
         )
     if payload == "module_no_hooks":
         return f"not ({v}._forward_hooks or {v}._forward_pre_hooks)"
+    if isinstance(payload, tuple) and payload[:1] == ("iter_len",):
+        # a loop's iterator that the record takes values from: at least that many left, or
+        # exactly that many where the record saw the loop end
+        _, exact, n = payload
+        op = "==" if exact else ">="
+        return f"len({c(iter_remaining)}({v})) {op} {int(n)}"
     raise InternalError(f"unknown custom guard {payload!r}")
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from magpy_refgraph import (
+    AdvanceIter,
     Apply,
     Build,
     BuildKind,
@@ -104,6 +105,8 @@ class _MockWriter:
             return f"    {self.expr(w.target)}[{self.expr(w.key)}] = {self.expr(w.value)}"
         if isinstance(w, DelItem):
             return f"    del {self.expr(w.target)}[{self.expr(w.key)}]"
+        if isinstance(w, AdvanceIter):
+            return f"    for _ in range({int(w.count)}): next({self.expr(w.target)}, None)"
         if isinstance(w, ReplaceContents):
             target = self.expr(w.target)
             parts = [self.expr(p) for p in w.parts]

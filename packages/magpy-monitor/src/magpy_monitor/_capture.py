@@ -133,6 +133,7 @@ class Capture:
         self.promote_all = False
         self.scalar_inputs: set[int] = set()
         self.mutations = 0
+        self.ahead_iters: list[Val] = []  # pre-existing iterators a loop took values from
         self.location: tuple[str, int] | None = None
 
     def mark(self) -> tuple[int, int, int, int]:

@@ -3,16 +3,19 @@
 An iterator's shadow knows the ``Val``s it will produce (``extra['iter']`` + position), computed
 when it is created: from a container built during the run, from an entry container (its length
 or keys guarded, each element an entry path), from a constant, or lazily from a generator whose
-frame the monitor follows (values arrive through ``Pending.yields``).
+frame the monitor follows (values arrive through ``Pending.yields``). A pre-existing built-in
+iterator that a segment finds on its stack (a loop resumed after a break) is followed by looking
+ahead in it (``extra['ahead']``, see ``_look_ahead``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from magpy_refgraph import Item
+from magpy_refgraph import Item, IterPos, iter_remaining
 
 from ._capture import is_value_type
 from ._frame import FrameMonitor, Inst
@@ -121,6 +124,9 @@ def for_iter(m: FrameMonitor, inst: Inst) -> None:
         p = m.expect_outputs(inst, n_out, make_gen, opaque=True)
         p.gen = it
         return
+    if (isinstance(it.extra, dict) and "ahead" in it.extra) or _look_ahead(m, it):
+        _for_iter_ahead(m, inst, it, n_out)
+        return
     if not (isinstance(it.extra, dict) and "iter" in it.extra):
         raise m.unsupported(f"FOR_ITER over a {type(it.obj).__name__} of unknown contents")
 
@@ -130,6 +136,40 @@ def for_iter(m: FrameMonitor, inst: Inst) -> None:
             m.stack.pop()
             return []
         val: Val = state["iter"][state["pos"]]
+        state["pos"] += 1
+        return [val]
+
+    m.expect_outputs(inst, n_out, make)
+
+
+def _look_ahead(m: FrameMonitor, it: Val) -> bool:
+    """Start following a pre-existing built-in iterator (a loop's iterator on a segment's stack).
+
+    Its values are read through ITER accesses (``iter_remaining(it)[k]``, guarded like any
+    entry value); the record advances the real iterator by as many values as it took
+    (``AdvanceIter``). Only iterators over lists, tuples, ranges and dict views qualify.
+    """
+    if not (it.external and it.node is not None) or it.extra is not None:
+        return False
+    try:
+        iter_remaining(it.obj)
+    except TypeError:
+        return False
+    m.cap.observe_type(it)
+    it.extra = {"ahead": True, "pos": 0, "exhausted": False}
+    m.cap.ahead_iters.append(it)
+    return True
+
+
+def _for_iter_ahead(m: FrameMonitor, inst: Inst, it: Val, n_out: Callable[[int], int]) -> None:
+    def make(real: list[Any]) -> list[Val]:
+        state = it.extra
+        m.cap.mutations += 1  # the iterator advanced: an effect on outside state
+        if not real:
+            m.stack.pop()
+            state["exhausted"] = True
+            return []
+        val = m.cap.child(it, IterPos(state["pos"]), real[0])
         state["pos"] += 1
         return [val]
 

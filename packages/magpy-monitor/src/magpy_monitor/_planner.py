@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from magpy_refgraph import (
+    AdvanceIter,
     Apply,
     Build,
     BuildKind,
@@ -22,6 +23,7 @@ from magpy_refgraph import (
     DelAttr,
     FromPath,
     GraphOut,
+    GuardKind,
     Plan,
     Recipe,
     ReplaceContents,
@@ -180,6 +182,15 @@ class _Planner:
         raise Unsupported(f"write-back {op} is not supported yet")
 
 
+def _advance(cap: Capture, it: Val) -> WriteBack | None:
+    """Guard how many values a pre-existing iterator has left; advance it as the run did."""
+    state = it.extra
+    cap.graph.observe(it.node, GuardKind.CUSTOM, ("iter_len", state["exhausted"], state["pos"]))
+    if not state["pos"]:
+        return None
+    return AdvanceIter(FromPath(cap.paths[it.node]), state["pos"])
+
+
 def build_plan(cap: Capture) -> tuple[Plan, list[Any]]:
     """The plan of a finished capture and the fx output nodes it needs (in output order)."""
     if cap.result is None:
@@ -188,6 +199,7 @@ def build_plan(cap: Capture) -> tuple[Plan, list[Any]]:
     result = p.recipe(cap.result)
     writes = tuple(p.writeback(w.op, w.target, w.key, w.value) for w in cap.writes)
     writes += tuple(p.replace_contents(v) for v in cap.mutated_containers)
+    writes += tuple(w for v in cap.ahead_iters if (w := _advance(cap, v)) is not None)
     inputs = tuple(cap.rec.input_paths)
     plan = Plan(
         guards=guard_requirements(cap.graph),

@@ -106,7 +106,13 @@ class SegmentMonitor(Monitor):
     """Monitors one segment of one frame, from a site to the segment's end."""
 
     def __init__(
-        self, host: SegmentHost, frame: types.FrameType, site: int, stack: tuple[Any, ...]
+        self,
+        host: SegmentHost,
+        frame: types.FrameType,
+        site: int,
+        stack: tuple[Any, ...],
+        *,
+        dry: bool = False,
     ) -> None:
         cap = Capture(frame.f_code.co_qualname)
         cap.code_info = host.code_info
@@ -120,6 +126,9 @@ class SegmentMonitor(Monitor):
         mon.stack = [cap.root(Local(f"$s{i}"), v) for i, v in enumerate(stack)]
         self.root = mon
         self.finished_segment = False
+        # a dry segment only follows the frame to its next break (where finders take over); a
+        # record the site already has covers it, so its commit stores nothing
+        self.dry = dry
         cap.end_at_callee_site = self._can_end_at_call
 
     def start(self, *, now: bool = False) -> TraceFn:
@@ -284,6 +293,8 @@ class SegmentMonitor(Monitor):
     ) -> None:
         self.finished_segment = True
         cap = self.cap
+        if self.dry:
+            return
         if end is not None and end == self._start_offset():
             # nothing ran before the segment ended: a record would jump back to its own site
             self.host.on_empty(self.code, self.site)
@@ -393,9 +404,13 @@ def start_segment(
     stack: tuple[Any, ...],
     *,
     now: bool = False,
+    dry: bool = False,
 ) -> TraceFn:
-    """Monitor ``frame`` from original offset ``site`` (its stack values given)."""
-    return SegmentMonitor(host, frame, site, stack).start(now=now)
+    """Monitor ``frame`` from original offset ``site`` (its stack values given).
+
+    ``dry``: follow the frame only to find its next break; the segment records nothing.
+    """
+    return SegmentMonitor(host, frame, site, stack, dry=dry).start(now=now)
 
 
 def is_monitoring() -> bool:

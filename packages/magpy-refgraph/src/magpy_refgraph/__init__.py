@@ -38,7 +38,14 @@ from ._errors import (
 from ._graph import Edge, NodeKind, RefGraph, ShadowNode, ShadowVersion
 from ._guards import GuardKind, GuardReq, GuardSet
 from ._inspect import dump, to_dot
-from ._render import RenderContext, SimpleRenderContext, literal_expr, render_path, render_step
+from ._render import (
+    RenderContext,
+    SimpleRenderContext,
+    iter_remaining,
+    literal_expr,
+    render_path,
+    render_step,
+)
 
 __version__ = "0.1.0"
 
@@ -76,6 +83,7 @@ __all__ = [
     "entry_paths",
     "guard_requirements",
     "guard_set",
+    "iter_remaining",
     "literal_expr",
     "mock_set",
     "primary_path",

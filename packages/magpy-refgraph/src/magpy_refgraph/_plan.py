@@ -24,6 +24,7 @@ import attrs
 from ._access import Path
 
 __all__ = [
+    "AdvanceIter",
     "Apply",
     "Build",
     "BuildKind",
@@ -142,7 +143,16 @@ class ReplaceContents:
     parts: tuple[Recipe, ...]
 
 
-WriteBack = SetAttr | DelAttr | SetItem | DelItem | ReplaceContents
+@attrs.frozen
+class AdvanceIter:
+    """``next(target)`` ``count`` times on a pre-existing iterator (a ``for`` loop's iterator
+    that a segment took values from)."""
+
+    target: Recipe
+    count: int
+
+
+WriteBack = SetAttr | DelAttr | SetItem | DelItem | ReplaceContents | AdvanceIter
 
 
 @attrs.frozen(eq=False)

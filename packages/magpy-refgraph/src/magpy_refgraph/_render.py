@@ -11,6 +11,7 @@ from __future__ import annotations
 import keyword
 import math
 import types
+from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 import attrs
@@ -21,6 +22,7 @@ from ._errors import InternalError, Unsupported
 __all__ = [
     "RenderContext",
     "SimpleRenderContext",
+    "iter_remaining",
     "literal_expr",
     "render_path",
     "render_step",
@@ -101,12 +103,40 @@ def _plain_attr(name: object) -> bool:
     return not (name.startswith("__") and not name.endswith("__"))  # private-name mangling
 
 
+_REDUCIBLE_ITERATORS = frozenset(
+    type(it)
+    for it in (
+        iter([]),
+        iter(()),
+        iter(range(0)),
+        iter({}.keys()),
+        iter({}.values()),
+        iter({}.items()),
+    )
+)
+
+
+def iter_remaining(it: object) -> Sequence[object]:
+    """The values the built-in iterator ``it`` will still produce, without advancing it.
+
+    Works for iterators over lists, tuples, ranges and dict views (``__reduce__`` tells their
+    sequence and position); an ITER access ``#k`` is element ``k`` of this sequence. Raises
+    ``TypeError`` for any other iterator.
+    """
+    if type(it) not in _REDUCIBLE_ITERATORS:
+        raise TypeError(f"cannot look ahead in a {type(it).__name__}")
+    reduced = it.__reduce__()
+    seq = reduced[1][0]
+    start = reduced[2] if len(reduced) > 2 else 0
+    return seq[start:] if start else seq  # type: ignore[no-any-return]
+
+
 def render_step(base: str, access: Access, ctx: RenderContext) -> str:
     """Return the expression for following the derived ``access`` from expression ``base``.
 
     ``base`` must be a Python primary (a name, subscription, call or attribute reference).
-    ATTR renders as ``base.name`` or ``getattr(base, 'name')``; ITEM as ``base[key]``.
-    Raises :class:`Unsupported` for ITER and :class:`InternalError` for root accesses.
+    ATTR renders as ``base.name`` or ``getattr(base, 'name')``; ITEM as ``base[key]``; ITER
+    ``#k`` as ``iter_remaining(base)[k]``. Raises :class:`InternalError` for root accesses.
     """
     if access.kind is AccessKind.ATTR:
         if _plain_attr(access.key):
@@ -115,15 +145,15 @@ def render_step(base: str, access: Access, ctx: RenderContext) -> str:
     if access.kind is AccessKind.ITEM:
         return f"{base}[{_key_expr(access.key, ctx)}]"
     if access.kind is AccessKind.ITER:
-        raise Unsupported(f"iteration position {access} cannot be rendered as an expression")
+        return f"{ctx.const_expr(iter_remaining)}({base})[{int(access.key)}]"
     raise InternalError(f"render_step got root access {access!r}; use ctx.root_expr")
 
 
 def render_path(path: Path, ctx: RenderContext) -> str:
     """Return a Python expression that evaluates ``path`` in ``ctx``'s namespace.
 
-    Raises :class:`Unsupported` for paths the expression language cannot express (ITER steps,
-    cells without a known function).
+    Raises :class:`Unsupported` for paths the expression language cannot express (cells
+    without a known function).
     """
     expr = ctx.root_expr(path.root)
     for step in path.steps:

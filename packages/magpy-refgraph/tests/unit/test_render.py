@@ -6,6 +6,7 @@ import ast
 import math
 import random
 import struct
+from typing import Any
 
 import pytest
 from _refgraph_strategies import (
@@ -40,6 +41,7 @@ from magpy_refgraph import (
     SimpleRenderContext,
     Unsupported,
     entry_paths,
+    iter_remaining,
     literal_expr,
     render_path,
     render_step,
@@ -266,10 +268,40 @@ class TestItemSteps:
         assert render(Path(Local("d")) / Item(key), ctx) == "L['d'][K[0]]"
         assert ctx.consts[0] is key
 
-    def test_iter_is_unsupported(self) -> None:
-        """ITER steps cannot be rendered."""
-        with pytest.raises(Unsupported, match="iteration"):
-            render(Path(Local("it")) / IterPos(0))
+    def test_iter_renders_as_a_look_ahead(self) -> None:
+        """ITER #k renders as element k of what the iterator will still produce."""
+        ctx = SimpleRenderContext()
+        expr = render(Path(Local("it")) / IterPos(1), ctx)
+        assert expr == "K[0](L['it'])[1]"
+        assert ctx.consts[0] is iter_remaining
+        it = iter(["a", "b", "c", "d"])
+        next(it)
+        assert eval(expr, {"K": ctx.consts, "L": {"it": it}}) == "c"
+        assert next(it) == "b"  # looking ahead did not advance it
+
+    @pytest.mark.parametrize(
+        "make",
+        [
+            lambda: iter([1, 2, 3, 4]),
+            lambda: iter((1, 2, 3, 4)),
+            lambda: iter(range(1, 5)),
+            lambda: iter({1: "a", 2: "b", 3: "c", 4: "d"}),
+            lambda: iter({"a": 1, "b": 2, "c": 3, "d": 4}.values()),
+            lambda: iter({1: 1, 2: 2, 3: 3, 4: 4}.items()),
+        ],
+    )
+    def test_iter_remaining_of_builtin_iterators(self, make: Any) -> None:
+        """iter_remaining tells what is left at every position, exhaustion included."""
+        expected = list(make())
+        it = make()
+        for consumed in range(len(expected) + 2):
+            assert list(iter_remaining(it)) == expected[consumed:]
+            next(it, None)
+
+    def test_iter_remaining_refuses_other_iterators(self) -> None:
+        """Generators and user iterators cannot be looked into."""
+        with pytest.raises(TypeError, match="look ahead"):
+            iter_remaining(x for x in range(3))
 
     def test_render_step_rejects_root_access(self) -> None:
         """render_step on a root access is an InternalError."""

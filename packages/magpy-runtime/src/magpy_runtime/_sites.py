@@ -396,6 +396,8 @@ class _Host:
             st = REGISTRY.by_code.get(info.original if info is not None else code)
             s = st.sites.get(site) if st is not None else None
             paths = frozenset(s.dynamic_paths) if s is not None else frozenset()
+        if state is not None and state.dynamic is False:  # sites are shared: honour the caller
+            paths = frozenset()
         return paths, bool(state is not None and state.dynamic is True)
 
     def on_empty(self, code: types.CodeType, site: int) -> None:
@@ -420,15 +422,17 @@ class _Host:
         if state is None or site.eager or is_monitoring():
             return None
         mine = [rec for rec, _, b in site.records if b is state.backend]
+        dry = False
         if mine:
-            # this frame runs an older generation of the code, without the site's block: a
-            # record that would hit here covers it already; otherwise record the new variant
+            # this frame runs an older generation of the code, without the site's block: where
+            # a record would hit, it covers this segment already, and a dry segment only
+            # follows the frame to its next break (so later segments of this call are still
+            # found); otherwise record the new variant
             f_locals = frame.f_locals
-            if any(rec.guard(f_locals, stack) is not None for rec in mine):
+            dry = any(rec.guard(f_locals, stack) is not None for rec in mine)
+            if not dry and len(mine) >= site.limit(state.limit(), f_locals):
                 return None
-            if len(mine) >= site.limit(state.limit(), f_locals):
-                return None
-        return start_segment(self, frame, offset, stack, now=True)
+        return start_segment(self, frame, offset, stack, now=True, dry=dry)
 
 
 HOST = _Host()
