@@ -221,6 +221,16 @@ def bench(session: nox.Session) -> None:
     session.run("magpy", "bench", *session.posargs)
 
 
+@nox.session(python=PYTHON, default=False)
+def bench_dynamic(session: nox.Session) -> None:
+    """Install everything and run `python -m integration.bench_dynamic` (arguments after `--`).
+
+    Changing shapes and control flow: eager vs torch.compile vs MagPy, every recompile timed.
+    """
+    _install_all(session, "numpy")
+    session.run("python", "-m", "integration.bench_dynamic", *session.posargs)
+
+
 # --- packaging ---------------------------------------------------------------------------------
 
 
