@@ -12,6 +12,7 @@ from typing import Any
 
 from magpy_refgraph import (
     AdvanceIter,
+    AppendItem,
     Apply,
     Build,
     BuildKind,
@@ -105,6 +106,8 @@ class _MockWriter:
             return f"    {self.expr(w.target)}[{self.expr(w.key)}] = {self.expr(w.value)}"
         if isinstance(w, DelItem):
             return f"    del {self.expr(w.target)}[{self.expr(w.key)}]"
+        if isinstance(w, AppendItem):
+            return f"    {self.expr(w.target)}.append({self.expr(w.value)})"
         if isinstance(w, AdvanceIter):
             return f"    for _ in range({int(w.count)}): next({self.expr(w.target)}, None)"
         if isinstance(w, ReplaceContents):

@@ -20,6 +20,7 @@ import torch.fx as fx
 
 from magpy_refgraph import (
     Access,
+    AccessKind,
     Attr,
     GuardKind,
     Item,
@@ -31,7 +32,7 @@ from magpy_refgraph import (
 )
 
 from ._recorder import GraphRecorder
-from ._values import Val
+from ._values import AppendLog, Val
 
 __all__ = ["VALUE_TYPES", "Capture", "Write", "is_value_type"]
 
@@ -174,6 +175,15 @@ class Capture:
         Reading from an external, unmodified object gives an external value with an entry path;
         reading what the run itself stored gives back the stored ``Val``.
         """
+        items = base.items  # (flushes an append log)
+        if (
+            isinstance(items, list)
+            and type(base.obj) is list
+            and access.kind is AccessKind.ITEM
+            and type(access.key) is int
+            and -len(items) <= access.key < len(items)
+        ):
+            return cast("Val", items[access.key])
         if base.node is not None and base.external:
             existing = self.graph.lookup(base.node, access)
             if existing is not None:
@@ -220,6 +230,8 @@ class Capture:
         """The program's behaviour depends on the *value* of ``val``: guard what it came from."""
         if val.const:
             return
+        if type(val._items) is AppendLog:
+            val.items  # noqa: B018  (flush: the run reads the list after appending to it)
         if val.fx is not None:
             raise Unsupported("reads the value of a tensor computed in the graph")
         if val.expr is not None:
@@ -278,6 +290,8 @@ class Capture:
 
     def observe_len(self, val: Val) -> None:
         """The program depends on ``len(val)``."""
+        if isinstance(val.items, list | dict) and val.node is not None and val.external:
+            return  # materialized: its length at entry is guarded, its contents followed
         if val.external and val.node is not None:
             self.observe_type(val)
             self.graph.observe(val.node, GuardKind.LEN, len(val.obj))
@@ -401,6 +415,39 @@ class Capture:
             self.mutated_tensors.append(val)
 
     # ------------------------------------------------------------------ writes
+    def append_external(self, val: Val, item: Val) -> bool:
+        """``val.append(item)`` on a pre-existing list whose contents the run has not read.
+
+        Replayed as an append by the mock, without a guard on the list's length or contents
+        (an output list a loop appends to); False when the list needs materializing instead.
+        """
+        if not (val.external and val.node is not None and type(val.obj) is list):
+            return False
+        log = val._items
+        if log is None:
+            self.observe_type(val)
+            log = val._items = AppendLog(self._flush_appends)
+        elif type(log) is not AppendLog:
+            return False
+        log.values.append(item)
+        self.writes.append(Write("append", val, None, item))
+        self.mutations += 1
+        return True
+
+    def _flush_appends(self, val: Val) -> None:
+        """The run reads a list it appended to: guard its entry length, complete its contents."""
+        log = val._items
+        assert type(log) is AppendLog and val.node is not None
+        val._items = None
+        n0 = len(val.obj) - len(log.values)
+        self.graph.observe(val.node, GuardKind.LEN, n0)
+        head = [self.child(val, Item(i), val.obj[i]) for i in range(n0)]
+        val._items = head + log.values
+        self.writes = [w for w in self.writes if not (w.op == "append" and w.target is val)]
+        self.graph.update_in_place(val.node, "list.append", keep_edges=False)
+        if val not in self.mutated_containers:
+            self.mutated_containers.append(val)
+
     def set_attr(self, base: Val, name: str, value: Val) -> None:
         """``base.name = value`` executed by the program."""
         self._store(base, Attr(name), value, "setattr")

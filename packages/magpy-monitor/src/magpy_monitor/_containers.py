@@ -54,6 +54,9 @@ def _list_method(name: str) -> Any:
         base, args = pos[0], pos[1:]
         if kw:
             raise m.unsupported(f"list.{name} with keyword arguments")
+        if name == "append" and cap.append_external(base, args[0]):
+            m.expect_outputs(inst, 1, lambda real: [cap.const(None)])
+            return
         materialize(cap, base, f"list.{name}")
         items: list[Val] = base.items
         result: Val | None = None

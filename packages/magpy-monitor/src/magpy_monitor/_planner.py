@@ -16,6 +16,7 @@ import torch
 
 from magpy_refgraph import (
     AdvanceIter,
+    AppendItem,
     Apply,
     Build,
     BuildKind,
@@ -179,6 +180,9 @@ class _Planner:
         if op == "setitem":
             assert value is not None
             return SetItem(tgt, self._const(key), self.recipe(value))
+        if op == "append":
+            assert value is not None
+            return AppendItem(tgt, self.recipe(value))
         raise Unsupported(f"write-back {op} is not supported yet")
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["UNBOUND", "Val"]
+__all__ = ["UNBOUND", "AppendLog", "Val"]
 
 
 class _Unbound:
@@ -20,6 +20,21 @@ class _Unbound:
 
 
 UNBOUND: Any = _Unbound()
+
+
+class AppendLog:
+    """The ``items`` of a pre-existing list the run has only appended to so far.
+
+    The mock replays the appends (no guard on the list's length or contents is needed). The
+    first time the run reads the list's contents, ``flush(val)`` materializes it: its length at
+    entry is guarded and its shadow contents become complete.
+    """
+
+    __slots__ = ("flush", "values")
+
+    def __init__(self, flush: Any) -> None:
+        self.flush = flush
+        self.values: list[Val] = []
 
 
 class Val:
@@ -34,7 +49,7 @@ class Val:
     ``extra``: small per-kind data (bound-method self, function closure, iterator state).
     """
 
-    __slots__ = ("attrs", "const", "expr", "external", "extra", "fx", "items", "node", "obj")
+    __slots__ = ("_items", "attrs", "const", "expr", "external", "extra", "fx", "node", "obj")
 
     def __init__(
         self,
@@ -54,9 +69,22 @@ class Val:
         self.fx = fx
         self.expr = expr
         self.node = node
-        self.items = items
+        self._items = items
         self.attrs: dict[str, Val] | None = None
         self.extra = extra
+
+    @property
+    def items(self) -> Any:
+        """Known contents (list/dict of ``Val``s), or None; reading flushes an ``AppendLog``."""
+        items = self._items
+        if type(items) is AppendLog:
+            items.flush(self)
+            return self._items
+        return items
+
+    @items.setter
+    def items(self, value: Any) -> None:
+        self._items = value
 
     def __repr__(self) -> str:
         tags = [k for k in ("const", "external") if getattr(self, k)]

@@ -25,6 +25,7 @@ from ._access import Path
 
 __all__ = [
     "AdvanceIter",
+    "AppendItem",
     "Apply",
     "Build",
     "BuildKind",
@@ -152,7 +153,15 @@ class AdvanceIter:
     count: int
 
 
-WriteBack = SetAttr | DelAttr | SetItem | DelItem | ReplaceContents | AdvanceIter
+@attrs.frozen
+class AppendItem:
+    """``target.append(value)`` on a pre-existing list whose contents the run never read."""
+
+    target: Recipe
+    value: Recipe
+
+
+WriteBack = SetAttr | DelAttr | SetItem | DelItem | ReplaceContents | AdvanceIter | AppendItem
 
 
 @attrs.frozen(eq=False)
