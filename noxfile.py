@@ -185,8 +185,13 @@ def _integration_session(session: nox.Session, *pytest_args: str, extras: str = 
 
 @nox.session(python=PYTHON)
 def integration(session: nox.Session) -> None:
-    """Cross-package tests with everything installed; no GPU, nothing slow."""
-    _integration_session(session, "-m", "not gpu and not slow")
+    """Cross-package tests with everything installed; no GPU, nothing slow.
+
+    Installs ``magpy[hf]`` (transformers: pure-Python wheels plus tokenizers/safetensors, no
+    torch) so ``integration/test_hf_models.py`` runs; it builds its models from configs and
+    downloads nothing.
+    """
+    _integration_session(session, "-m", "not gpu and not slow", extras="hf")
 
 
 @nox.session(python=PYTHON, default=False)

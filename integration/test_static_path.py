@@ -736,8 +736,11 @@ def test_reset_drops_records_and_counters() -> None:
 
 
 def test_max_records_falls_back_to_eager_with_one_warning() -> None:
-    """Past ``max_records`` the callable runs eagerly (correctly) and warns once, at the caller."""
-    compiled = magpy.compile(affine, backend="eager", options={"max_records": 2})
+    """Past ``max_records`` the callable runs eagerly (correctly) and warns once, at the caller.
+
+    ``dynamic=False``: one record per shape (by default the second shape makes a dynamic record).
+    """
+    compiled = magpy.compile(affine, backend="eager", dynamic=False, options={"max_records": 2})
     with pytest.warns(magpy.MagPyWarning, match="max_records") as caught:
         for n in (1, 2, 3, 1, 4):
             x = torch.randn(n)

@@ -1,6 +1,6 @@
 """MagPy's code generation: guards, mocks, and lowering of operator graphs to a backend."""
 
-from ._backend import BACKENDS, compile_graph, resolve_backend
+from ._backend import BACKENDS, ShapeGuard, compile_graph, resolve_backend, shape_guard
 from ._generated import GeneratedCode, NameAllocator, forget_generated
 from ._guard import generate_guard
 from ._instrument import Instrumented, Layout, instrument
@@ -16,6 +16,7 @@ __all__ = [
     "Layout",
     "NameAllocator",
     "Record",
+    "ShapeGuard",
     "build_record",
     "compile_graph",
     "forget_generated",
@@ -23,4 +24,5 @@ __all__ = [
     "generate_mock",
     "instrument",
     "resolve_backend",
+    "shape_guard",
 ]

@@ -4,6 +4,14 @@ Backends: ``"inductor"`` (``torch._inductor.compile_fx.compile_fx``: C++ kernels
 kernels for CUDA tensors), ``"eager"`` (run the fx graph as is), ``"aot_eager"`` (AOTAutograd with
 no compiler: checks functionalization), or any callable with ``torch.compile``'s backend
 signature ``(gm, example_inputs) -> callable``.
+
+Dynamic shapes: when the monitor gave some placeholders fake tensors with symbolic sizes (node
+meta ``"magpy_fake"``, see ``magpy_monitor._shapes``), ``"inductor"`` and ``"aot_eager"`` compile
+for those symbolic inputs (one kernel for every size), a callable backend is called inside a
+``TracingContext`` holding their fake mode (what ``torch.compile`` does), and ``"eager"`` just runs
+the graph, which computes every size from its inputs. Afterwards the ShapeEnv's guards (relations
+between sizes the monitor or the compiler relied on) become a ``ShapeGuard`` over the graph
+inputs (``shape_guard(gm)``), which the record's guard calls.
 """
 
 from __future__ import annotations
@@ -16,7 +24,9 @@ import torch.fx as fx
 
 from magpy_refgraph import UnknownOptionError
 
-__all__ = ["BACKENDS", "compile_graph", "resolve_backend"]
+__all__ = ["BACKENDS", "ShapeGuard", "compile_graph", "resolve_backend", "shape_guard"]
+
+FAKE = "magpy_fake"  # placeholder meta set by the monitor: a fake tensor, maybe with symbols
 
 Backend = Callable[[fx.GraphModule, list[Any]], Callable[..., Any]]
 
@@ -59,7 +69,97 @@ def resolve_backend(backend: str | Backend) -> Backend:
 def compile_graph(
     graph: fx.Graph, example_inputs: list[Any], backend: str | Backend
 ) -> tuple[fx.GraphModule, Callable[..., Any]]:
-    """Build the GraphModule of ``graph`` and compile it; returns (gm, callable)."""
+    """Build the GraphModule of ``graph`` and compile it; returns (gm, callable).
+
+    A graph with symbolic input sizes is compiled for them, and ``shape_guard(gm)`` then gives
+    the check its inputs must pass.
+    """
     gm = fx.GraphModule(torch.nn.Module(), graph)
-    compiled = resolve_backend(backend)(gm, list(example_inputs))
+    compiler = resolve_backend(backend)
+    fakes = _symbolic_inputs(gm.graph)
+    if fakes is None:
+        return gm, compiler(gm, list(example_inputs))
+    if compiler is _eager:
+        compiled = gm.forward
+    elif compiler in (_inductor, _aot_eager):
+        compiled = compiler(gm, fakes)
+    else:
+        from torch._guards import TracingContext, tracing
+
+        for node, fake in zip(_placeholders(gm.graph), fakes, strict=True):
+            node.meta["val"] = fake
+        with tracing(TracingContext(fakes[0].fake_mode)):
+            compiled = compiler(gm, list(example_inputs))
+    gm.meta["magpy_shape_guard"] = ShapeGuard.of(fakes)
     return gm, compiled
+
+
+def shape_guard(graph: fx.GraphModule | fx.Graph) -> ShapeGuard | None:
+    """The check on the inputs of a graph compiled with symbolic sizes (None: nothing to check).
+
+    For a bare ``fx.Graph`` (a record with no graph to compile), the relations the monitor
+    assumed while reading sizes.
+    """
+    if isinstance(graph, fx.Graph):
+        fakes = _symbolic_inputs(graph)
+        return ShapeGuard.of(fakes) if fakes is not None else None
+    guard = graph.meta.get("magpy_shape_guard")
+    return guard if isinstance(guard, ShapeGuard) else None
+
+
+class ShapeGuard:
+    """``guard(*inputs) -> bool``: the relations between dynamic sizes a graph relies on.
+
+    Built once, after compilation, from the ShapeEnv's guards as Python source over the graph
+    inputs that have symbolic sizes (``L['t0']`` is the first of them): ``2 <= t0.size()[0]``,
+    ``t1.size()[0] == t0.size()[0]``, and every size of those inputs that a guard fixed
+    (``t0.size()[0] == 4`` when the compiler specialised it), which is why their static sizes
+    are not left out.
+    """
+
+    def __init__(self, source: str, indices: tuple[int, ...]) -> None:
+        from torch.fx.experimental.symbolic_shapes import SYMPY_INTERP
+
+        self.source = source
+        self.indices = indices
+        self._check = eval(f"lambda L: ({source})", dict(SYMPY_INTERP))
+
+    @classmethod
+    def of(cls, fakes: list[Any]) -> ShapeGuard | None:
+        indices = tuple(i for i, f in enumerate(fakes) if _is_symbolic(f))
+        if not indices:
+            return None
+        env = fakes[indices[0]].fake_mode.shape_env
+        source = env.produce_guards_expression([fakes[i] for i in indices], ignore_static=False)
+        return cls(source, indices) if source else None
+
+    def __call__(self, *inputs: Any) -> bool:
+        return bool(self._check({f"t{k}": inputs[i] for k, i in enumerate(self.indices)}))
+
+    def __repr__(self) -> str:
+        return f"<shape guard {self.source}>"
+
+
+def _is_symbolic(fake: Any) -> bool:
+    return isinstance(fake, torch.Tensor) and any(isinstance(s, torch.SymInt) for s in fake.shape)
+
+
+def _placeholders(graph: fx.Graph) -> list[fx.Node]:
+    return [n for n in graph.nodes if n.op == "placeholder"]
+
+
+def _symbolic_inputs(graph: fx.Graph) -> list[Any] | None:
+    """Fake tensors for every placeholder when some has symbolic sizes, else None."""
+    nodes = _placeholders(graph)
+    fakes = [n.meta.get(FAKE) for n in nodes]
+    symbolic: list[Any] = [f for f in fakes if _is_symbolic(f)]
+    if not symbolic:
+        return None
+    mode = symbolic[0].fake_mode
+    out = []
+    for node, fake in zip(nodes, fakes, strict=True):
+        if fake is None or fake.fake_mode is not mode:
+            fake = mode.from_tensor(node.meta["example_value"], static_shapes=True)
+            node.meta[FAKE] = fake
+        out.append(fake)
+    return out

@@ -99,9 +99,31 @@ class PathVars:
 
 def _tensor_check(v: str, meta: tuple[Any, ...], c: Any) -> str:
     cls, dtype, device, shape, stride, requires_grad = meta
+    if None in shape:
+        return _dynamic_tensor_check(v, meta, c)
     return (
         f"type({v}) is {c(cls)} and {v}.dtype is {c(dtype)} and {v}.shape == {c(shape)} "
         f"and {v}.stride() == {c(stride)} and {v}.device == {c(device)} "
+        f"and {v}.requires_grad is {requires_grad}"
+    )
+
+
+def _dynamic_tensor_check(v: str, meta: tuple[Any, ...], c: Any) -> str:
+    """A tensor with dynamic dims (``None`` in the shape): static sizes, ``>= 2``, layout."""
+    cls, dtype, device, shape, layout, requires_grad = meta
+    sizes = " and ".join(
+        f"{v}.shape[{d}] >= 2" if n is None else f"{v}.shape[{d}] == {int(n)}"
+        for d, n in enumerate(shape)
+    )
+    if layout == "contiguous":
+        strides = f"{v}.is_contiguous()"
+    elif layout == "channels_last":
+        strides = f"{v}.is_contiguous(memory_format={c(torch.channels_last)})"
+    else:
+        raise InternalError(f"unknown layout {layout!r} of a dynamic tensor")
+    return (
+        f"type({v}) is {c(cls)} and {v}.dtype is {c(dtype)} and {v}.dim() == {len(shape)} "
+        f"and {sizes} and {strides} and {v}.device == {c(device)} "
         f"and {v}.requires_grad is {requires_grad}"
     )
 
@@ -178,11 +200,14 @@ def generate_guard(
     grad_enabled: bool,
     qualname: str = "",
     roots: str = "call",
+    shape_check: Any = None,
 ) -> GeneratedCode:
     """The guard of ``plan`` as generated source (function ``__magpy_guard``).
 
     ``roots="call"``: ``__magpy_guard(fn, args, kwargs)`` for whole calls; ``roots="frame"``:
     ``__magpy_guard(L, S)`` for sites (the frame's locals and the stack values at the site).
+    ``shape_check``: ``check(*inputs) -> bool`` over the graph inputs, the relations between
+    dynamic sizes the compiled graph relies on (see ``magpy_codegen.shape_guard``).
     """
     body: list[str] = []
     ind = "        "
@@ -204,6 +229,10 @@ def generate_guard(
     for i in plan.scalar_inputs:  # promoted Python scalars enter the graph as 0-d tensors
         inputs[i] = f"{c(torch.tensor)}({inputs[i]})"
     ret = f"({', '.join(inputs)},)" if inputs else "()"
+    if shape_check is not None and inputs:
+        body.append(f"{ind}__magpy_inputs = {ret}")
+        body.append(f"{ind}if not {c(shape_check)}(*__magpy_inputs): return None")
+        ret = "__magpy_inputs"
     src = [
         f"# guard of {qualname}",
         "def __magpy_guard(fn, args, kwargs):" if roots == "call" else "def __magpy_guard(L, S):",

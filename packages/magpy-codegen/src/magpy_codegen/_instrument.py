@@ -173,7 +173,7 @@ def instrument(
     injected_ids |= {id(x) for x in items if isinstance(x, Instr) and id(x) not in offset_of}
     new_bc = Bytecode(items)
     new_bc._copy_attr_from(bc)
-    new_code = new_bc.to_code()
+    new_code = _fit_locations(new_bc.to_code())
     return _maps(code, new_code, items, offset_of, injected_ids, set(sites))
 
 
@@ -209,3 +209,52 @@ def _maps(
                 first_of_block[orig] = prev_injected_start
             prev_injected_start = None
     return Instrumented(new_code, code, to_original, frozenset(injected), first_of_block)
+
+
+# ------------------------------------------------------------------------------ location table
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 64:
+        out.append(0x40 | (n & 63))
+        n >>= 6
+    out.append(n)
+    return bytes(out)
+
+
+def _svarint(n: int) -> bytes:
+    return _varint((-n << 1) | 1 if n < 0 else n << 1)
+
+
+def _fit_locations(code: types.CodeType) -> types.CodeType:
+    """``code`` with a location table that covers exactly its instructions.
+
+    ``bytecode`` sometimes emits a table a few code units longer than ``co_code`` (when it
+    resizes ``EXTENDED_ARG`` prefixes). CPython 3.11 sizes the per-instruction line array it
+    builds for tracing by ``co_code`` and fills it from the table, so a longer table writes past
+    that array and corrupts the heap once the code runs under ``sys.settrace``. The table is
+    then re-encoded (long form) from ``co_positions()``, which stops at the last instruction.
+    """
+    units = len(code.co_code) // 2
+    if max((end for _, end, _ in code.co_lines()), default=0) // 2 == units:
+        return code
+    positions = list(code.co_positions())[:units]
+    table = bytearray()
+    prev_line = code.co_firstlineno
+    i = 0
+    while i < len(positions):
+        pos = positions[i]
+        n = 1
+        while n < 8 and i + n < len(positions) and positions[i + n] == pos:
+            n += 1
+        line, end_line, col, end_col = pos
+        if line is None:
+            table.append(0x80 | (15 << 3) | (n - 1))  # no location
+        else:
+            table.append(0x80 | (14 << 3) | (n - 1))  # long form
+            table += _svarint(line - prev_line)
+            table += _varint((end_line if end_line is not None else line) - line)
+            table += _varint(col + 1 if col is not None else 0)
+            table += _varint(end_col + 1 if end_col is not None else 0)
+            prev_line = line
+        i += n
+    return code.replace(co_linetable=bytes(table))

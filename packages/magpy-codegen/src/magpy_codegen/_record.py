@@ -11,7 +11,7 @@ import torch.fx as fx
 
 from magpy_refgraph import Plan
 
-from ._backend import Backend, compile_graph
+from ._backend import Backend, compile_graph, shape_guard
 from ._generated import GeneratedCode, NameAllocator
 from ._guard import generate_guard
 from ._mock import generate_mock
@@ -59,6 +59,7 @@ def build_record(
     compiled: Callable[..., Any] | None = None
     if has_graph:
         gm, compiled = compile_graph(graph, example_inputs, backend)
+    shape_check = shape_guard(gm if gm is not None else graph)
     if grad_enabled is None:
         grad_enabled = torch.is_grad_enabled()
     guard_code = generate_guard(
@@ -67,6 +68,7 @@ def build_record(
         grad_enabled=grad_enabled,
         qualname=qualname,
         roots=roots,
+        shape_check=shape_check,
     )
     mock_code = generate_mock(
         plan,

@@ -6,6 +6,7 @@ from ._api import CaptureResult, capture, entry
 from ._capture import Capture
 from ._frameio import NULL, StackView, read_stack, stack_depth
 from ._segments import CodeInfo, Segment, SegmentHost, is_monitoring, start_segment
+from ._shapes import dim_key
 from ._values import Val
 
 __version__ = "0.1.0"
@@ -25,6 +26,7 @@ __all__ = [
     "Val",
     "capture",
     "classify",
+    "dim_key",
     "entry",
     "is_monitoring",
     "read_stack",

@@ -233,6 +233,34 @@ TABLE.add_rule(_autograd_function_rule)
 TABLE.add_rule(_torch_rule)
 
 
+def _register_mode_predicates() -> None:
+    """``torch.jit.is_scripting()``, ``torch.compiler.is_compiling()`` and friends: they tell
+    whether code runs under a tracer or compiler. Under MagPy the program runs eagerly, so each
+    is a constant of the record (PURE with no inputs) instead of Python code to follow."""
+    import importlib
+
+    for module, names in (
+        ("torch.jit", "is_scripting is_tracing"),
+        ("torch._jit_internal", "is_scripting"),
+        ("torch.compiler", "is_compiling is_dynamo_compiling is_exporting"),
+        ("torch._utils", "is_compiling"),
+        ("torch.fx._symbolic_trace", "is_fx_tracing"),
+        ("torch.cuda", "is_current_stream_capturing"),
+        ("torch.xpu", "is_current_stream_capturing"),
+    ):
+        try:
+            mod = importlib.import_module(module)
+        except ImportError:  # pragma: no cover - a torch without that module
+            continue
+        for name in names.split():
+            fn = getattr(mod, name, None)
+            if fn is not None:
+                TABLE.register(fn, Annotation(Kind.PURE, reason=f"{module}.{name}"))
+
+
+_register_mode_predicates()
+
+
 def classify(fn: Any) -> Annotation:
     """Annotation of ``fn`` in the global table."""
     return TABLE.lookup(fn)

@@ -149,6 +149,12 @@ def _len(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> Non
     cap = m.cap
     obj = v.obj
     if isinstance(obj, torch.Tensor):
+        from ._shapes import size_vals
+
+        dims = size_vals(cap, v)
+        if dims is not None:
+            m.expect_outputs(inst, 1, lambda real: [dims[0]])
+            return
         cap.guard_meta(v)
         m.expect_outputs(inst, 1, lambda real: [cap.const(real[0])])
     elif isinstance(v.items, list | dict):
@@ -165,7 +171,7 @@ def _isinstance(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val])
     obj, cls = pos
     cap = m.cap
     if isinstance(obj.obj, torch.Tensor):
-        cap.guard_meta(obj)
+        cap.guard_meta(obj, sizes=False)
     elif obj.obj is None or is_value_type(obj.obj):
         if obj.external and obj.node is not None:
             cap.observe_type(obj)
@@ -181,7 +187,7 @@ def _type(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> No
         raise m.unsupported("type() with three arguments creates a class")
     (v,) = pos
     if isinstance(v.obj, torch.Tensor):
-        m.cap.guard_meta(v)
+        m.cap.guard_meta(v, sizes=False)
     else:
         m.cap.observe_type(v)
     m.expect_outputs(inst, 1, lambda real: [m.cap.const(real[0])])
@@ -206,6 +212,8 @@ def _hasattr_guard(m: FrameMonitor, base: Val, name: str, present: bool) -> None
     if base.external and base.node is not None:
         cap.observe_type(base)
         cap.graph.observe(base.node, GuardKind.HASATTR if present else GuardKind.NOT_HASATTR, name)
+    elif isinstance(base.obj, torch.Tensor):
+        pass  # a tensor the run computed: its attributes are its type's
     elif (
         not base.const
         and not is_value_type(base.obj)
@@ -224,6 +232,28 @@ def _hasattr(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) ->
 
 @register_builtin(range, slice)
 def _range(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    if (
+        not kw
+        and all(type(v.obj) is int for v in pos)
+        and any(
+            not v.const and ((isinstance(v.extra, dict) and "sym" in v.extra) or v.external)
+            for v in pos
+        )
+    ):
+        # range() over a dynamic size or an int read from outside is not specialised yet: its
+        # values are read (and its bounds guarded) only when a loop takes one (see
+        # _iteration.get_iter), so a segment ending at the loop's head serves every trip count
+        args = tuple(pos)
+
+        def make(real: list[Any]) -> list[Val]:
+            if type(real[0]) is range and not any(v.const for v in args):
+                return [Val(real[0], expr=(range, args))]
+            for v in args:
+                m.cap.observe(v)
+            return [m.cap.const(real[0])]
+
+        m.expect_outputs(inst, 1, make)
+        return
     for v in pos:
         m.cap.observe(v)
     m.expect_outputs(inst, 1, lambda real: [m.cap.const(real[0])])
@@ -251,10 +281,18 @@ def _tuple_list(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val])
         return
     if isinstance(src.extra, dict) and "iter" in src.extra:
         src.extra["pos"] = len(src.extra["iter"])
-    if items and all(i.const for i in items) and is_value_type(tuple(i.obj for i in items)):
-        m.expect_outputs(inst, 1, lambda real: [cap.new(real[0], const=True)])
-        return
-    m.expect_outputs(inst, 1, lambda real: [cap.new(real[0], items=list(items))])
+
+    def make(real: list[Any]) -> list[Val]:
+        # a tuple of constants is a constant; a list stays a container the program may change
+        if (
+            type(real[0]) is tuple
+            and all(i.const for i in items)
+            and is_value_type(tuple(i.obj for i in items))
+        ):
+            return [cap.new(real[0], const=True)]
+        return [cap.new(real[0], items=list(items))]
+
+    m.expect_outputs(inst, 1, make)
 
 
 @register_builtin(iter)
@@ -407,6 +445,17 @@ for _name in ("items", "keys", "values"):
     METHOD_HANDLERS[(dict, _name)] = _dict_view(_name)
 
 
+def _plain_dict(obj: Any) -> bool:
+    """A dict, or a subclass that reads items like one (a registry adding a ``get`` helper)."""
+    cls = type(obj)
+    return cls is dict or (
+        isinstance(obj, dict)
+        and cls.__getitem__ is dict.__getitem__
+        and cls.keys is dict.keys
+        and cls.__contains__ is dict.__contains__
+    )
+
+
 @_methods(dict, "get")
 def _dict_get(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
     from magpy_refgraph import Item
@@ -419,7 +468,7 @@ def _dict_get(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -
         pair = base.items.get(key.obj)
         m.push(pair[1] if pair is not None else default)
         return
-    if base.external and type(base.obj) is dict:
+    if base.external and _plain_dict(base.obj):
         cap.observe_keys(base)
         if key.obj in base.obj:
             m.expect_outputs(inst, 1, lambda real: [cap.child(base, Item(key.obj), real[0])])

@@ -45,13 +45,10 @@ def dispatch_call(
     if isinstance(fn, type) and issubclass(fn, BaseException):
         pure_call(m, inst, pos, kwargs)
         return
-    if (
-        isinstance(fn, type)
-        and issubclass(fn, torch.nn.Module)
-        and fn.__module__.startswith("torch.nn.")
-    ):
-        # a torch.nn layer built inside forward: a constant of the record if it holds no state
-        # (parameters would be freshly initialised on every call); the mock never returns it
+    if isinstance(fn, type) and issubclass(fn, torch.nn.Module):
+        # a layer built inside forward (torch.nn's, or a library's stateless activation): a
+        # constant of the record if it holds no state (parameters would be freshly initialised
+        # on every call); the mock never returns it
         def make(real: list[Any]) -> list[Val]:
             mod = real[0]
             if mod._parameters or mod._buffers or mod._modules:
@@ -61,6 +58,11 @@ def dispatch_call(
         for v in (*pos, *kwargs.values()):
             cap.observe(v)
         m.expect_outputs(inst, 1, make)
+        return
+    from ._objects import construct, is_replayable_class
+
+    if is_replayable_class(fn):
+        construct(m, inst, fn_val, pos, kwargs)
         return
     special = BUILTIN_HANDLERS.get(id(fn))
     if special is not None and special[0] is fn:
@@ -95,7 +97,7 @@ def dispatch_call(
         cap.observe_identity(fn_val)
         _as_op(m, inst, fn, ann, pos, kwargs)
     elif ann.kind is Kind.META:
-        _meta_call(m, inst, pos, kwargs)
+        _meta_call(m, inst, pos, kwargs, getattr(fn, "__name__", ""))
     elif ann.kind is Kind.PURE:
         cap.observe_identity(fn_val)
         pure_call(m, inst, pos, kwargs)
@@ -107,12 +109,28 @@ def dispatch_call(
     else:
         owner = getattr(fn, "__objclass__", None)
         if owner is None and isinstance(fn, types.BuiltinMethodType):
-            owner = type(fn.__self__)
+            owner = _native_owner(fn)
             pos = [method_self(m, fn_val), *pos]
         handler = METHOD_HANDLERS.get((owner, getattr(fn, "__name__", None)))
         if handler is None:
             raise m.unsupported(f"call to {_name(fn)}: native code without an annotation")
         handler(m, inst, pos, kwargs)
+
+
+def _native_owner(fn: Any) -> Any:
+    """The class that defines bound native method ``fn``: ``dict`` for ``dict.get`` bound to a
+    dict subclass (``super().get``), so the builtin's handler models it."""
+    self, name = fn.__self__, fn.__name__
+    for cls in type(self).__mro__:
+        desc = vars(cls).get(name)
+        if desc is None or isinstance(desc, types.FunctionType) or not hasattr(desc, "__get__"):
+            continue
+        try:
+            if desc.__get__(self, type(self)) == fn:
+                return cls
+        except Exception:  # an exotic descriptor: not this one
+            continue
+    return type(self)
 
 
 def _name(fn: Any) -> str:
@@ -178,13 +196,57 @@ def _as_op(
     m.expect_outputs(inst, 1, make)
 
 
-def _meta_call(m: FrameMonitor, inst: Inst, pos: list[Val], kwargs: dict[str, Val]) -> None:
+def _meta_call(
+    m: FrameMonitor, inst: Inst, pos: list[Val], kwargs: dict[str, Val], name: str = ""
+) -> None:
+    from ._shapes import SIZE_FREE_READS
+
+    if (
+        pos
+        and isinstance(pos[0].obj, torch.Tensor)
+        and _symbolic_size_call(m, inst, name, pos, kwargs)
+    ):
+        return
     for v in (*pos, *kwargs.values()):
         if isinstance(v.obj, torch.Tensor):
-            m.cap.guard_meta(v)
+            m.cap.guard_meta(v, sizes=name not in SIZE_FREE_READS)
         else:
             m.cap.observe(v)
     m.expect_outputs(inst, 1, lambda real: [m.cap.new(real[0], const=True)])
+
+
+def _symbolic_size_call(
+    m: FrameMonitor, inst: Inst, name: str, pos: list[Val], kwargs: dict[str, Val]
+) -> bool:
+    """``x.size()``, ``x.size(d)``, ``x.numel()``, ``len(x)`` of a tensor with symbolic sizes."""
+    from ._shapes import numel_val, size_vals
+
+    cap = m.cap
+    base = pos[0]
+    args = [*pos[1:], *kwargs.values()]
+    if name in ("numel", "nelement") and not args:
+        n = numel_val(cap, base)
+        if n is None:
+            return False
+        m.expect_outputs(inst, 1, lambda real: [n])
+        return True
+    if name not in ("size", "__len__") or len(args) > 1 or (kwargs and "dim" not in kwargs):
+        return False
+    if args and type(args[0].obj) is not int:
+        return False
+    for a in args:
+        cap.observe(a)
+    dims = size_vals(cap, base)
+    if dims is None:
+        return False
+    if name == "__len__":
+        m.expect_outputs(inst, 1, lambda real: [dims[0]])
+    elif args:
+        d = args[0].obj
+        m.expect_outputs(inst, 1, lambda real: [dims[d]])
+    else:
+        m.expect_outputs(inst, 1, lambda real: [cap.new(real[0], items=dims)])
+    return True
 
 
 def pure_call(m: FrameMonitor, inst: Inst, pos: list[Val], kwargs: dict[str, Val]) -> None:
@@ -327,7 +389,13 @@ def load_attr(m: FrameMonitor, base: Val, name: str, real: Any) -> Val:
     if isinstance(obj, torch.Tensor):
         kind = tensor_attr_kind(name)
         if kind is Kind.META:
-            cap.guard_meta(base)
+            from ._shapes import SIZE_FREE_READS, size_vals
+
+            if name == "shape":
+                dims = size_vals(cap, base)
+                if dims is not None:
+                    return cap.new(real, items=dims)
+            cap.guard_meta(base, sizes=name not in SIZE_FREE_READS)
             return cap.new(real, const=True)
         if kind is Kind.AS_OP:
             node = cap.rec.call("call_function", getattr, (cap.tensor_node(base), name), {})
@@ -373,6 +441,10 @@ def load_attr(m: FrameMonitor, base: Val, name: str, real: Any) -> Val:
         return known
     if is_value_type(real) and type(obj) in _STRUCTSEQ_LIKE:
         return cap.new(real, const=True)
+    from ._objects import ctor_of, item_shadow
+
+    if ctor_of(base) is not None:
+        return item_shadow(m, real, f"{type(obj).__name__}.{name}")
     raise m.unsupported(f"attribute {name!r} of a {type(obj).__name__} created during the run")
 
 
@@ -389,6 +461,12 @@ def subscr(m: FrameMonitor, inst: Inst, container: Val, key: Val) -> None:
         from ._handlers import _tensor_op  # shared helper
 
         _tensor_op(m, inst, operator.getitem, [container, key])
+        return
+    from ._objects import ctor_of
+
+    getitem = getattr(type(obj), "__getitem__", None)
+    if ctor_of(container) is not None and isinstance(getitem, types.FunctionType):
+        inline(m, inst, cap.const(getitem), [container, key], {})  # ModelOutput.__getitem__
         return
     if (isinstance(container.items, list) and type(obj) in (list, tuple)) or (
         isinstance(container.items, list) and isinstance(obj, tuple)
@@ -412,7 +490,16 @@ def subscr(m: FrameMonitor, inst: Inst, container: Val, key: Val) -> None:
         cap.observe(key)
         cap.observe_type(container)
         if isinstance(key.obj, slice):
-            raise m.unsupported(f"slicing a {type(obj).__name__} from outside")
+            if type(obj) not in (list, tuple):
+                raise m.unsupported(f"slicing a {type(obj).__name__} from outside")
+            # a slice of an entry list/tuple: its length is guarded, each item an entry path
+            from ._iteration import iter_items
+
+            whole = iter_items(m, container)
+            assert whole is not None
+            part = whole[key.obj]
+            m.expect_outputs(inst, 1, lambda real: [cap.new(real[0], items=part)])
+            return
         m.expect_outputs(inst, 1, lambda real: [cap.child(container, Item(key.obj), real[0])])
         return
     if is_value_type(obj) or container.const or container.expr is not None:

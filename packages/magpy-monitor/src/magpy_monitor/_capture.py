@@ -32,6 +32,7 @@ from magpy_refgraph import (
 )
 
 from ._recorder import GraphRecorder
+from ._shapes import ShapeTracker, check_arity, dynamic_dims, sym_node, tensor_meta
 from ._values import AppendLog, Val
 
 __all__ = ["VALUE_TYPES", "Capture", "Write", "is_value_type"]
@@ -133,8 +134,13 @@ class Capture:
         self.dynamic_paths: frozenset[Path] = frozenset()
         self.promote_all = False
         self.scalar_inputs: set[int] = set()
+        self.shapes: ShapeTracker | None = None  # symbolic sizes, once a dim is dynamic
         self.mutations = 0
         self.ahead_iters: list[Val] = []  # pre-existing iterators a loop took values from
+        self.range_trip = False  # the run iterated over a range()
+        # set by a segment monitor: asked at a FOR_ITER of its frame; True ends the segment
+        # there (each iteration of the loop becomes a segment of its own)
+        self.loop_head: Callable[[Any, Any], bool] | None = None
         self.location: tuple[str, int] | None = None
 
     def mark(self) -> tuple[int, int, int, int]:
@@ -203,7 +209,7 @@ class Capture:
         if known is not None and known.node is not None and known.external:
             self.graph.read(src, access, known.node)
             return known
-        if known is not None:
+        if known is not None and not known.const:
             # a new object reachable from entry state cannot exist; a mutated external one can
             raise Unsupported(f"{path} refers to an object created during the run")
         node = self.graph.new_node(_kind_of(obj), external=True, label=str(path))
@@ -234,6 +240,10 @@ class Capture:
             val.items  # noqa: B018  (flush: the run reads the list after appending to it)
         if val.fx is not None:
             raise Unsupported("reads the value of a tensor computed in the graph")
+        if isinstance(val.extra, dict) and "sym" in val.extra and self.shapes is not None:
+            self.shapes.specialise(self, val.extra["sym"])  # a size Python depends on
+            val.const = True
+            return
         if val.expr is not None:
             fn, args = val.expr
             if fn is len:
@@ -317,17 +327,32 @@ class Capture:
         if not (val.external and val.node is not None):
             raise Unsupported(f"tensor of unknown origin ({tuple(val.obj.shape)})")
         path = self.paths[val.node]
-        self.graph.observe(val.node, GuardKind.TENSOR_META, _tensor_meta(val.obj))
+        dims = dynamic_dims(val.obj, path, self.dynamic_paths, self.promote_all)
+        self.graph.observe(val.node, GuardKind.TENSOR_META, tensor_meta(val.obj, dims))
         val.fx = self.rec.placeholder(path, val.obj)
         val.fx.meta["dtype"] = val.obj.dtype
+        if dims:
+            if self.shapes is None:
+                self.shapes = ShapeTracker()
+            self.shapes.add_input(val, val.fx, dims, str(path))
         return val.fx
 
-    def guard_meta(self, val: Val) -> None:
-        """The program depends on tensor ``val``'s metadata (shape, dtype, ...), not its data."""
+    def guard_meta(self, val: Val, *, sizes: bool = True) -> None:
+        """The program depends on tensor ``val``'s metadata (shape, dtype, ...), not its data.
+
+        ``sizes=False``: only on metadata that does not involve sizes or strides (dtype,
+        device, ndim...), which leaves dynamic dims symbolic.
+        """
         if val.fx is None and val.external and val.node is not None:
-            self.graph.observe(val.node, GuardKind.TENSOR_META, _tensor_meta(val.obj))
+            path = self.paths[val.node]
+            if not dynamic_dims(val.obj, path, self.dynamic_paths, self.promote_all):
+                self.graph.observe(val.node, GuardKind.TENSOR_META, _tensor_meta(val.obj))
+                return
+            self.tensor_node(val)
         elif val.fx is not None and val.fx.meta.get("dyn_shape"):
             raise Unsupported("reads the shape of a tensor whose shape depends on tensor values")
+        if sizes and self.shapes is not None and val.fx is not None:
+            self.shapes.specialise_tensor(self, val)
 
     def to_arg(self, val: Val, *, promote: bool = False) -> Any:
         """``val`` as an fx argument: a node for tensors, a (guarded) constant otherwise.
@@ -338,13 +363,24 @@ class Capture:
         obj = val.obj
         if isinstance(obj, torch.Tensor):
             return self.tensor_node(val)
+        if self.shapes is not None and not val.const:
+            size = sym_node(self, val)  # a size that follows a dynamic dim
+            if size is not None:
+                return size
         if promote:
             node = self.dynamic_scalar(val)
             if node is not None:
                 return node
-        if isinstance(val.items, list) and type(obj) in (list, tuple):
+        if isinstance(val.items, list) and (type(obj) in (list, tuple) or type(obj) is torch.Size):
             mapped = [self.to_arg(x) for x in val.items]
             return mapped if type(obj) is list else tuple(mapped)
+        if self.shapes is not None and _concatenated(val):  # x.shape[:-1] + (h, d)
+            assert val.expr is not None
+            return tuple(
+                x
+                for part in val.expr[1]
+                for x in (part.obj if part.items is None else map(self.to_arg, part.items))
+            )
         if type(obj) is slice and val.items is not None:
             return slice(*(self.to_arg(x) for x in val.items))
         if val.external and type(obj) in (list, tuple) and _has_tensor(obj):
@@ -399,6 +435,7 @@ class Capture:
             node.meta["dtype"] = obj.dtype
             return self.new(obj, fx=node)
         if isinstance(obj, tuple | list) and all(isinstance(t, torch.Tensor) for t in obj):
+            check_arity(self, node)  # how many tensors came back may follow a dynamic size
             items = [self.op_result(t, self.rec.getitem(node, i)) for i, t in enumerate(obj)]
             return self.new(obj, items=items)
         if obj is None:
@@ -485,6 +522,15 @@ _GRAPH_SCALAR_OPS = frozenset(
         operator.itruediv,
     }
 )
+
+
+def _concatenated(val: Val) -> bool:
+    """``val`` is ``a + b`` of two tuples whose items are known (a shape being extended)."""
+    if val.expr is None or val.expr[0] is not operator.add or not isinstance(val.obj, tuple):
+        return False
+    return all(
+        isinstance(a.obj, tuple) and (isinstance(a.items, list) or a.const) for a in val.expr[1]
+    )
 
 
 def _tensor_meta(t: torch.Tensor) -> tuple[Any, ...]:

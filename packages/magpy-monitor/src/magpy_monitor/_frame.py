@@ -26,6 +26,7 @@ __all__ = [
     "CellBox",
     "FrameMonitor",
     "Inst",
+    "LoopHead",
     "Pending",
     "SegmentEnd",
     "decode",
@@ -38,6 +39,10 @@ class SegmentEnd(Exception):
 
 class CalleeSite(Exception):
     """An inlined callee reached its own entry site: end the segment at the call into it."""
+
+
+class LoopHead(Exception):
+    """The segment's frame is back at the head of a loop that is split per iteration."""
 
 
 # instructions before a function's entry site (a site block reached after only these is the
@@ -209,6 +214,7 @@ class FrameMonitor:
         self.pre: tuple[Any, ...] | None = None
         self.func: Any = None
         self.entry_mark = len(cap.rec.created)  # operations recorded before this frame began
+        self.exhausted: Any = None  # the iterator a FOR_ITER of this frame last found empty
         self.entry_fast = list(fast)  # the locals it began with (a callee piece's inputs)
         info = cap.code_info(self.code) if cap.code_info is not None else None
         self.injected: frozenset[int] = info.injected if info is not None else frozenset()
@@ -237,6 +243,15 @@ class FrameMonitor:
         inst = self.insts.get(lasti)
         if inst is None or inst.opname in ("EXTENDED_ARG", "CACHE"):
             return
+        if self.kind == "segment" and self.last is not None and self.cap.loop_head is not None:
+            if inst.opname == "FOR_ITER" and self.cap.loop_head(self, None):
+                raise LoopHead(lasti)  # back at the head of a split loop
+            if (
+                self.last.opname == "FOR_ITER"
+                and lasti == self.last.argval
+                and self.cap.loop_head(self, self.exhausted)
+            ):
+                raise LoopHead(lasti)  # just left a split loop: what follows is a segment
         if (
             self.kind == "segment"
             and inst.opname != "CALL"

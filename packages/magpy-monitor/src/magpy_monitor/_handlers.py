@@ -7,11 +7,12 @@ leave pending, the shadow outputs. Calls are dispatched by ``_calls.py``.
 from __future__ import annotations
 
 import operator
+import types
 from typing import Any
 
 import torch
 
-from magpy_refgraph import Builtin, Cell, Global, Item
+from magpy_refgraph import Builtin, Cell, Const, Global, Item
 
 from ._calls import dispatch_call, load_attr, subscr, truthiness
 from ._capture import FROZEN_MODULE_ROOTS, is_value_type
@@ -183,14 +184,40 @@ def _load_global(m: FrameMonitor, inst: Inst) -> None:
     "STORE_NAME",
     "LOAD_NAME",
     "DELETE_NAME",
-    "IMPORT_NAME",
-    "IMPORT_FROM",
     "IMPORT_STAR",
     "SETUP_ANNOTATIONS",
     "LOAD_BUILD_CLASS",
 )
 def _unsupported_scope(m: FrameMonitor, inst: Inst) -> None:
     raise m.unsupported(f"{inst.opname} is not supported yet")
+
+
+@handler("IMPORT_NAME")
+def _import_name(m: FrameMonitor, inst: Inst) -> None:
+    """``import x`` inside a function: the module object from ``sys.modules``.
+
+    torch's and the stdlib's modules are constants; any other module is an entry object reached
+    through a constant root, so what the program reads from it is guarded like a global.
+    """
+    m.pop(2)
+
+    def make(real: list[Any]) -> list[Val]:
+        mod = real[0]
+        if not isinstance(mod, types.ModuleType):
+            raise m.unsupported(f"import gave a {type(mod).__name__}, not a module")
+        if mod.__name__.split(".")[0] in FROZEN_MODULE_ROOTS:
+            return [m.cap.const(mod)]
+        return [m.cap.root(Const(mod), mod)]
+
+    m.expect_outputs(inst, 1, make)
+
+
+@handler("IMPORT_FROM")
+def _import_from(m: FrameMonitor, inst: Inst) -> None:
+    """``from x import name``: an attribute read of the module (which stays on the stack)."""
+    base = m.stack[-1]
+    name = m.code.co_names[inst.arg]
+    m.expect_outputs(inst, 1, lambda real: [load_attr(m, base, name, real[-1])])
 
 
 @handler("LOAD_ATTR")
@@ -221,6 +248,8 @@ def _store_attr(m: FrameMonitor, inst: Inst) -> None:
     name = m.code.co_names[inst.arg]
     if isinstance(base.obj, torch.Tensor):
         raise m.unsupported(f"setting attribute {name!r} of a tensor")
+    if isinstance(base.extra, dict) and "ctor" in base.extra:
+        raise m.unsupported(f"setting attribute {name!r} of a dataclass built during the run")
     m.cap.set_attr(base, name, value)
     m.expect_outputs(inst, 0, lambda real: [])
 
@@ -248,11 +277,54 @@ def _scalar_op(m: FrameMonitor, inst: Inst, fn: Any, args: list[Val]) -> None:
                 if a.external:
                     cap.observe_type(a)
             return [Val(real[0], expr=(fn, tuple(args)))]
+        sequence = _sequence_op(m, fn, args, real[0])
+        if sequence is not None:
+            return [sequence]
+        if not is_value_type(real[0]) and type(real[0]) in (tuple, list, dict, set):
+            # a container of objects the shadow cannot name (a constant would keep stale ones)
+            raise m.unsupported(f"{fn.__name__} giving a {type(real[0]).__name__} of objects")
         for a in args:
             cap.observe(a)
         return [cap.new(real[0], const=True)]
 
     m.expect_outputs(inst, 1, make)
+
+
+def _sequence_op(m: FrameMonitor, fn: Any, args: list[Val], result: Any) -> Val | None:
+    """``a + b`` of tuples/lists and ``seq * n``: a new sequence whose items are followed."""
+    if type(result) not in (tuple, list):
+        return None
+    a, b = args
+    if fn in (operator.add, operator.iadd) and type(a.obj) is type(b.obj) is type(result):
+        items = unpack(m, a, None) + unpack(m, b, None)
+    elif fn in (operator.mul, operator.imul) and type(b.obj) is int and type(a.obj) is type(result):
+        m.cap.observe(b)
+        items = unpack(m, a, None) * b.obj
+    elif fn in (operator.mul, operator.imul) and type(a.obj) is int and type(b.obj) is type(result):
+        m.cap.observe(a)
+        items = unpack(m, b, None) * a.obj
+    else:
+        return None
+    if result is a.obj:  # an in-place list operation (see _list_inplace)
+        return None
+    if len(items) != len(result) or any(x.obj is not y for x, y in zip(items, result, strict=True)):
+        return None
+    return m.cap.new(result, items=items)
+
+
+def _list_inplace(m: FrameMonitor, inst: Inst, args: list[Val], symbol: str) -> None:
+    """``lst += iterable`` / ``lst *= n``: the list itself changes (materialized first)."""
+    from ._containers import materialize
+
+    a, b = args
+    materialize(m.cap, a, f"list {symbol}")
+    if symbol == "+=":
+        extra = unpack(m, b, None)
+        a.items.extend(extra)
+    else:
+        m.cap.observe(b)
+        a.items[:] = a.items * b.obj
+    m.expect_outputs(inst, 1, lambda real: [a])
 
 
 def _tensor_op(
@@ -275,8 +347,15 @@ def _binary_op(m: FrameMonitor, inst: Inst) -> None:
     args = m.pop(2)
     symbol = _BINARY_OP_NAMES[inst.arg]
     fn = _BINARY_OPS[symbol]
+    inplace = symbol.endswith("=") and symbol != "=="
+    if symbol in ("+=", "*=") and type(args[0].obj) is list:
+        _list_inplace(m, inst, args, symbol)
+        return
+    if inplace and not isinstance(args[0].obj, torch.Tensor):
+        # `score = 0; score += t`: a scalar has no in-place form, Python computes `0 + t`
+        fn, inplace = _BINARY_OPS[symbol[:-1]], False
     if _tensor_involved(*args):
-        _tensor_op(m, inst, fn, args, inplace=symbol.endswith("=") and symbol != "==")
+        _tensor_op(m, inst, fn, args, inplace=inplace)
     else:
         _scalar_op(m, inst, fn, args)
 
@@ -332,7 +411,10 @@ def _contains_op(m: FrameMonitor, inst: Inst) -> None:
     if isinstance(container.obj, torch.Tensor):
         raise m.unsupported("`in` on a tensor reads tensor values")
     m.cap.observe(item)
-    if isinstance(container.obj, dict) and container.external:
+    if isinstance(container.obj, dict) and isinstance(container.items, dict):
+        for k, _ in container.items.values():  # `key in d` depends on the keys only
+            m.cap.observe(k)
+    elif isinstance(container.obj, dict) and container.external:
         m.cap.observe_keys(container)
     else:
         m.cap.observe(container)

@@ -37,6 +37,8 @@ def iter_items(m: FrameMonitor, v: Val) -> list[Val] | None:
     obj = v.obj
     if is_generator(v):
         return None
+    if isinstance(v.extra, dict) and "lazy" in v.extra:
+        _materialize_range(m, v)
     if isinstance(v.extra, dict) and "iter" in v.extra:
         items: list[Val] = v.extra["iter"]
         pos: int = v.extra["pos"]
@@ -54,6 +56,8 @@ def iter_items(m: FrameMonitor, v: Val) -> list[Val] | None:
         cap.observe_keys(v)
         return [cap.const(k) for k in obj]
     if is_value_type(obj) or v.const or v.expr is not None:
+        if type(obj) is range:
+            cap.range_trip = True  # (the runtime splits such loops when records pile up)
         cap.observe(v)
         return [cap.const(x) for x in obj]
     if isinstance(obj, torch.Tensor):
@@ -87,6 +91,12 @@ def get_iter(m: FrameMonitor, inst: Inst, v: Val) -> None:
     """GET_ITER (and ``iter(x)``): the iterator shadow of ``v``."""
     if is_generator(v) or (isinstance(v.extra, dict) and "iter" in v.extra):
         m.push(v)
+        return
+    if type(v.obj) is range and not v.const and v.expr is not None:
+        # a range over a value that may change (a dynamic size): its values are only read
+        # (and the length guarded) when the loop takes one, so a segment that ends at the
+        # loop's head serves every trip count
+        m.expect_outputs(inst, 1, lambda real: [m.cap.new(real[0], extra={"lazy": v, "pos": 0})])
         return
     items = iter_items(m, v)
     if items is None:
@@ -124,6 +134,8 @@ def for_iter(m: FrameMonitor, inst: Inst) -> None:
         p = m.expect_outputs(inst, n_out, make_gen, opaque=True)
         p.gen = it
         return
+    if isinstance(it.extra, dict) and "lazy" in it.extra:
+        _materialize_range(m, it)
     if (isinstance(it.extra, dict) and "ahead" in it.extra) or _look_ahead(m, it):
         _for_iter_ahead(m, inst, it, n_out)
         return
@@ -134,12 +146,22 @@ def for_iter(m: FrameMonitor, inst: Inst) -> None:
         state = it.extra
         if not real:
             m.stack.pop()
+            m.exhausted = it.obj
             return []
         val: Val = state["iter"][state["pos"]]
         state["pos"] += 1
         return [val]
 
     m.expect_outputs(inst, n_out, make)
+
+
+def _materialize_range(m: FrameMonitor, it: Val) -> None:
+    """The run takes values from a lazy range iterator: its length is guarded from here on."""
+    extra = it.extra
+    base = extra.pop("lazy")
+    items = iter_items(m, base)
+    assert items is not None
+    extra["iter"], extra["base"] = items, base
 
 
 def _look_ahead(m: FrameMonitor, it: Val) -> bool:
@@ -168,6 +190,7 @@ def _for_iter_ahead(m: FrameMonitor, inst: Inst, it: Val, n_out: Callable[[int],
         if not real:
             m.stack.pop()
             state["exhausted"] = True
+            m.exhausted = it.obj
             return []
         val = m.cap.child(it, IterPos(state["pos"]), real[0])
         state["pos"] += 1

@@ -38,6 +38,7 @@ from magpy_refgraph import (
 
 from ._capture import Capture, is_value_type
 from ._frameio import NULL
+from ._objects import ctor_recipe
 from ._values import Val
 
 __all__ = ["build_plan"]
@@ -71,9 +72,14 @@ class _Planner:
             if v.const and is_value_type(obj):
                 return Constant(obj)
             return FromPath(self.cap.paths[v.node])
+        if not v.const and isinstance(v.extra, dict) and "sym" in v.extra:
+            return self.graph_out(v.extra["scalar_fx"])  # a size that follows a dynamic dim
         if v.expr is not None and not v.const:
             fn, args = v.expr
             return Apply(Constant(fn), tuple(self.recipe(a) for a in args))
+        replayed = ctor_recipe(v, self.recipe)
+        if replayed is not None:
+            return replayed
         if v.items is not None:
             return self._build(v)
         if v.const or is_value_type(obj):
@@ -100,6 +106,8 @@ class _Planner:
                 Constant(extra["grad_exit"]),
             )
             return Apply(Constant(reenter_grad_context), args)
+        if "lazy" in extra:  # an untouched iterator over a range of a dynamic length
+            return Build(id(v), BuildKind.ITER, (self.recipe(extra["lazy"]),), (0,))
         base = extra.get("base")
         if "iter" in extra and base is not None and type(v.obj) in _REBUILDABLE_ITERATORS:
             reduced = v.obj.__reduce__()
@@ -199,6 +207,9 @@ def build_plan(cap: Capture) -> tuple[Plan, list[Any]]:
     """The plan of a finished capture and the fx output nodes it needs (in output order)."""
     if cap.result is None:
         raise Unsupported("the monitored call did not return")
+    from ._pyenv import check_context_vars
+
+    check_context_vars(cap)
     p = _Planner(cap)
     result = p.recipe(cap.result)
     writes = tuple(p.writeback(w.op, w.target, w.key, w.value) for w in cap.writes)

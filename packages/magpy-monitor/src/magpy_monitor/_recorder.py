@@ -31,10 +31,18 @@ class GraphRecorder:
         self.op_count = 0
         self.created: list[fx.Node] = []
         self._insert_before: fx.Node | None = None
+        self._targets: set[str] = set()
 
     def placeholder(self, path: Path, example: torch.Tensor) -> fx.Node:
         """A new graph input read from ``path`` (placeholders stay ahead of every operation)."""
         name = _NAME.sub("_", str(path)).strip("_") or "input"
+        # fx names a placeholder's parameter after its target: two paths that read alike
+        # (``x.a_b`` and ``x['a.b']``) must not give the forward a duplicate argument
+        base, n = name, 1
+        while name in self._targets:
+            n += 1
+            name = f"{base}_{n}"
+        self._targets.add(name)
         first_op = next((n for n in self.graph.nodes if n.op != "placeholder"), None)
         if first_op is None:
             node = self.graph.placeholder(name)

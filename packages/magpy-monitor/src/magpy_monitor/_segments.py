@@ -30,6 +30,7 @@ from ._capture import Capture
 from ._frame import (
     CalleeSite,
     FrameMonitor,
+    LoopHead,
     SegmentEnd,
     localsplus_names,
     real_offset,
@@ -79,6 +80,8 @@ class SegmentHost(Protocol):
 
     def on_callee_site(self, chain: list[tuple[types.CodeType, Any]]) -> None: ...
 
+    def split_loops(self, code: types.CodeType) -> bool: ...
+
     def on_callee_pieces(
         self, pieces: list[tuple[Any, fx.GraphModule, dict[str, Any]]]
     ) -> None: ...
@@ -95,6 +98,7 @@ class SegmentHost(Protocol):
 
 
 _local = threading.local()
+_RANGE_ITERATOR = type(iter(range(0)))
 
 
 def _original(host: SegmentHost, code: types.CodeType) -> tuple[types.CodeType, CodeInfo | None]:
@@ -129,6 +133,8 @@ class SegmentMonitor(Monitor):
         # a dry segment only follows the frame to its next break (where finders take over); a
         # record the site already has covers it, so its commit stores nothing
         self.dry = dry
+        if host.split_loops(frame.f_code):
+            cap.loop_head = self._at_loop_head
         cap.end_at_callee_site = self._can_end_at_call
 
     def start(self, *, now: bool = False) -> TraceFn:
@@ -173,6 +179,13 @@ class SegmentMonitor(Monitor):
         try:
             if isinstance(exc, SegmentEnd):
                 self._commit_at_site(root)
+            elif isinstance(exc, LoopHead):
+                # one loop iteration ends here; the next one is a segment of its own
+                offset = root.original_offset(exc.args[0])
+                self._commit(root, offset, None, root.stack, looped=True)
+                self._stop()
+                self.host.resume(self.frame, self.code, offset, tuple(v.obj for v in root.stack))
+                return
             elif isinstance(exc, CalleeSite):
                 # the innermost frame runs its own entry site natively; the frames above it
                 # continue with segments after the call returns
@@ -213,7 +226,8 @@ class SegmentMonitor(Monitor):
         lasti = real_offset(self.frame.f_code, self.frame.f_lasti)
         assert self.info is not None
         end = self.info.block_sites[lasti]
-        self._commit(root, end, None, root.stack)
+        # back at its own site: a loop went round once (SegmentEnd needs a step taken)
+        self._commit(root, end, None, root.stack, looped=True)
 
     def _commit_at_break(
         self, root: FrameMonitor, exc: Unsupported, chain: list[tuple[types.CodeType, Any]]
@@ -248,6 +262,15 @@ class SegmentMonitor(Monitor):
                 pieces.append((mon.func, gm, entry))
         if pieces:
             self.host.on_callee_pieces(pieces)
+
+    def _at_loop_head(self, mon: FrameMonitor, exhausted: Any) -> bool:
+        """Whether to end the segment here: at a FOR_ITER of its frame over a range
+        (``exhausted`` None), or right after such a loop ended (``exhausted`` its iterator)."""
+        if mon is not self.root:
+            return False
+        if exhausted is not None:
+            return type(exhausted) is _RANGE_ITERATOR
+        return bool(mon.stack) and type(mon.stack[-1].obj) is _RANGE_ITERATOR
 
     def _can_end_at_call(self) -> bool:
         """Whether the segment can end at the root frame's current cut point (``pre``).
@@ -289,13 +312,19 @@ class SegmentMonitor(Monitor):
         return -1
 
     def _commit(
-        self, root: FrameMonitor, end: int | None, ret: Val | None, stack: list[Val]
+        self,
+        root: FrameMonitor,
+        end: int | None,
+        ret: Val | None,
+        stack: list[Val],
+        *,
+        looped: bool = False,
     ) -> None:
         self.finished_segment = True
         cap = self.cap
         if self.dry:
             return
-        if end is not None and end == self._start_offset():
+        if end is not None and end == self._start_offset() and not looped:
             # nothing ran before the segment ended: a record would jump back to its own site
             self.host.on_empty(self.code, self.site)
             return

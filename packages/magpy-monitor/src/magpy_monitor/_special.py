@@ -43,7 +43,7 @@ def _super(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> N
             raise m.unsupported("super() outside a method")
         cell_val = m.fast[names.index("__class__")]
         cls_val = cap.const(cell_val.obj.cell_contents)
-        first = m.fast[0]
+        first = m.load_fast(0)  # LAZY in a segment that starts mid-method
         self_val = first.extra.content if isinstance(first.extra, CellBox) else first
     del cls_val
     if self_val.external:

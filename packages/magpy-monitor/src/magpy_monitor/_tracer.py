@@ -23,6 +23,7 @@ from . import (  # noqa: F401  (modules that register handlers)
     _exceptions,
     _handlers,
     _highorder,
+    _pyenv,
     _special,
 )
 from ._capture import Capture, is_value_type

@@ -45,6 +45,17 @@ class TestPlaceholders:
         ]
         assert ph[0].meta["example_value"] is x and ph[1].meta["example_value"] is y
 
+    def test_paths_that_read_alike_get_distinct_parameter_names(self) -> None:
+        """``d['a.b']`` and ``d['a_b']`` sanitize alike; the forward must still compile."""
+        d = {"a.b": _x(), "a_b": _x() * 3}
+        result = capture(lambda m: m["a.b"] * m["a_b"], (d,), {})
+        assert result.failure is None and result.graph is not None
+        targets = [n.target for n in _placeholders(result.graph)]
+        assert len(set(targets)) == 2, targets
+        gm = fx.GraphModule(torch.nn.Module(), result.graph)
+        (out,) = gm(d["a.b"], d["a_b"])
+        assert torch.equal(out, d["a.b"] * d["a_b"])
+
     def test_tensor_used_twice_is_one_placeholder(self) -> None:
         """A tensor read twice through the same path is one placeholder."""
         g = _graph(lambda a: a * a + a, _x())

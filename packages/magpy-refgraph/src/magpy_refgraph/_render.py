@@ -12,7 +12,7 @@ import keyword
 import math
 import types
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
@@ -103,16 +103,15 @@ def _plain_attr(name: object) -> bool:
     return not (name.startswith("__") and not name.endswith("__"))  # private-name mangling
 
 
-_REDUCIBLE_ITERATORS = frozenset(
-    type(it)
-    for it in (
-        iter([]),
-        iter(()),
-        iter(range(0)),
-        iter({}.keys()),
-        iter({}.values()),
-        iter({}.items()),
-    )
+_REDUCIBLE_ITERATORS: frozenset[type] = frozenset(
+    {
+        type(iter([])),
+        type(iter(())),
+        type(iter(range(0))),
+        type(iter({}.keys())),
+        type(iter({}.values())),
+        type(iter({}.items())),
+    }
 )
 
 
@@ -125,10 +124,10 @@ def iter_remaining(it: object) -> Sequence[object]:
     """
     if type(it) not in _REDUCIBLE_ITERATORS:
         raise TypeError(f"cannot look ahead in a {type(it).__name__}")
-    reduced = it.__reduce__()
-    seq = reduced[1][0]
-    start = reduced[2] if len(reduced) > 2 else 0
-    return seq[start:] if start else seq  # type: ignore[no-any-return]
+    reduced: Any = it.__reduce__()
+    seq: Sequence[object] = reduced[1][0]
+    start: int = reduced[2] if len(reduced) > 2 else 0
+    return seq[start:] if start else seq
 
 
 def render_step(base: str, access: Access, ctx: RenderContext) -> str:
@@ -145,7 +144,7 @@ def render_step(base: str, access: Access, ctx: RenderContext) -> str:
     if access.kind is AccessKind.ITEM:
         return f"{base}[{_key_expr(access.key, ctx)}]"
     if access.kind is AccessKind.ITER:
-        return f"{ctx.const_expr(iter_remaining)}({base})[{int(access.key)}]"
+        return f"{ctx.const_expr(iter_remaining)}({base})[{access.key!r}]"
     raise InternalError(f"render_step got root access {access!r}; use ctx.root_expr")
 
 

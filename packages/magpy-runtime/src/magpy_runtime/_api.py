@@ -116,7 +116,9 @@ def compile(
     Usable as ``magpy.compile(fn)``, ``@magpy.compile`` or ``@magpy.compile(backend="eager")``.
     ``backend``: ``"inductor"`` (default), ``"eager"``, ``"aot_eager"`` or a callable
     ``(gm, example_inputs) -> callable``. ``fullgraph=True`` raises if the program cannot be
-    captured as one graph.
+    captured as one graph. ``dynamic``: ``None`` recompiles once with the sizes and scalars that
+    changed made dynamic, ``True`` is dynamic from the first call, ``False`` never (one record
+    per shape); see docs/dynamic.md.
     """
     _check_args(backend, dynamic, options)
     if model is None:

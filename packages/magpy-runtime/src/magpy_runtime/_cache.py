@@ -4,6 +4,12 @@ Guards are tried most-recently-used first; a hit runs the record's mock (no user
 miss monitors the call (which runs it for real) and adds a record. Past ``max_records`` the
 callable runs eagerly, with one warning. Internal failures make it run eagerly for good, with
 one warning naming the cause; graph breaks are recorded as reasons.
+
+Dynamic values (``dynamic=None``): on a miss, the int/float scalars and the tensor sizes that
+differ from what an earlier record specialised on become dynamic for the next capture (scalars
+turn into graph inputs, sizes into symbols, see ``magpy_monitor._shapes``). The last record
+allowed by ``max_records`` is captured with everything dynamic, as ``dynamic=True`` does from
+the start; ``dynamic=False`` never promotes anything.
 """
 
 from __future__ import annotations
@@ -14,10 +20,11 @@ import weakref
 from typing import Any
 
 import attrs
+import torch
 
 from magpy_codegen import Record, build_record
 from magpy_monitor import capture
-from magpy_refgraph import InternalError, MagPyError, Unsupported, dump
+from magpy_refgraph import InternalError, MagPyError, Unsupported, dump, iter_remaining
 
 from ._config import config
 from ._logging import log_topic
@@ -75,6 +82,7 @@ class CacheState:
     site_records: list[Record] = attrs.field(factory=list)
     warned_sites: bool = False
     last_refgraph: str = ""
+    trip_records: int = 0  # whole-call records of runs that iterated over a range()
     # graphs of callee pieces cut out of a segment by a break deeper in the chain; each is
     # compiled at the callee's entry site from the next call on (shown by ``magpy.explain``)
     pending_graphs: list[tuple[Any, Any, dict[str, Any]]] = attrs.field(factory=list)
@@ -90,6 +98,7 @@ class CacheState:
             self.records.clear()
             self.hits = self.misses = self.breaks = self.fallbacks = 0
             self.split = False
+            self.trip_records = 0
             self.dynamic_paths.clear()
             self.site_records.clear()
             self.pending_graphs.clear()
@@ -130,22 +139,26 @@ class CacheState:
             self.dynamic_paths |= changed_on_miss(
                 records, {"fn": fn, "args": args, "kwargs": kwargs}
             )
+        if self.trip_records >= 3 and self._split_loops(fn):
+            return self.call(fn, args, kwargs)  # each loop iteration a segment from now on
         limit = self.max_records if self.max_records is not None else config.max_records
         if len(records) >= limit:
             self._go_eager(
                 f"more than {limit} records (max_records); the inputs keep changing", warn=True
             )
             return fn(*args, **kwargs)
-        return self._record(fn, args, kwargs)
+        return self._record(fn, args, kwargs, last=len(records) + 1 >= limit > 1)
 
-    def _record(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    def _record(
+        self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], *, last: bool = False
+    ) -> Any:
         result = capture(
             fn,
             args,
             kwargs,
             name=self.qualname,
             dynamic_paths=frozenset(self.dynamic_paths),
-            promote_all=self.dynamic is True,
+            promote_all=promote_all(self.dynamic, last),
         )
         failure = result.failure
         if failure is None and result.plan is not None and result.graph is not None:
@@ -167,6 +180,8 @@ class CacheState:
                     if self.dynamic is not False:
                         self.dynamic_paths |= changed_scalars(rec.plan, self.records)
                     self.records.insert(0, rec)
+                    if result.capture.range_trip:
+                        self.trip_records += 1
                 self.last_refgraph = dump(result.capture.graph)
                 log_topic(
                     "records",
@@ -182,6 +197,25 @@ class CacheState:
         if failure is not None:
             self._failed(failure, result.chain)
         return result.value
+
+    def _split_loops(self, fn: Any) -> bool:
+        """Records keep coming for new trip counts of a range() loop: from now on each loop
+        iteration of the function is a segment (its records serve every trip count)."""
+        import types
+
+        from ._sites import _user_function, split_loops_of
+
+        func = getattr(fn, "forward", fn) if isinstance(fn, torch.nn.Module) else fn
+        func = getattr(func, "__func__", func)
+        if not isinstance(func, types.FunctionType) or not _user_function(func):
+            return False
+        try:
+            split_loops_of(func)
+        except MagPyError:
+            return False
+        log_topic("records", "%s: range() loops split per iteration", self.qualname)
+        self.split = True
+        return True
 
     def note_break(self, failure: Unsupported) -> None:
         """A graph break was met (whole-call capture or a segment)."""
@@ -248,11 +282,19 @@ class CacheState:
             )
 
 
+def promote_all(dynamic: bool | None, last: bool) -> bool:
+    """Capture with every scalar and size dynamic: ``dynamic=True``, or the last record allowed
+    by ``max_records`` under ``dynamic=None`` (the region keeps changing: treat it as dynamic)."""
+    return dynamic is True or (dynamic is None and last)
+
+
 def changed_scalars(plan: Any, others: list[Record]) -> set[Any]:
     """Entry paths of int/float values guarded by value here and with another value elsewhere.
 
     Those are the scalars that change from call to call: the next capture makes them graph
     inputs (the paper's promotion of non-constant scalars) instead of specializing again.
+    Tensor sizes that differ between two records' TENSOR_META guards are included, as
+    ``dim_key(path, d)`` (the next capture makes them symbolic).
     """
     from magpy_refgraph import GuardKind
 
@@ -263,13 +305,33 @@ def changed_scalars(plan: Any, others: list[Record]) -> set[Any]:
             if g.kind is GuardKind.VALUE and type(g.payload) in (int, float)
         }
 
+    def shapes(p: Any) -> dict[Any, tuple[Any, ...]]:
+        return {g.path: g.payload[3] for g in p.guards if g.kind is GuardKind.TENSOR_META}
+
     mine = scalars(plan)
+    my_shapes = shapes(plan)
     changed: set[Any] = set()
     for rec in others:
         for path, value in scalars(rec.plan).items():
             if path in mine and type(mine[path]) is type(value) and mine[path] != value:
                 changed.add(path)
+        for path, shape in shapes(rec.plan).items():
+            if path in my_shapes:
+                changed |= _changed_dims(path, my_shapes[path], shape)
     return changed
+
+
+def _changed_dims(path: Any, old: tuple[Any, ...], now: tuple[Any, ...]) -> set[Any]:
+    """``dim_key``s of the sizes that are known (not None) in both shapes and differ."""
+    from magpy_monitor import dim_key
+
+    if len(old) != len(now):
+        return set()
+    return {
+        dim_key(path, d)
+        for d, (a, b) in enumerate(zip(old, now, strict=True))
+        if a is not None and b is not None and a != b
+    }
 
 
 def changed_on_miss(records: list[Record], roots: dict[str, Any]) -> set[Any]:
@@ -279,6 +341,9 @@ def changed_on_miss(records: list[Record], roots: dict[str, Any]) -> set[Any]:
     changed: set[Any] = set()
     for rec in records:
         for g in rec.plan.guards:
+            if g.kind is GuardKind.TENSOR_META:
+                changed |= _changed_sizes(g, roots)
+                continue
             if g.kind is not GuardKind.VALUE or type(g.payload) not in (int, float):
                 continue
             try:
@@ -288,6 +353,20 @@ def changed_on_miss(records: list[Record], roots: dict[str, Any]) -> set[Any]:
             if type(now) is type(g.payload) and now != g.payload:
                 changed.add(g.path)
     return changed
+
+
+def _changed_sizes(guard: Any, roots: dict[str, Any]) -> set[Any]:
+    """Sizes a TENSOR_META guard names that differ in this call (same class, dtype, ndim)."""
+    import torch
+
+    try:
+        now = eval_path(guard.path, roots)
+    except Exception:  # the path does not resolve in this call
+        return set()
+    cls, dtype, _device, shape = guard.payload[:4]
+    if type(now) is not cls or not isinstance(now, torch.Tensor) or now.dtype is not dtype:
+        return set()
+    return _changed_dims(guard.path, shape, tuple(now.shape))
 
 
 def eval_path(path: Any, roots: dict[str, Any]) -> Any:
@@ -313,5 +392,10 @@ def eval_path(path: Any, roots: dict[str, Any]) -> Any:
     else:
         obj = key
     for step in path.steps:
-        obj = getattr(obj, step.key) if step.kind is AccessKind.ATTR else obj[step.key]
+        if step.kind is AccessKind.ATTR:
+            obj = getattr(obj, step.key)
+        elif step.kind is AccessKind.ITER:
+            obj = iter_remaining(obj)[step.key]
+        else:
+            obj = obj[step.key]
     return obj

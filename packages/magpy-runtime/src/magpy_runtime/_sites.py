@@ -32,7 +32,14 @@ from magpy_refgraph import MagPyError, Unsupported
 from ._cache import MagPyWarning, changed_on_miss
 from ._logging import log_topic
 
-__all__ = ["HOST", "activate", "deactivate", "ensure_entry_site", "restore_all"]
+__all__ = [
+    "HOST",
+    "activate",
+    "deactivate",
+    "ensure_entry_site",
+    "restore_all",
+    "split_loops_of",
+]
 
 ENTRY = -1  # site key of a function's entry (before its first traceable instruction)
 _tls = threading.local()
@@ -71,6 +78,9 @@ class CodeState:
     generation: int = 0
     variants: dict[int, dict[int, list[Layout]]] = attrs.field(factory=dict)
     current: Instrumented | None = None
+    # each iteration of its range() loops is a segment of its own (a trip count that changes
+    # from call to call would otherwise make a record per count)
+    split_loops: bool = False
 
     def add_function(self, fn: types.FunctionType) -> None:
         if not any(r() is fn for r in self.functions):
@@ -161,6 +171,13 @@ class _Registry:
 
 
 REGISTRY = _Registry()
+
+
+def split_loops_of(fn: types.FunctionType) -> CodeState:
+    """Give ``fn`` an entry site and make each iteration of its range() loops a segment."""
+    st = ensure_entry_site(fn)
+    st.split_loops = True
+    return st
 
 
 def ensure_entry_site(fn: types.FunctionType) -> CodeState:
@@ -361,6 +378,12 @@ class _Host:
                 except Unsupported:
                     continue
 
+    def split_loops(self, code: types.CodeType) -> bool:
+        with REGISTRY.lock:
+            info = REGISTRY.infos.get(code)
+            st = REGISTRY.by_code.get(info.original if info is not None else code)
+            return st is not None and st.split_loops
+
     def on_callee_pieces(self, pieces: list[tuple[Any, Any, dict[str, Any]]]) -> None:
         """Graphs the callees of a broken chain will compile from the next call on.
 
@@ -401,6 +424,7 @@ class _Host:
         return paths, bool(state is not None and state.dynamic is True)
 
     def on_empty(self, code: types.CodeType, site: int) -> None:
+        log_topic("sites", "no record possible at %s offset %d: eager", code.co_qualname, site)
         with REGISTRY.lock:
             st = REGISTRY.by_code.get(code)
             s = st.sites.get(site) if st is not None else None
@@ -430,8 +454,11 @@ class _Host:
             # found); otherwise record the new variant
             f_locals = frame.f_locals
             dry = any(rec.guard(f_locals, stack) is not None for rec in mine)
-            if not dry and len(mine) >= site.limit(state.limit(), f_locals):
-                return None
+            if not dry:
+                if len(mine) >= site.limit(state.limit(), f_locals):
+                    return None
+                if state.dynamic is not False:
+                    site.dynamic_paths |= changed_on_miss(mine, {"L": f_locals, "S": stack})
         return start_segment(self, frame, offset, stack, now=True, dry=dry)
 
 

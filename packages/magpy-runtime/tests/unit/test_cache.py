@@ -19,6 +19,10 @@ def affine(x: torch.Tensor) -> torch.Tensor:
     return x * 2 + 1
 
 
+# Tests below that need one record per shape compile with dynamic=False: by default a changed
+# size makes the next record dynamic in that size (see test_dynamic_shapes.py in integration/).
+
+
 def _records(fast: Any) -> list[Any]:
     return list(fast._magpy_state.records)
 
@@ -34,7 +38,7 @@ class TestMostRecentlyUsedOrder:
 
     def test_hit_moves_the_record_to_the_front(self) -> None:
         """A hit on an older record moves it to the front and counts on that record."""
-        fast = magpy.compile(affine, backend="eager")
+        fast = magpy.compile(affine, backend="eager", dynamic=False)
         fast(torch.ones(2))
         two = _records(fast)[0]
         fast(torch.ones(3))
@@ -48,7 +52,7 @@ class TestMostRecentlyUsedOrder:
 
     def test_results_stay_correct_across_records(self) -> None:
         """Alternating shapes hit the matching record every time."""
-        fast = magpy.compile(affine, backend="eager")
+        fast = magpy.compile(affine, backend="eager", dynamic=False)
         for _ in range(3):
             for n in (2, 3, 4):
                 x = torch.randn(n)
@@ -60,7 +64,7 @@ class TestMostRecentlyUsedOrder:
 class TestMaxRecords:
     def test_third_shape_runs_eagerly_with_one_warning(self) -> None:
         """max_records=2: the 3rd distinct shape runs eagerly, warns once, stays correct."""
-        fast = magpy.compile(affine, backend="eager", options={"max_records": 2})
+        fast = magpy.compile(affine, backend="eager", dynamic=False, options={"max_records": 2})
         a, b, c, d = torch.randn(2), torch.randn(3), torch.randn(4), torch.randn(5)
         assert torch.equal(fast(a), affine(a))
         assert torch.equal(fast(b), affine(b))
@@ -87,7 +91,7 @@ class TestMaxRecords:
     def test_option_overrides_config(self) -> None:
         """options={'max_records': n} wins over config.max_records."""
         with config.patch(max_records=1):
-            fast = magpy.compile(affine, backend="eager", options={"max_records": 3})
+            fast = magpy.compile(affine, backend="eager", dynamic=False, options={"max_records": 3})
             for n in (2, 3, 4):
                 fast(torch.ones(n))
         assert magpy.stats(fast).records == 3

@@ -1,0 +1,120 @@
+"""Side-by-side report: MagPy vs TorchDynamo on the Hugging Face models (``models/hf.py``).
+
+Run from the repository root with ``transformers`` installed::
+
+    python -m integration.hf_report [model ...]
+
+For each model (tiny config, random weights, offline): MagPy's graphs and breaks
+(``magpy.explain``), whether MagPy's eager-backend output equals eager over 3 fresh calls, and its
+records/hits; TorchDynamo's graphs and breaks (``torch._dynamo.explain``, backend "eager") and
+whether ``torch.compile(fullgraph=True, backend="eager")`` succeeds. Prints a Markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import os
+import sys
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+import magpy
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+from .models.hf import HF_MODELS, HF_OUTPUTS
+
+__all__ = ["main", "row"]
+
+BATCH, CALLS = 2, 3
+
+
+def _same(got: Any, want: Any, fields: tuple[str, ...]) -> bool:
+    return type(got) is type(want) and all(
+        torch.allclose(getattr(got, f), getattr(want, f), rtol=1e-4, atol=1e-5) for f in fields
+    )
+
+
+def _magpy(name: str, model: torch.nn.Module, make: Callable[..., Any]) -> dict[str, Any]:
+    magpy.reset()
+    reference = copy.deepcopy(model)
+    explained = magpy.explain(model)(**make(BATCH, 0))
+    compiled = magpy.compile(model, backend="eager")
+    same = True
+    for i in range(CALLS):
+        kwargs = make(BATCH, 1 + i)
+        torch.manual_seed(i)
+        got = compiled(**kwargs)
+        torch.manual_seed(i)
+        same = same and _same(got, reference(**kwargs), HF_OUTPUTS[name])
+    st = magpy.stats(compiled)
+    return {
+        "graphs": explained.graph_count,
+        "breaks": explained.graph_break_count,
+        "same": same,
+        "records": st.records,
+        "hits": st.hits,
+    }
+
+
+def _dynamo(model: torch.nn.Module, make: Callable[..., Any]) -> dict[str, Any]:
+    import torch._dynamo as dynamo
+
+    dynamo.reset()
+    try:
+        out = dynamo.explain(model)(**make(BATCH, 0))
+        graphs, breaks = out.graph_count, out.graph_break_count
+    except Exception as exc:  # report, do not stop the table
+        graphs, breaks = "error", type(exc).__name__
+    dynamo.reset()
+    try:
+        torch.compile(model, backend="eager", fullgraph=True)(**make(BATCH, 1))
+        full = "yes"
+    except Exception as exc:
+        full = f"no ({type(exc).__name__})"
+    dynamo.reset()
+    return {"graphs": graphs, "breaks": breaks, "fullgraph": full}
+
+
+def row(name: str) -> str:
+    """One Markdown table row for model ``name``."""
+    model, make = HF_MODELS[name]()
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            mp = _magpy(name, model, make)
+            mp_text = (
+                f"{mp['graphs']} | {mp['breaks']} | {'yes' if mp['same'] else 'NO'} | "
+                f"{mp['records']}/{mp['hits']}"
+            )
+        except Exception as exc:
+            mp_text = f"error | {type(exc).__name__} | - | -"
+        model, make = HF_MODELS[name]()
+        dy = _dynamo(model, make)
+    return f"| {name} | {mp_text} | {dy['graphs']} | {dy['breaks']} | {dy['fullgraph']} |"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the table for the named models (default: all)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("models", nargs="*", help=f"some of: {' '.join(HF_MODELS)}")
+    args = parser.parse_args(argv)
+    unknown = set(args.models) - set(HF_MODELS)
+    if unknown:
+        parser.error(f"unknown models: {sorted(unknown)}")
+    names = args.models or list(HF_MODELS)
+    print("| model | MagPy graphs | MagPy breaks | MagPy = eager | records/hits |", end="")
+    print(" Dynamo graphs | Dynamo breaks | fullgraph=True |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name in names:
+        print(row(name), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,159 @@
+"""Hugging Face ``transformers`` models (``integration/models/hf.py``) through MagPy (eager).
+
+Built from tiny configs with random weights, fully offline (``HF_HUB_OFFLINE=1``; no weights or
+tokenizers are fetched). Skipped when ``transformers`` is not installed (``pip install
+magpy[hf]``). For every model: ``magpy.explain`` reports the expected graphs and breaks, and over
+3 calls on fresh inputs the compiled model gives the same ``ModelOutput`` (type and the compared
+fields) as eager, with the expected records, hits, breaks and fallbacks (so a cache that never
+hits fails). The models MagPy captures as one graph also go through
+``helpers.assert_compiles_like_eager`` (no user code runs on a hit, module state matches).
+
+Why the text models break: transformers' mask helpers (``masking_utils``) look at the padding
+mask's *values* (``padding_mask.all()``, to skip building a mask) unless a compiler says it is
+tracing; MagPy runs the program eagerly, so that branch is data-dependent and splits the
+forward. The output-capturing wrapper's ``ContextVar`` set/reset then lands in different
+segments, which costs one more break. About 40 s on 2 cores.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import dataclasses
+import importlib
+import os
+from pathlib import Path
+from typing import Any
+
+import _integration_helpers as H
+import pytest
+import torch
+
+import magpy
+from magpy._cli import load_models
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
+pytest.importorskip("transformers")
+
+load_models(Path(__file__).with_name("models"))
+HF: Any = importlib.import_module("_magpy_bench_models.hf")
+BATCH = 2
+CALLS = 3
+
+
+@dataclasses.dataclass(frozen=True)
+class Expect:
+    """explain's (graphs, breaks) and stats' (records, hits, breaks, fallbacks) after 3 calls;
+    ``warns``: a regex of a warning MagPy gives (None: none)."""
+
+    graphs: int = 1
+    breaks: int = 0
+    records: int = 1
+    hits: int = 2
+    stat_breaks: int = 0
+    fallbacks: int = 0
+    warns: str | None = None
+
+
+STATIC = Expect()
+EXPECT: dict[str, Expect] = {
+    "vit": STATIC,
+    "swin": STATIC,
+    "resnet": STATIC,
+    "mobilenet_v2": STATIC,
+    "deberta": STATIC,
+    # data-dependent `padding_mask.all()` in masking_utils, plus the breaks it causes downstream
+    # (the ContextVar reset, loops resumed mid-iteration, ModelOutput read in a later segment)
+    "bert": Expect(7, 6, 27, 51, 5),
+    "deberta_v2": Expect(4, 5, 13, 13, 5),
+    "gpt2": Expect(7, 3, 22, 26, 4),
+    "llama": Expect(13, 6, 31, 63, 6),
+    "align": Expect(10, 7, 39, 55, 4),
+    "t5": Expect(9, 6, 38, 66, 4),
+    # `.item()` on random-rotation bucket counts, numpy.lcm on config values
+    "reformer": Expect(4, 7, 17, 23, 7),
+    # sliding-window attention: `.item()` and `nonzero()` of the global-attention mask
+    "longformer": Expect(10, 12, 24, 56, 9),
+    "led": Expect(3, 8, 18, 34, 6),
+}
+
+
+def test_every_model_has_an_expectation() -> None:
+    """EXPECT covers exactly the registry."""
+    assert sorted(EXPECT) == sorted(HF.HF_MODELS)
+
+
+def _compare(got: Any, want: Any, name: str, where: str) -> None:
+    assert type(got) is type(want), f"{name}, {where}: {type(got).__name__}"
+    for field in HF.HF_OUTPUTS[name]:
+        torch.testing.assert_close(
+            getattr(got, field), getattr(want, field), rtol=1e-4, atol=1e-5, msg=field
+        )
+
+
+def _warns(expect: Expect) -> Any:
+    if expect.warns is None:
+        return contextlib.nullcontext()
+    # RuntimeWarning: MagPyWarning is one
+    return pytest.warns(RuntimeWarning, match=expect.warns)
+
+
+@pytest.mark.parametrize(
+    "name",
+    sorted(HF.HF_MODELS),
+)
+def test_hf_model_compiles_like_eager(name: str) -> None:
+    """explain's counts, then 3 fresh calls equal eager with the expected stats."""
+    expect = EXPECT.get(name, STATIC)
+    model, make_inputs = HF.HF_MODELS[name]()
+    reference = copy.deepcopy(model)
+    with torch.no_grad(), _warns(expect):
+        explained = magpy.explain(model)(**make_inputs(BATCH, 0))
+        compiled = magpy.compile(model, backend="eager")
+        for i in range(CALLS):
+            kwargs = make_inputs(BATCH, 1 + i)
+            torch.manual_seed(i)  # Reformer's LSH attention draws random rotations
+            got = compiled(**kwargs)
+            torch.manual_seed(i)
+            _compare(got, reference(**kwargs), name, f"call {i}")
+    assert (explained.graph_count, explained.graph_break_count) == (
+        expect.graphs,
+        expect.breaks,
+    ), f"{name}: explain says {explained}"
+    st = magpy.stats(compiled)
+    got_stats = (st.records, st.hits, st.breaks, st.fallbacks)
+    want = (expect.records, expect.hits, expect.stat_breaks, expect.fallbacks)
+    assert got_stats == want, (
+        f"{name}: (records, hits, breaks, fallbacks) {got_stats} != {want}: if MagPy now "
+        f"captures more of it, update EXPECT"
+    )
+
+
+@pytest.mark.parametrize("name", sorted(n for n, e in EXPECT.items() if e == STATIC))
+def test_static_hf_model_hits_run_no_user_code(name: str) -> None:
+    """The one-graph models pass the full check: the whole output, inputs and module state.
+
+    A hit does run some of the library's Python: the mock builds the ``ModelOutput`` by calling
+    its class (whose ``__init__``/``__post_init__`` live in transformers), so the "no user code
+    on a hit" check is off.
+    """
+    model, make_inputs = HF.HF_MODELS[name]()
+    with torch.no_grad():
+        H.assert_compiles_like_eager(
+            model,
+            lambda i: ([], make_inputs(BATCH, 1 + i)),
+            calls=CALLS,
+            backend="eager",
+            check_hits_run_no_user_code=False,
+        )
+
+
+def test_hf_builders_are_offline_and_deterministic() -> None:
+    """Same seed, same inputs; every model is in eval mode and returns a ModelOutput."""
+    for name, build in HF.HF_MODELS.items():
+        model, make_inputs = build()
+        assert isinstance(model, torch.nn.Module) and not model.training, name
+        a, b = make_inputs(BATCH, 0), make_inputs(BATCH, 0)
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), name
+    assert os.environ["HF_HUB_OFFLINE"] == "1"

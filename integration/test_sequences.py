@@ -1,0 +1,63 @@
+"""Tuples and lists combined by operators: the result's items keep their provenance.
+
+Regression: ``(t,) + outside_tuple[1:]`` once became a constant tuple, so a cache hit returned
+the tensors of the recording call (Longformer's attention returned stale outputs).
+"""
+
+from __future__ import annotations
+
+import _integration_helpers as H
+import torch
+
+import magpy
+
+
+def concat_outputs(x: torch.Tensor, extra: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
+    return (x * 2,) + extra[1:]  # noqa: RUF005  (the concatenation is what is tested)
+
+
+def repeat_and_pick(x: torch.Tensor, pair: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    doubled = pair * 2
+    both = list(pair) + [x]  # noqa: RUF005
+    return doubled[3] + both[2] + (2 * (x,))[1]
+
+
+def grow_list(x: torch.Tensor, acc: list[torch.Tensor]) -> int:
+    acc += [x + 1, x - 1]
+    acc *= 1
+    return len(acc)
+
+
+def test_a_tuple_built_from_outside_items_is_not_a_constant() -> None:
+    """Each call's result holds this call's tensors (never the recording call's)."""
+    compiled = magpy.compile(concat_outputs, backend="eager")
+    for _ in range(4):
+        x = torch.randn(3)
+        extra = (torch.randn(2), torch.randn(2), torch.randn(2))
+        got, want = compiled(x, extra), concat_outputs(x, extra)
+        H.assert_same(got, want)
+        assert got[1] is extra[1] and got[2] is extra[2]
+    st = magpy.stats(compiled)
+    assert (st.records, st.hits, st.breaks) == (1, 3, 0), st
+
+
+def test_repeat_and_concat_of_sequences() -> None:
+    """``seq * n``, ``list + list`` and ``n * tuple`` follow their items: one graph."""
+    compiled = magpy.compile(repeat_and_pick, backend="eager")
+    for _ in range(3):
+        x, pair = torch.randn(2), (torch.randn(2), torch.randn(2))
+        H.assert_same(compiled(x, pair), repeat_and_pick(x, pair))
+    st = magpy.stats(compiled)
+    assert (st.records, st.hits, st.breaks) == (1, 2, 0), st
+
+
+def test_in_place_list_operators_change_the_callers_list() -> None:
+    """``lst += [...]`` and ``lst *= n`` are mutations of the caller's list, replayed on a hit."""
+    compiled = magpy.compile(grow_list, backend="eager")
+    for _ in range(3):
+        x = torch.randn(2)
+        got_acc, want_acc = [torch.zeros(2)], [torch.zeros(2)]
+        H.assert_same(compiled(x, got_acc), grow_list(x, want_acc))
+        H.assert_same(got_acc, want_acc)
+    st = magpy.stats(compiled)
+    assert (st.records, st.hits, st.breaks) == (1, 2, 0), st

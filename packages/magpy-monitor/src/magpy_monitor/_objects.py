@@ -1,0 +1,116 @@
+"""Dataclass instances built during the run (``return ModelOutput(logits=x)``): replayed calls.
+
+A dataclass's generated ``__init__`` only stores its fields, and its ``__post_init__`` (if any)
+is taken to be a deterministic function of them (as in Hugging Face's ``ModelOutput``, an
+``OrderedDict`` subclass that also mirrors its non-None fields as items). So the monitor does
+not follow the construction: the call runs natively, and the object's shadow remembers the class
+and the shadows of the arguments. The mock rebuilds the object by calling the class again with
+the rebuilt arguments, so it is equal to what eager builds, type included.
+
+Reading the object: attributes and items give the shadows of the objects passed in (found by
+identity) or constants (value-typed fields, the arguments being guarded); methods are followed
+like any Python method; the read-only dict methods (``keys``, ``items``, ``values``, ``get``)
+see the items it holds. Changing the object after construction is not supported (the replayed
+call would not repeat it).
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+from typing import Any
+
+import torch
+
+from magpy_refgraph import Build, BuildKind, Constant, Recipe
+
+from ._builtins import METHOD_HANDLERS
+from ._capture import is_value_type
+from ._frame import FrameMonitor, Inst
+from ._values import Val
+
+__all__ = ["construct", "ctor_of", "ctor_recipe", "is_replayable_class", "item_shadow"]
+
+_CTOR = "ctor"
+
+
+def is_replayable_class(cls: Any) -> bool:
+    """True for a dataclass whose constructor the mock may call again."""
+    return (
+        isinstance(cls, type)
+        and dataclasses.is_dataclass(cls)
+        and not issubclass(cls, BaseException)
+    )
+
+
+def ctor_of(v: Val) -> tuple[type, list[Val], dict[str, Val]] | None:
+    """``(class, positional, keyword)`` shadows of the call that built ``v``, if it was one."""
+    if isinstance(v.extra, dict) and _CTOR in v.extra:
+        found: tuple[type, list[Val], dict[str, Val]] = v.extra[_CTOR]
+        return found
+    return None
+
+
+def item_shadow(m: FrameMonitor, real: Any, what: str) -> Val:
+    """The shadow of ``real``, an object a replayed construction stored: a value passed in, or a
+    constant."""
+    known = m.cap.known(real)
+    if known is not None:
+        return known
+    if real is None or is_value_type(real):
+        return m.cap.const(real)
+    raise m.unsupported(f"{what} holds a {type(real).__name__} of unknown origin")
+
+
+def construct(
+    m: FrameMonitor, inst: Inst, cls_val: Val, pos: list[Val], kwargs: dict[str, Val]
+) -> None:
+    """``cls(*pos, **kwargs)`` for a dataclass ``cls``: run natively, replayed by the mock."""
+    cap = m.cap
+    cls = cls_val.obj
+    cap.observe_identity(cls_val)
+    for v in (*pos, *kwargs.values()):
+        if isinstance(v.obj, torch.Tensor):
+            cap.tensor_node(v)
+        elif v.obj is None or is_value_type(v.obj):
+            cap.observe(v)
+
+    def make(real: list[Any]) -> list[Val]:
+        obj = real[0]
+        items = None
+        if isinstance(obj, dict):
+            items = {k: (cap.const(k), item_shadow(m, x, cls.__name__)) for k, x in obj.items()}
+        return [cap.new(obj, items=items, extra={_CTOR: (cls, list(pos), dict(kwargs))})]
+
+    m.expect_outputs(inst, 1, make)
+
+
+def _construct(cls: type, names: tuple[str, ...], *values: Any) -> Any:
+    """Call ``cls`` with ``values``: the last ``len(names)`` of them by keyword."""
+    split = len(values) - len(names)
+    return cls(*values[:split], **dict(zip(names, values[split:], strict=True)))
+
+
+_construct.__name__ = "construct_dataclass"
+
+
+def ctor_recipe(v: Val, recipe: Any) -> Recipe | None:
+    """The mock's recipe for a replayed construction (``recipe``: the planner's, per value)."""
+    found = ctor_of(v)
+    if found is None:
+        return None
+    cls, pos, kwargs = found
+    parts: list[Recipe] = [Constant(_construct), Constant(cls), Constant(tuple(kwargs))]
+    parts += [recipe(a) for a in (*pos, *kwargs.values())]
+    return Build(id(v), BuildKind.CALL, tuple(parts))
+
+
+def _read_only_dict_methods() -> None:
+    """``OrderedDict``'s own ``keys``/``items``/``values``/``get`` behave like ``dict``'s."""
+    for name in ("keys", "items", "values", "get"):
+        handler = METHOD_HANDLERS.get((dict, name))
+        if handler is not None:
+            METHOD_HANDLERS.setdefault((collections.OrderedDict, name), handler)
+
+
+_read_only_dict_methods()
