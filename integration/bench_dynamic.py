@@ -75,7 +75,7 @@ from torch._dynamo.utils import counters
 import magpy
 from integration.models import blockdrop, lstm_cells, transformer
 from integration.models.resnet import randomize_bn
-from magpy._cli import _markdown, _own_cache, _quiet_dynamo, _start_backend
+from magpy._cli import _environment, _markdown, _own_cache, _quiet_dynamo, _start_backend
 
 __all__ = ["MODELS", "MODES", "ModeResult", "Workload", "main", "run_model"]
 
@@ -527,18 +527,6 @@ def notes(results: list[ModeResult]) -> list[str]:
         if r.error:
             out.append(f"{tag}: FAILED: {r.error}")
     return out
-
-
-def _environment(threads: int) -> dict[str, Any]:
-    return {
-        "magpy": magpy.__version__,
-        "torch": torch.__version__,
-        "python": platform.python_version(),
-        "machine": platform.machine(),
-        "cpus": os.cpu_count(),
-        "threads": threads,
-        "inductor_cache": os.environ.get("TORCHINDUCTOR_CACHE_DIR"),
-    }
 
 
 # ------------------------------------------------------------------------------ command line
