@@ -55,7 +55,6 @@ import dataclasses
 import gc
 import json
 import os
-import platform
 import random
 import statistics
 import sys
