@@ -260,6 +260,56 @@ def _register_mode_predicates() -> None:
 
 _register_mode_predicates()
 
+# Native (or self-contained) standard-library functions that compute a value from their
+# arguments alone. They run at record time; their inputs are guarded and their result is a
+# constant of the record (TorchDynamo 2.13 breaks the graph on each of them).
+_STDLIB_PURE = {
+    "json": "loads dumps",
+    "zlib": "crc32 adler32 compress decompress",
+    "binascii": "crc32 crc_hqx hexlify unhexlify b2a_hex a2b_hex b2a_base64 a2b_base64",
+    "base64": "b64encode b64decode urlsafe_b64encode urlsafe_b64decode b16encode b16decode",
+    "struct": "pack unpack calcsize unpack_from iter_unpack",
+    "hashlib": "md5 sha1 sha224 sha256 sha384 sha512 sha3_256 sha3_512 blake2b blake2s new",
+    "string": "capwords",
+    "textwrap": "dedent indent",
+    "unicodedata": "normalize category name",
+}
+
+
+def _register_stdlib_pure() -> None:
+    import importlib
+
+    for module, names in _STDLIB_PURE.items():
+        mod = importlib.import_module(module)
+        for name in names.split():
+            fn = getattr(mod, name, None)
+            if fn is not None:
+                TABLE.register(fn, Annotation(Kind.PURE, reason=f"{module}.{name}"))
+
+
+def _hash_types() -> tuple[type, ...]:
+    import hashlib
+
+    return tuple({type(hashlib.new(n)) for n in ("md5", "sha1", "sha256", "sha3_256", "blake2b")})
+
+
+HASH_TYPES = _hash_types()  # hashlib objects: constants the mock must never hand out twice
+_HASH_METHODS = frozenset("update digest hexdigest copy".split())
+
+
+def _hash_method_rule(fn: Any) -> Annotation | None:
+    """``h.update(b)``, ``h.hexdigest()`` of a hashlib object made during the run."""
+    owner = getattr(fn, "__objclass__", None)  # HASH.hexdigest, as CALL sees it (self first)
+    if owner is None:
+        owner = type(getattr(fn, "__self__", None))
+    if owner in HASH_TYPES and getattr(fn, "__name__", "") in _HASH_METHODS:
+        return Annotation(Kind.PURE, reason=f"hashlib {fn.__name__}")
+    return None
+
+
+_register_stdlib_pure()
+TABLE.add_rule(_hash_method_rule)
+
 
 def classify(fn: Any) -> Annotation:
     """Annotation of ``fn`` in the global table."""

@@ -529,3 +529,38 @@ def _str_method(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val])
     if _has_tensor(flat):
         raise m.unsupported("string method over tensors")
     pure_call(m, inst, flat, kw)
+
+
+def _plain_data(obj: Any, depth: int = 0) -> bool:
+    """Values, and lists/tuples/dicts/sets of them (what ``json`` could hold)."""
+    if depth > 16:
+        return False
+    if obj is None or is_value_type(obj):
+        return True
+    if type(obj) in (list, tuple, set, frozenset):
+        return all(_plain_data(x, depth + 1) for x in obj)
+    if type(obj) is dict:
+        return all(_plain_data(k, depth + 1) and _plain_data(v, depth + 1) for k, v in obj.items())
+    return False
+
+
+def _copy_handler(fn: Any) -> BuiltinHandler:
+    def handle(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+        if len(pos) == 1 and not kw and _plain_data(pos[0].obj):
+            pure_call(m, inst, pos, kw)  # the copy is a fresh constant, rebuilt by the mock
+            return
+        from ._calls import inline
+
+        inline(m, inst, m.cap.const(fn), pos, kw)
+
+    return handle
+
+
+def _register_copy() -> None:
+    import copy
+
+    for fn in (copy.copy, copy.deepcopy):
+        BUILTIN_HANDLERS[id(fn)] = (fn, _copy_handler(fn))
+
+
+_register_copy()

@@ -22,6 +22,7 @@ from magpy_refgraph import (
     Access,
     AccessKind,
     Attr,
+    Global,
     GuardKind,
     Item,
     NodeKind,
@@ -452,6 +453,14 @@ class Capture:
             self.mutated_tensors.append(val)
 
     # ------------------------------------------------------------------ writes
+    def set_global(self, scope: dict[str, Any], name: str, value: Val) -> None:
+        """``name = value`` in the module globals ``scope`` (a ``global`` statement)."""
+        access = Global(name, scope=scope)
+        root = self.graph.root
+        self.graph.write(root, access, self.node_of(value))
+        self.written.add((root, access))
+        self.writes.append(Write("setglobal", Val(scope, const=True), name, value))
+
     def append_external(self, val: Val, item: Val) -> bool:
         """``val.append(item)`` on a pre-existing list whose contents the run has not read.
 

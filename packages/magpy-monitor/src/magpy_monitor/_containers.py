@@ -12,7 +12,7 @@ from typing import Any
 
 from magpy_refgraph import Item
 
-from ._builtins import METHOD_HANDLERS
+from ._builtins import METHOD_HANDLERS, _plain_data
 from ._capture import Capture
 from ._frame import FrameMonitor, Inst, handler
 from ._iteration import iter_items, unpack
@@ -24,6 +24,13 @@ __all__ = ["materialize"]
 def materialize(cap: Capture, val: Val, reason: str) -> None:
     """Make ``val``'s shadow contents complete before a mutation (entry containers)."""
     obj = val.obj
+    if val.items is None and val.const and not val.external and _plain_data(obj):
+        # a constant of the run (a pure call's result, e.g. json.loads): its contents are
+        # values, known from the object itself
+        if type(obj) is list:
+            val.items = [cap.const(x) for x in obj]
+        elif type(obj) is dict:
+            val.items = {k: (cap.const(k), cap.const(x)) for k, x in obj.items()}
     if val.items is None:
         if not val.external:
             raise_unknown(val)

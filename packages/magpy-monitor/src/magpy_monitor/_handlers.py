@@ -178,8 +178,15 @@ def _load_global(m: FrameMonitor, inst: Inst) -> None:
     m.expect_outputs(inst, 1 + null, make)
 
 
+@handler("STORE_GLOBAL")
+def _store_global(m: FrameMonitor, inst: Inst) -> None:
+    """``global g; g = value``: a write into the module's globals, replayed by the mock."""
+    (value,) = m.pop()
+    m.cap.set_global(m.frame.f_globals, m.code.co_names[inst.arg], value)
+    m.expect_outputs(inst, 0, lambda real: [])
+
+
 @handler(
-    "STORE_GLOBAL",
     "DELETE_GLOBAL",
     "STORE_NAME",
     "LOAD_NAME",

@@ -36,6 +36,7 @@ from magpy_refgraph import (
     guard_requirements,
 )
 
+from ._annotations import HASH_TYPES
 from ._capture import Capture, is_value_type
 from ._frameio import NULL
 from ._objects import ctor_recipe
@@ -134,7 +135,7 @@ class _Planner:
             for k, x in obj.items():
                 kv += [Constant(k), self._const(x)]
             return Build(id(obj), BuildKind.DICT, tuple(kv), (dict,))
-        if isinstance(obj, (*_MUTABLE_CONSTS, torch.nn.Module)):
+        if isinstance(obj, (*_MUTABLE_CONSTS, *HASH_TYPES, torch.nn.Module)):
             raise Unsupported(f"cannot rebuild a constant {type(obj).__name__}")
         return Constant(obj)
 
@@ -179,6 +180,9 @@ class _Planner:
         return ReplaceContents(target, BuildKind.LIST, tuple(self.recipe(x) for x in v.items))
 
     def writeback(self, op: str, target: Val, key: Any, value: Val | None) -> WriteBack:
+        if op == "setglobal":  # target: the module's globals dict itself
+            assert value is not None
+            return SetItem(Constant(target.obj), Constant(key), self.recipe(value))
         tgt = FromPath(self.cap.paths[target.node])
         if op == "setattr":
             assert value is not None

@@ -1,0 +1,107 @@
+"""Pure standard-library calls and ``global`` writes stay inside one graph.
+
+``json.loads``, ``hashlib``, ``zlib.crc32``, ``struct`` and ``copy`` of plain data run at record
+time: their inputs are guarded and their results are constants of the record (TorchDynamo 2.13
+breaks the graph on each). ``global g; g = ...`` is a write the mock replays.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import struct
+import zlib
+from collections.abc import Callable
+from typing import Any
+
+import _integration_helpers as H
+import pytest
+import torch
+
+import magpy
+
+CONFIG = '{"scale": 2.0, "shift": [1, 2, 3]}'
+CALLS = 0
+LAST: Any = None
+
+
+def from_json(x: torch.Tensor) -> torch.Tensor:
+    cfg = json.loads(CONFIG)
+    return x * cfg["scale"] + cfg["shift"][2]
+
+
+def from_hashes(x: torch.Tensor) -> torch.Tensor:
+    h = hashlib.sha256(CONFIG.encode())
+    h.update(b"salt")
+    return x + (int(h.hexdigest()[:4], 16) % 7) + zlib.crc32(CONFIG.encode()) % 5
+
+
+def from_struct(x: torch.Tensor) -> torch.Tensor:
+    (a, b) = struct.unpack("<fi", struct.pack("<fi", 1.5, 3))
+    return x * a + b
+
+
+def from_copies(x: torch.Tensor) -> tuple[torch.Tensor, dict[str, Any]]:
+    base = json.loads(CONFIG)
+    mine = copy.deepcopy(base)
+    mine["shift"].append(4)
+    return x + len(mine["shift"]), mine
+
+
+def counts_calls(x: torch.Tensor) -> torch.Tensor:
+    global CALLS, LAST
+    CALLS += 1
+    LAST = x * 2
+    return LAST + 1
+
+
+CASES: dict[str, Callable[..., Any]] = {
+    "json": from_json,
+    "hashlib_zlib": from_hashes,
+    "struct": from_struct,
+    "copy": from_copies,
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_pure_stdlib_calls_are_constants_of_one_graph(name: str) -> None:
+    fn = CASES[name]
+    explained = magpy.explain(fn)(torch.randn(3))
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0), str(explained)
+    compiled = magpy.compile(fn, backend="eager")
+    outs = []
+    for _ in range(3):
+        x = torch.randn(3)
+        got = compiled(x)
+        H.assert_same(got, fn(x))
+        outs.append(got)
+    st = magpy.stats(compiled)
+    assert (st.records, st.hits, st.breaks) == (1, 2, 0), st
+    if name == "copy":  # every call hands out a fresh dict, as deepcopy does
+        assert outs[1][1] is not outs[2][1] and outs[1][1] == outs[2][1]
+
+
+def test_a_changed_input_of_a_pure_call_misses(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The guarded input (the JSON text) changing makes a new record with the new value."""
+    compiled = magpy.compile(from_json, backend="eager")
+    x = torch.ones(2)
+    H.assert_same(compiled(x), from_json(x))
+    monkeypatch.setitem(from_json.__globals__, "CONFIG", '{"scale": 5.0, "shift": [0, 0, 7]}')
+    H.assert_same(compiled(x), x * 5.0 + 7)
+    assert magpy.stats(compiled).records == 2
+
+
+def test_global_writes_are_replayed() -> None:
+    """``global`` rebinding: the counter and the stored tensor equal eager's after every call."""
+    global CALLS
+    compiled = magpy.compile(counts_calls, backend="eager")
+    CALLS = 0
+    for i in range(4):
+        x = torch.randn(2)
+        got = compiled(x)
+        H.assert_same(got, x * 2 + 1)
+        assert i + 1 == CALLS
+        H.assert_same(LAST, x * 2)
+    st = magpy.stats(compiled)
+    assert (st.records, st.hits, st.breaks) == (1, 3, 0), st
