@@ -188,10 +188,12 @@ def integration(session: nox.Session) -> None:
     """Cross-package tests with everything installed; no GPU, nothing slow.
 
     Installs ``magpy[hf]`` (transformers: pure-Python wheels plus tokenizers/safetensors, no
-    torch) so ``integration/test_hf_models.py`` runs; it builds its models from configs and
-    downloads nothing.
+    torch) so ``integration/test_hf_models.py`` runs, and ``magpy[extra-models]`` (monai and
+    diffusers: ~15 MB of wheels, a few seconds; neither replaces the pinned torch) so
+    ``integration/test_extra_models.py`` runs. Both build their models from configs and
+    download no weights.
     """
-    _integration_session(session, "-m", "not gpu and not slow", extras="hf")
+    _integration_session(session, "-m", "not gpu and not slow", extras="hf,extra-models")
 
 
 @nox.session(python=PYTHON, default=False)

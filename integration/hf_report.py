@@ -1,8 +1,11 @@
-"""Side-by-side report: MagPy vs TorchDynamo on the Hugging Face models (``models/hf.py``).
+"""Side-by-side report: MagPy vs TorchDynamo on the Hugging Face models (``models/hf.py``)
+and the MONAI / ``diffusers`` models (``models/extra.py``).
 
-Run from the repository root with ``transformers`` installed::
+Run from the repository root with ``transformers`` (and for ``--extra``: ``monai``,
+``diffusers``) installed::
 
-    python -m integration.hf_report [model ...]
+    python -m integration.hf_report [model ...]     # the transformers models (default: all)
+    python -m integration.hf_report --extra         # the MONAI and diffusers models
 
 For each model (tiny config, random weights, offline): MagPy's graphs and breaks
 (``magpy.explain``), whether MagPy's eager-backend output equals eager over 3 fresh calls, and its
@@ -27,7 +30,11 @@ import magpy
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
+from .models.extra import EXTRA_MODELS, EXTRA_OUTPUTS
 from .models.hf import HF_MODELS, HF_OUTPUTS
+
+MODELS = {**HF_MODELS, **EXTRA_MODELS}
+OUTPUTS = {**HF_OUTPUTS, **EXTRA_OUTPUTS}
 
 __all__ = ["main", "row"]
 
@@ -35,6 +42,9 @@ BATCH, CALLS = 2, 3
 
 
 def _same(got: Any, want: Any, fields: tuple[str, ...]) -> bool:
+    """Equal outputs: the same type and close ``fields`` (none: the outputs are tensors)."""
+    if not fields:
+        return type(got) is type(want) and torch.allclose(got, want, rtol=1e-4, atol=1e-5)
     return type(got) is type(want) and all(
         torch.allclose(getattr(got, f), getattr(want, f), rtol=1e-4, atol=1e-5) for f in fields
     )
@@ -51,7 +61,7 @@ def _magpy(name: str, model: torch.nn.Module, make: Callable[..., Any]) -> dict[
         torch.manual_seed(i)
         got = compiled(**kwargs)
         torch.manual_seed(i)
-        same = same and _same(got, reference(**kwargs), HF_OUTPUTS[name])
+        same = same and _same(got, reference(**kwargs), OUTPUTS[name])
     st = magpy.stats(compiled)
     return {
         "graphs": explained.graph_count,
@@ -83,7 +93,7 @@ def _dynamo(model: torch.nn.Module, make: Callable[..., Any]) -> dict[str, Any]:
 
 def row(name: str) -> str:
     """One Markdown table row for model ``name``."""
-    model, make = HF_MODELS[name]()
+    model, make = MODELS[name]()
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
@@ -94,20 +104,26 @@ def row(name: str) -> str:
             )
         except Exception as exc:
             mp_text = f"error | {type(exc).__name__} | - | -"
-        model, make = HF_MODELS[name]()
+        model, make = MODELS[name]()
         dy = _dynamo(model, make)
     return f"| {name} | {mp_text} | {dy['graphs']} | {dy['breaks']} | {dy['fullgraph']} |"
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Print the table for the named models (default: all)."""
+    """Print the table for the named models (default: all transformers ones; ``--extra``: all
+    MONAI and diffusers ones)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("models", nargs="*", help=f"some of: {' '.join(HF_MODELS)}")
+    parser.add_argument("models", nargs="*", help=f"some of: {' '.join(MODELS)}")
+    parser.add_argument(
+        "--extra", action="store_true", help="the MONAI and diffusers models (with names: added)"
+    )
     args = parser.parse_args(argv)
-    unknown = set(args.models) - set(HF_MODELS)
+    unknown = set(args.models) - set(MODELS)
     if unknown:
         parser.error(f"unknown models: {sorted(unknown)}")
-    names = args.models or list(HF_MODELS)
+    names = args.models or ([] if args.extra else list(HF_MODELS))
+    if args.extra:
+        names += [n for n in EXTRA_MODELS if n not in names]
     print("| model | MagPy graphs | MagPy breaks | MagPy = eager | records/hits |", end="")
     print(" Dynamo graphs | Dynamo breaks | fullgraph=True |")
     print("|---|---|---|---|---|---|---|---|")

@@ -6,7 +6,10 @@ the tensors of the recording call (Longformer's attention returned stale outputs
 
 from __future__ import annotations
 
+from typing import Any
+
 import _integration_helpers as H
+import pytest
 import torch
 
 import magpy
@@ -61,3 +64,18 @@ def test_in_place_list_operators_change_the_callers_list() -> None:
         H.assert_same(got_acc, want_acc)
     st = magpy.stats(compiled)
     assert (st.records, st.hits, st.breaks) == (1, 2, 0), st
+
+
+def shift_by_array(x: torch.Tensor, offsets: Any) -> torch.Tensor:
+    shifted = offsets + 1  # an ndarray: its contents are not guarded, so this breaks
+    return x + float(shifted[0])
+
+
+def test_arithmetic_on_an_opaque_array_is_not_a_constant() -> None:
+    """``ndarray + 1`` must not become a constant of the record (the array's contents are not
+    guarded): new contents give new results."""
+    np = pytest.importorskip("numpy")
+    compiled = magpy.compile(shift_by_array, backend="eager")
+    for k in range(4):
+        x, offsets = torch.ones(2), np.array([float(k), 0.0])
+        H.assert_same(compiled(x, offsets), shift_by_array(x, offsets))

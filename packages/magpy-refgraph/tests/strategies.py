@@ -192,6 +192,8 @@ def _fill(draw: Any, kinds: list[str], objs: list[object]) -> None:
                 obj[key] = objs[draw(targets)]
         elif isinstance(obj, Obj):
             for name in draw(st.lists(names, max_size=3)):
+                if name in ("__dict__", "__class__"):
+                    continue  # assigning these replaces the object's namespace or class
                 setattr(obj, name, objs[draw(targets)])
 
 

@@ -273,6 +273,9 @@ _STDLIB_PURE = {
     "string": "capwords",
     "textwrap": "dedent indent",
     "unicodedata": "normalize category name",
+    # a callable's signature (diffusers' Attention.forward reads its processor's on every call);
+    # the callable is guarded by identity (a bound method: its function, and its self's type)
+    "inspect": "signature",
 }
 
 

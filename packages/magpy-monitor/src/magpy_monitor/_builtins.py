@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import operator
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -443,6 +444,18 @@ def _dict_view(name: str) -> BuiltinHandler:
 
 for _name in ("items", "keys", "values"):
     METHOD_HANDLERS[(dict, _name)] = _dict_view(_name)
+
+
+def _const_mapping_read(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    """A read of a read-only mapping that is a constant of the record (``Signature.parameters``
+    from ``inspect.signature``): its result is a constant too."""
+    if not pos[0].const:
+        raise m.unsupported("reading a mappingproxy from outside (it may view a changing dict)")
+    pure_call(m, inst, pos, kw)
+
+
+for _name in ("items", "keys", "values", "get", "copy", "__getitem__", "__contains__"):
+    METHOD_HANDLERS[(types.MappingProxyType, _name)] = _const_mapping_read
 
 
 def _plain_dict(obj: Any) -> bool:

@@ -106,6 +106,14 @@ def dispatch_call(
     elif isinstance(fn, types.FunctionType):
         cap.observe_identity(fn_val)
         inline(m, inst, fn_val, pos, kwargs)
+    elif isinstance(fn, type) is False and _is_compiled_callable(fn):
+        # another magpy.compile'd callable: it runs natively, through its own cache
+        raise m.unsupported(f"call to the compiled {_name(fn)} (runs through its own cache)")
+    elif not isinstance(fn, type) and (call := _python_call(fn)) is not None:
+        # an instance of a class whose ``__call__`` is Python (diffusers' attention
+        # processors): follow ``type(fn).__call__(fn, ...)``; the type is guarded
+        cap.observe_type(fn_val)
+        inline(m, inst, cap.const(call), [fn_val, *pos], kwargs)
     else:
         owner = getattr(fn, "__objclass__", None)
         if owner is None and isinstance(fn, types.BuiltinMethodType):
@@ -115,6 +123,24 @@ def dispatch_call(
         if handler is None:
             raise m.unsupported(f"call to {_name(fn)}: native code without an annotation")
         handler(m, inst, pos, kwargs)
+
+
+def _is_compiled_callable(obj: Any) -> bool:
+    """A ``magpy.compile`` wrapper (it keeps the callable it compiles in ``_magpy_original``)."""
+    try:
+        return "_magpy_original" in vars(obj) or "_magpy_original" in getattr(obj, "__dict__", {})
+    except TypeError:  # no __dict__
+        return False
+
+
+def _python_call(obj: Any) -> types.FunctionType | None:
+    """The Python function ``type(obj).__call__`` when it is one (found without running
+    descriptors), else None."""
+    for cls in type(obj).__mro__:
+        call = vars(cls).get("__call__")
+        if call is not None:
+            return call if isinstance(call, types.FunctionType) else None
+    return None
 
 
 def _native_owner(fn: Any) -> Any:
@@ -468,8 +494,8 @@ def subscr(m: FrameMonitor, inst: Inst, container: Val, key: Val) -> None:
     if ctor_of(container) is not None and isinstance(getitem, types.FunctionType):
         inline(m, inst, cap.const(getitem), [container, key], {})  # ModelOutput.__getitem__
         return
-    if (isinstance(container.items, list) and type(obj) in (list, tuple)) or (
-        isinstance(container.items, list) and isinstance(obj, tuple)
+    if isinstance(container.items, list) and (
+        type(obj) in (list, tuple) or isinstance(obj, (tuple, *_MODULE_CONTAINERS))
     ):
         cap.observe(key)
         k = key.obj
@@ -490,9 +516,10 @@ def subscr(m: FrameMonitor, inst: Inst, container: Val, key: Val) -> None:
         cap.observe(key)
         cap.observe_type(container)
         if isinstance(key.obj, slice):
-            if type(obj) not in (list, tuple):
+            if type(obj) not in (list, tuple) and not isinstance(obj, _MODULE_CONTAINERS):
                 raise m.unsupported(f"slicing a {type(obj).__name__} from outside")
-            # a slice of an entry list/tuple: its length is guarded, each item an entry path
+            # a slice of an entry list/tuple/ModuleList (``self.resnets[1:]``): its length is
+            # guarded, each item an entry path; the new container's shadow knows its items
             from ._iteration import iter_items
 
             whole = iter_items(m, container)

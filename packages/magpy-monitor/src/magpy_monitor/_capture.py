@@ -66,9 +66,11 @@ def is_value_type(obj: Any) -> bool:
     """True for immutable values whose identity never matters (ints, strs, dtypes, ...)."""
     if isinstance(obj, (VALUE_TYPES, enum.Enum)):
         return True
-    if type(obj) in (tuple, frozenset, torch.Size):
+    t = type(obj)
+    if t in (tuple, frozenset, torch.Size):
         return all(is_value_type(x) for x in obj)
-    return False
+    # numpy scalars (np.int64(3), np.float32(0.5)) are immutable values too; arrays are not
+    return t.__module__ == "numpy" and t.__name__ != "ndarray" and getattr(obj, "shape", 1) == ()
 
 
 def _kind_of(obj: Any) -> NodeKind:
@@ -273,6 +275,10 @@ class Capture:
         elif is_value_type(obj):
             self.graph.observe(node, GuardKind.VALUE, obj)
             val.const = True
+        elif type(obj) is types.MethodType:
+            # a bound method is a fresh object on every attribute read: guard what it binds
+            self.observe(self.child(val, Attr("__func__"), obj.__func__))
+            self.observe(self.child(val, Attr("__self__"), obj.__self__))
         elif isinstance(
             obj,
             types.FunctionType

@@ -364,13 +364,22 @@ class FrameMonitor:
 
 
 def _same_tuple(v: Val, r: Any) -> bool:
-    """A tuple the monitor built (``enumerate``/``zip`` items) equal to the real one item-wise."""
+    """A tuple the monitor built (``enumerate``/``zip`` items) equal to the real one item-wise.
+
+    Nested tuples count too (``enumerate(list(zip(a, b)))`` yields ``(i, (x, y))`` whose inner
+    tuple the monitor built when ``zip`` ran); a matching inner shadow then takes the real tuple.
+    """
     if type(r) is not tuple or not isinstance(v.items, list) or len(v.items) != len(r):
         return False
-    return all(
-        x.obj is y or (is_value_type(y) and _same_value(x.obj, y))
+    if not all(
+        x.obj is y or (is_value_type(y) and _same_value(x.obj, y)) or _same_tuple(x, y)
         for x, y in zip(v.items, r, strict=True)
-    )
+    ):
+        return False
+    for x, y in zip(v.items, r, strict=True):
+        if type(y) is tuple:
+            x.obj = y
+    return True
 
 
 def _same_value(a: Any, b: Any) -> bool:

@@ -291,10 +291,35 @@ def _scalar_op(m: FrameMonitor, inst: Inst, fn: Any, args: list[Val]) -> None:
             # a container of objects the shadow cannot name (a constant would keep stale ones)
             raise m.unsupported(f"{fn.__name__} giving a {type(real[0]).__name__} of objects")
         for a in args:
+            if not (
+                a.const or a.obj is None or is_value_type(a.obj) or isinstance(a.obj, _GUARDABLE)
+            ):
+                # an opaque object (a numpy array...): observing it guards only its type, so a
+                # result computed from its contents must not become a constant of the record
+                raise m.unsupported(
+                    f"{getattr(fn, '__name__', fn)} of a {type(a.obj).__name__} "
+                    "(its contents are not guarded)"
+                )
             cap.observe(a)
         return [cap.new(real[0], const=True)]
 
     m.expect_outputs(inst, 1, make)
+
+
+# observe() guards these fully: containers by their contents, the others by identity
+_GUARDABLE = (
+    list,
+    tuple,
+    dict,
+    set,
+    frozenset,
+    type,
+    types.FunctionType,
+    types.BuiltinFunctionType,
+    types.MethodType,
+    types.ModuleType,
+    types.CodeType,
+)
 
 
 def _sequence_op(m: FrameMonitor, fn: Any, args: list[Val], result: Any) -> Val | None:

@@ -47,6 +47,8 @@ def iter_items(m: FrameMonitor, v: Val) -> list[Val] | None:
         return _view_items(m, v)
     if isinstance(v.items, list) and isinstance(obj, list | tuple | set | frozenset):
         return list(v.items)
+    if isinstance(v.items, list) and isinstance(obj, _INDEXABLE_MODULES):  # a slice of one
+        return list(v.items)
     if isinstance(v.items, dict):
         return [k for k, _ in v.items.values()]
     if v.external and (type(obj) in (list, tuple) or isinstance(obj, _INDEXABLE_MODULES)):

@@ -9,6 +9,8 @@ objects once each so that aliasing is preserved.
 from __future__ import annotations
 
 import collections
+import enum
+import functools
 import types
 from typing import Any
 
@@ -33,10 +35,10 @@ from magpy_refgraph import (
     Unsupported,
     WriteBack,
     aliases,
+    entry_paths,
     guard_requirements,
 )
 
-from ._annotations import HASH_TYPES
 from ._capture import Capture, is_value_type
 from ._frameio import NULL
 from ._objects import ctor_recipe
@@ -46,6 +48,33 @@ __all__ = ["build_plan"]
 
 _REBUILDABLE_ITERATORS: tuple[type, ...] = (type(iter(range(0))), type(iter([])), type(iter(())))
 _MUTABLE_CONSTS = (list, dict, set, collections.deque, collections.OrderedDict)
+
+
+_SHAREABLE = (
+    types.FunctionType,
+    types.BuiltinFunctionType,
+    types.MethodType,
+    types.MethodWrapperType,
+    types.WrapperDescriptorType,
+    types.MethodDescriptorType,
+    types.ModuleType,
+    types.CodeType,
+    type,
+    enum.Enum,
+    torch.Size,
+    torch.finfo,
+    torch.iinfo,
+    functools.partial,
+)
+
+
+def _shareable(obj: Any) -> bool:
+    """Whether the mock may hand the same object to every call (it cannot be changed)."""
+    if is_value_type(obj) or isinstance(obj, _SHAREABLE):
+        return not isinstance(obj, torch.nn.Module)
+    if type(obj) in (tuple, frozenset):
+        return all(_shareable(x) for x in obj)
+    return False  # numpy scalars are value types (is_value_type); any ndarray is mutable
 
 
 class _Planner:
@@ -135,7 +164,12 @@ class _Planner:
             for k, x in obj.items():
                 kv += [Constant(k), self._const(x)]
             return Build(id(obj), BuildKind.DICT, tuple(kv), (dict,))
-        if isinstance(obj, (*_MUTABLE_CONSTS, *HASH_TYPES, torch.nn.Module)):
+        if type(obj) is tuple and not all(_shareable(x) for x in obj):
+            return Build(id(obj), BuildKind.TUPLE, tuple(self._const(x) for x in obj))
+        if not _shareable(obj):
+            # the mock would hand the very object of the recorded run to every call: only
+            # objects nobody can change may be shared (a numpy array changed in place later
+            # would leak from one call into the next)
             raise Unsupported(f"cannot rebuild a constant {type(obj).__name__}")
         return Constant(obj)
 
@@ -207,6 +241,21 @@ def _advance(cap: Capture, it: Val) -> WriteBack | None:
     return AdvanceIter(FromPath(cap.paths[it.node]), state["pos"])
 
 
+def _identity_aliases(cap: Capture) -> list[tuple[Any, Any]]:
+    """The alias pairs whose identity matters: not those of values (ints, strs, tuples of
+    them), whose identity is an accident (``f.__code__.co_varnames`` is a new tuple on every
+    read, equal but not the same object)."""
+    pairs = aliases(cap.graph)
+    if not pairs:
+        return pairs
+    value_paths = set()
+    for node in cap.paths:
+        val = node.meta.get("val")
+        if isinstance(val, Val) and is_value_type(val.obj):
+            value_paths.update(entry_paths(cap.graph, node))
+    return [(a, b) for a, b in pairs if a not in value_paths and b not in value_paths]
+
+
 def build_plan(cap: Capture) -> tuple[Plan, list[Any]]:
     """The plan of a finished capture and the fx output nodes it needs (in output order)."""
     if cap.result is None:
@@ -222,7 +271,7 @@ def build_plan(cap: Capture) -> tuple[Plan, list[Any]]:
     inputs = tuple(cap.rec.input_paths)
     plan = Plan(
         guards=guard_requirements(cap.graph),
-        aliases=tuple(aliases(cap.graph)),
+        aliases=tuple(_identity_aliases(cap)),
         distinct=tuple(x for i, x in enumerate(inputs) if i not in cap.scalar_inputs),
         inputs=inputs,
         result=result,

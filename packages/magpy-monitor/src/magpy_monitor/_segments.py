@@ -144,6 +144,7 @@ class SegmentMonitor(Monitor):
         being handled (a finder): process that instruction immediately.
         """
         self._prev = cast("TraceFn | None", sys.gettrace())  # typeshed: Literal event parameter
+        self._begin_compiling()
         local = self._attach(self.root)
         self.frame.f_trace = local
         sys.settrace(self._global)

@@ -27,6 +27,7 @@ from . import (  # noqa: F401  (modules that register handlers)
     _special,
 )
 from ._capture import Capture, is_value_type
+from ._compat import set_compiling
 from ._frame import FrameMonitor, Pending, initial_fast
 from ._values import Val
 
@@ -46,11 +47,17 @@ class Monitor:
         self.finished = False
         self.chain: list[tuple[types.CodeType, Any]] = []
         self._prev: TraceFn | None = None
+        self._was_compiling: bool | None = None  # torch.compiler.is_compiling() before us
+
+    def _begin_compiling(self) -> None:
+        if self._was_compiling is None:
+            self._was_compiling = set_compiling(True)
 
     def run(self, entry: Callable[..., Any], *args: Any) -> Any:
         """Call ``entry(*args)`` monitored; returns its real result (never altered)."""
         # typeshed types the event as a Literal; the previous tracer only goes back to settrace
         self._prev = cast("TraceFn | None", sys.gettrace())
+        self._begin_compiling()
         sys.settrace(self._global)
         try:
             return entry(*args)
@@ -217,6 +224,9 @@ class Monitor:
         self._detach()
 
     def _detach(self) -> None:
+        if self._was_compiling is not None:
+            set_compiling(self._was_compiling)
+            self._was_compiling = None
         for mon in self.cap.frames:
             mon.frame.f_trace = None
             mon.frame.f_trace_opcodes = False

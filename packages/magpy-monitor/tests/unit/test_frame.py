@@ -273,6 +273,58 @@ class CallsWithKwargs(nn.Module):
         return self.inner(x, scale=3.0) * self.k
 
 
+class PairedBlocks(nn.Module):
+    """``enumerate(list(zip(a, b)))`` yields ``(i, (x, y))``: a nested tuple the monitor built."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.ModuleList([Block(), Block()])
+        self.b = nn.ModuleList([nn.Tanh(), nn.ReLU()])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        blocks = list(zip(self.a, self.b))  # noqa: B905  (as diffusers writes it)
+        for i, (first, second) in enumerate(blocks):
+            x = second(first(x)) + i
+        return x
+
+
+class SlicedModuleList(nn.Module):
+    """``zip(self.extra, self.layers[1:])``: a slice of a ModuleList from outside."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList([Block(), Block(), nn.ReLU()])
+        self.extra = nn.ModuleList([nn.Tanh(), nn.Tanh()])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.layers[0](x)
+        for e, layer in zip(self.extra, self.layers[1:]):  # noqa: B905  (as diffusers writes it)
+            x = layer(e(x))
+        return x
+
+
+class Scaler:
+    """A plain object with a Python ``__call__`` (like diffusers' attention processors)."""
+
+    def __call__(self, x: torch.Tensor, *, k: float = 2.0) -> torch.Tensor:
+        return x * k
+
+
+class CallsAnObject(nn.Module):
+    """Calls ``self.fn`` (a ``Scaler``) with only the keywords its signature accepts."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fn = Scaler()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        import inspect
+
+        accepted = set(inspect.signature(self.fn.__call__).parameters.keys())
+        kwargs = {k: v for k, v in {"k": 3.0, "unused": 1.0}.items() if k in accepted}
+        return self.fn(x, **kwargs)
+
+
 def _x() -> torch.Tensor:
     return torch.randn(4, 3, generator=torch.Generator().manual_seed(0))
 
@@ -326,6 +378,9 @@ CORPUS: list[Any] = [
     ("module_list_loop", lambda: ModuleListLoop(), lambda: (_x(),)),
     ("sequential", lambda: nn.Sequential(Block(), nn.ReLU()), lambda: (_x(),)),
     ("module_kwargs_call", lambda: CallsWithKwargs(), lambda: (_x(),)),
+    ("enumerate_zipped_pairs", lambda: PairedBlocks(), lambda: (_x(),)),
+    ("sliced_module_list", lambda: SlicedModuleList(), lambda: (_x(),)),
+    ("callable_object_and_signature", lambda: CallsAnObject(), lambda: (_x(),)),
     pytest.param(
         "enumerate_tensors",
         lambda: enumerate_tensors,
