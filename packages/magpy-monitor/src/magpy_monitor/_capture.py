@@ -451,6 +451,9 @@ class Capture:
 
     def mutate_tensor(self, val: Val, node: Any) -> None:
         """``val``'s tensor was updated in place by ``node``."""
+        if val.fx is not None and val.fx.meta.get("copied_view"):
+            # x[t] with a promoted index is recorded as a copy (index_select), not a view
+            raise Unsupported("in-place update of x[i] indexed by a value that changes per call")
         node.meta["effect"] = True
         self.mutations += 1
         val.fx = node

@@ -86,6 +86,10 @@ class _Planner:
         self.mutated = {id(v) for v in cap.mutated_tensors}
 
     def graph_out(self, node: Any) -> GraphOut:
+        if getattr(node, "meta", {}).get("copied_view"):
+            # eager's object is a view of another tensor; the graph's is a copy (x[t] with a
+            # promoted index): it must not reach the program
+            raise Unsupported("x[i] indexed by a value that changes per call escapes the graph")
         i = self.output_index.get(node)
         if i is None:
             i = self.output_index[node] = len(self.outputs)

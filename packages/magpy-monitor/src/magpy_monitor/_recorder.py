@@ -67,6 +67,10 @@ class GraphRecorder:
         """Append one ``call_function``/``call_method`` node."""
         node = self.graph.create_node(op, target, args, kwargs)
         self.created.append(node)
+        if _VIEW_NAMES.intersection((getattr(target, "__name__", None), target)) and any(
+            a.meta.get("copied_view") for a in node.all_input_nodes
+        ):
+            node.meta["copied_view"] = True  # a view of a copied x[t]: a copy too
         if _data_dependent_shape(node):
             node.meta["dyn_shape"] = True
         if effect:
@@ -134,6 +138,13 @@ class GraphRecorder:
         """Operations currently in the graph (calls only)."""
         return sum(1 for n in self.graph.nodes if n.op in ("call_function", "call_method"))
 
+
+# operations whose result is a view of their first argument
+_VIEW_NAMES = frozenset(
+    "view view_as reshape reshape_as transpose permute squeeze unsqueeze expand expand_as "
+    "narrow select getitem __getitem__ t T mT split chunk unbind as_strided flatten unflatten "
+    "diagonal movedim swapaxes detach alias unfold real imag contiguous".split()
+)
 
 _DATA_DEPENDENT = frozenset(
     "nonzero unique unique_consecutive masked_select argwhere nonzero_static bincount "
