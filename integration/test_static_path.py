@@ -423,6 +423,33 @@ def test_explain_own_static_programs_are_one_graph(
     assert "Graph Count: 1" in str(ex)
 
 
+class StaticForward(nn.Module):
+    """yolov5's activations: ``forward`` is a ``@staticmethod``."""
+
+    @staticmethod
+    def forward(x: torch.Tensor) -> torch.Tensor:
+        return x * F.softplus(x).tanh()
+
+
+class UsesStaticForward(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.act = StaticForward()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.act(x) + 1
+
+
+@pytest.mark.parametrize("make", [StaticForward, UsesStaticForward], ids=["root", "child"])
+def test_static_forward_is_called_without_the_module(
+    make: Callable[[], nn.Module], check: Callable[..., Any]
+) -> None:
+    """A ``@staticmethod`` forward takes no ``self``; explain leaves its entry site behind."""
+    ex = magpy.explain(make())(torch.randn(2, 3))
+    assert (ex.graph_count, ex.graph_break_count) == (1, 0), str(ex)
+    check(make(), H.randn_inputs((2, 3)), calls=4)
+
+
 def test_explain_accepts_a_compiled_callable_and_leaves_its_cache_alone() -> None:
     """``explain(compiled)`` explains the original and does not add records to ``compiled``."""
     compiled = magpy.compile(MLP(), backend="eager")

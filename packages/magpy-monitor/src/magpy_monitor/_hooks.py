@@ -91,6 +91,8 @@ def module_call(
     forward = type(mod).forward
     if not isinstance(forward, types.FunctionType):
         raise m.unsupported(f"{type(mod).__name__}.forward is not a Python function")
+    # a @staticmethod forward (yolov5's SiLU, Mish) is called without the module
+    self_args = [] if _static_forward(type(mod)) else [fn_val]
     if not fn_val.external or fn_val.node is None:
         if (
             fn_val.const
@@ -98,18 +100,25 @@ def module_call(
             and not (mod._forward_hooks or mod._forward_pre_hooks)
         ):
             # e.g. nn.ReLU(inplace=True)(x) built inside forward: its forward is all there is
-            inline(m, inst, cap.const(forward), [fn_val, *pos], kwargs)
+            inline(m, inst, cap.const(forward), [*self_args, *pos], kwargs)
             return
         raise m.unsupported("calling a module created during the run")
     cap.observe_type(fn_val)
     cap.graph.observe(fn_val.node, GuardKind.CUSTOM, "module_call")
     if not (mod._forward_pre_hooks or mod._forward_hooks):
         cap.graph.observe(fn_val.node, GuardKind.CUSTOM, "module_no_hooks")
-        inline(m, inst, cap.const(forward), [fn_val, *pos], kwargs)
+        inline(m, inst, cap.const(forward), [*self_args, *pos], kwargs)
         return
     pre = _hook_vals(m, fn_val, "_forward_pre_hooks")
     post = _hook_vals(m, fn_val, "_forward_hooks")
     _HookedCall(m, inst, fn_val, forward, pre, post, pos, kwargs).start()
+
+
+def _static_forward(cls: type) -> bool:
+    for klass in cls.__mro__:
+        if "forward" in klass.__dict__:
+            return isinstance(klass.__dict__["forward"], staticmethod)
+    return False
 
 
 class _HookedCall:
@@ -157,7 +166,8 @@ class _HookedCall:
         pos: list[Val]
         kw: dict[str, Val] = {}
         if kind == "forward":
-            fn_val, pos, kw = hv, [self.mod_val, *self.args], self.kwargs
+            own = [] if _static_forward(type(self.mod_val.obj)) else [self.mod_val]
+            fn_val, pos, kw = hv, [*own, *self.args], self.kwargs
         else:
             # a post hook runs after forward, whose on_result set self.result
             extra = [self._args_tuple()] + ([cast(Val, self.result)] if kind == "post" else [])
