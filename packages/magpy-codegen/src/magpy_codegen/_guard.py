@@ -97,6 +97,14 @@ class PathVars:
         return name
 
 
+def scalar_tensor(value: float | bool) -> torch.Tensor:
+    """A promoted Python scalar as a graph input: a 0-d tensor (a float keeps double precision,
+    as the monitor's example input did; see ``magpy_monitor._capture.scalar_tensor``)."""
+    if type(value) is float:
+        return torch.tensor(value, dtype=torch.float64)
+    return torch.tensor(value)
+
+
 def _tensor_check(v: str, meta: tuple[Any, ...], c: Any) -> str:
     cls, dtype, device, shape, stride, requires_grad = meta
     if None in shape:
@@ -227,7 +235,7 @@ def generate_guard(
         )
     inputs = [pv.var(p) for p in plan.inputs]
     for i in plan.scalar_inputs:  # promoted Python scalars enter the graph as 0-d tensors
-        inputs[i] = f"{c(torch.tensor)}({inputs[i]})"
+        inputs[i] = f"{c(scalar_tensor)}({inputs[i]})"
     ret = f"({', '.join(inputs)},)" if inputs else "()"
     if shape_check is not None and inputs:
         body.append(f"{ind}__magpy_inputs = {ret}")

@@ -402,7 +402,7 @@ class Capture:
 
     def dynamic_scalar(self, val: Val) -> Any:
         """The graph node of a promoted scalar (or arithmetic over promoted scalars), or None."""
-        if val.const or type(val.obj) not in (int, float):
+        if val.const or type(val.obj) not in (int, float, bool):
             return None
         if isinstance(val.extra, dict) and "scalar_fx" in val.extra:
             return val.extra["scalar_fx"]
@@ -411,7 +411,7 @@ class Capture:
             path = self.paths[val.node]
             if self.promote_all or path in self.dynamic_paths:
                 self.observe_type(val)
-                node = self.rec.placeholder(path, torch.tensor(val.obj))
+                node = self.rec.placeholder(path, scalar_tensor(val.obj))
                 self.scalar_inputs.add(len(self.rec.input_paths) - 1)
         elif val.expr is not None and val.expr[0] in _GRAPH_SCALAR_OPS:
             fn, args = val.expr
@@ -419,12 +419,28 @@ class Capture:
             if all(x is None for x in mapped):
                 return None
             fx_args = tuple(
-                x if x is not None else self.to_arg(a) for x, a in zip(mapped, args, strict=True)
+                self._python_operand(fn, val.obj, a, x if x is not None else self.to_arg(a))
+                for x, a in zip(mapped, args, strict=True)
             )
             node = self.rec.call("call_function", fn, fx_args, {})
         if node is not None:
             val.extra = {"scalar_fx": node}
         return node
+
+    def _python_operand(self, fn: Any, result: Any, arg: Val, x: Any) -> Any:
+        """Operand ``x`` (a 0-d tensor node or a constant) of promoted scalar arithmetic, cast
+        so the tensor operation computes what Python does: bools are ints in arithmetic
+        (``True + True == 2``), and an int operand of an op with a float result is a double
+        first (``s / 2``, ``2 ** -s``: int64 tensors would give float32 or refuse)."""
+        if fn in _SCALAR_LOGIC_OPS:
+            return x
+        kind = type(arg.obj)
+        want = torch.float64 if type(result) is float else torch.int64
+        if kind is bool or (kind is int and want is torch.float64):
+            if isinstance(x, fx.Node):
+                return self.rec.call("call_method", "to", (x, want), {})
+            return float(x) if want is torch.float64 else int(x)
+        return x
 
     def op_result(self, obj: Any, node: Any, *, inplace_of: Val | None = None) -> Val:
         """The ``Val`` of an operation's real result ``obj`` produced by fx ``node``."""
@@ -526,6 +542,34 @@ class Capture:
             self.writes.append(Write(op, base, access.key, value))
 
 
+# comparisons and bit operations act on bools as bools; the other scalar ops treat them as ints
+_SCALAR_LOGIC_OPS = frozenset(
+    {
+        operator.lt,
+        operator.le,
+        operator.gt,
+        operator.ge,
+        operator.eq,
+        operator.ne,
+        operator.and_,
+        operator.or_,
+        operator.xor,
+    }
+)
+
+
+def scalar_tensor(value: float | bool) -> torch.Tensor:
+    """A promoted Python scalar as the graph sees it: a 0-d tensor of Python's precision.
+
+    A float is a double, as in Python: a float32 tensor would round it before the graph's
+    arithmetic, and ``x64 * s`` would differ from eager. Tensor arithmetic with a 0-d tensor
+    follows the same type promotion as with the Python scalar (``x32 * s`` stays float32).
+    """
+    if type(value) is float:
+        return torch.tensor(value, dtype=torch.float64)
+    return torch.tensor(value)
+
+
 _GRAPH_SCALAR_OPS = frozenset(
     {
         operator.add,
@@ -539,6 +583,9 @@ _GRAPH_SCALAR_OPS = frozenset(
         operator.imul,
         operator.itruediv,
     }
+    # a promoted bool (``x * (step > warmup)``) is a 0-d bool tensor, which tensor arithmetic
+    # treats as Python treats True/False
+    | _SCALAR_LOGIC_OPS
 )
 
 

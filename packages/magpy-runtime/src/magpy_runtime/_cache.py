@@ -289,7 +289,7 @@ def promote_all(dynamic: bool | None, last: bool) -> bool:
 
 
 def changed_scalars(plan: Any, others: list[Record]) -> set[Any]:
-    """Entry paths of int/float values guarded by value here and with another value elsewhere.
+    """Entry paths of int/float/bool values guarded by value here and with another value elsewhere.
 
     Those are the scalars that change from call to call: the next capture makes them graph
     inputs (the paper's promotion of non-constant scalars) instead of specializing again.
@@ -302,7 +302,7 @@ def changed_scalars(plan: Any, others: list[Record]) -> set[Any]:
         return {
             g.path: g.payload
             for g in p.guards
-            if g.kind is GuardKind.VALUE and type(g.payload) in (int, float)
+            if g.kind is GuardKind.VALUE and type(g.payload) in (int, float, bool)
         }
 
     def shapes(p: Any) -> dict[Any, tuple[Any, ...]]:
@@ -335,7 +335,7 @@ def _changed_dims(path: Any, old: tuple[Any, ...], now: tuple[Any, ...]) -> set[
 
 
 def changed_on_miss(records: list[Record], roots: dict[str, Any]) -> set[Any]:
-    """Entry paths of int/float values some record specialized on that differ in this call."""
+    """Entry paths of int/float/bool values some record specialized on that differ in this call."""
     from magpy_refgraph import GuardKind
 
     changed: set[Any] = set()
@@ -344,7 +344,7 @@ def changed_on_miss(records: list[Record], roots: dict[str, Any]) -> set[Any]:
             if g.kind is GuardKind.TENSOR_META:
                 changed |= _changed_sizes(g, roots)
                 continue
-            if g.kind is not GuardKind.VALUE or type(g.payload) not in (int, float):
+            if g.kind is not GuardKind.VALUE or type(g.payload) not in (int, float, bool):
                 continue
             try:
                 now = eval_path(g.path, roots)
