@@ -79,3 +79,59 @@ def test_arithmetic_on_an_opaque_array_is_not_a_constant() -> None:
     for k in range(4):
         x, offsets = torch.ones(2), np.array([float(k), 0.0])
         H.assert_same(compiled(x, offsets), shift_by_array(x, offsets))
+
+
+def leave_one_out(x: torch.Tensor) -> torch.Tensor:
+    parts = torch.split(x, [2, 2, 2], dim=1)
+    # `parts[:0] + rest` and `head + parts[3:]` are the other operand itself (CPython returns it)
+    return torch.cat([torch.cat(parts[:i] + parts[i + 1 :], 1) for i in range(3)], 1)
+
+
+def drop_diagonal(d: torch.Tensor) -> torch.Tensor:
+    rows = []
+    for i, row in enumerate(d):
+        rows.append(torch.cat([row[:i], row[i + 1 :]]))
+    return torch.stack(rows)
+
+
+def sum_rows(x: torch.Tensor) -> torch.Tensor:
+    total = 0
+    for row in x:
+        total = total + row * 2
+    return total
+
+
+def bump_rows(x: torch.Tensor) -> torch.Tensor:
+    for k, row in enumerate(x):
+        row.add_(k)
+    for row in x:
+        row.mul_(2)
+    return x.sum()
+
+
+@pytest.mark.parametrize(
+    ("fn", "shape"),
+    [(leave_one_out, (2, 6)), (drop_diagonal, (4, 4)), (sum_rows, (3, 5))],
+    ids=["concat-with-empty-slice", "enumerate-tensor", "iterate-tensor"],
+)
+def test_tensor_rows_and_tuple_slices_are_one_graph(fn: Any, shape: tuple[int, ...]) -> None:
+    """``for row in x`` / ``enumerate(x)`` are an unbind in the graph; ``t[:0] + u`` keeps u."""
+    ex = magpy.explain(fn)(torch.randn(*shape))
+    assert (ex.graph_count, ex.graph_break_count) == (1, 0), ex
+    compiled = magpy.compile(fn, backend="eager")
+    for _ in range(3):
+        x = torch.randn(*shape)
+        H.assert_same(compiled(x), fn(x))
+    st = magpy.stats(compiled)
+    assert (st.records, st.hits, st.breaks) == (1, 2, 0), st
+
+
+def test_in_place_updates_of_rows_change_the_callers_tensor() -> None:
+    compiled = magpy.compile(bump_rows, backend="eager")
+    for _ in range(3):
+        got_x = torch.randn(3, 2)
+        want_x = got_x.clone()
+        H.assert_same(compiled(got_x), bump_rows(want_x))
+        H.assert_same(got_x, want_x)
+    st = magpy.stats(compiled)
+    assert (st.records, st.hits, st.breaks) == (1, 2, 0), st

@@ -450,6 +450,54 @@ def test_static_forward_is_called_without_the_module(
     check(make(), H.randn_inputs((2, 3)), calls=4)
 
 
+class Nested(nn.Module):
+    """Hourglass-style recursion: forward calls the same forward of a child instance."""
+
+    def __init__(self, depth: int) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.inner = Nested(depth - 1) if depth > 1 else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.lin(x)
+        if self.inner is not None:
+            y = y + self.inner(y)
+        return y.relu()
+
+
+def test_recursive_forward_is_one_graph(check: Callable[..., Any]) -> None:
+    """explain gives the target's code an entry site; reaching it again through recursion must
+    not cut the graph (compile never did)."""
+    ex = magpy.explain(Nested(3))(torch.randn(2, 4))
+    assert (ex.graph_count, ex.graph_break_count) == (1, 0), str(ex)
+    check(Nested(3), H.randn_inputs((2, 4)), calls=4)
+
+
+class ScaledDot(nn.Module):
+    def __init__(self, scale: float = 0.5) -> None:
+        super().__init__()
+        self.scale = scale
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(q @ k.transpose(-2, -1) * self.scale, -1)
+
+
+class BuildsAModule(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.q = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return ScaledDot(0.25)(self.q(x), x) @ x
+
+
+def test_stateless_user_module_built_in_forward_is_inlined(check: Callable[..., Any]) -> None:
+    """A module without state built and called inside forward (its arguments guarded)."""
+    ex = magpy.explain(BuildsAModule())(torch.randn(2, 3, 4))
+    assert (ex.graph_count, ex.graph_break_count) == (1, 0), str(ex)
+    check(BuildsAModule(), H.randn_inputs((2, 3, 4)), calls=4)
+
+
 def test_explain_accepts_a_compiled_callable_and_leaves_its_cache_alone() -> None:
     """``explain(compiled)`` explains the original and does not add records to ``compiled``."""
     compiled = magpy.compile(MLP(), backend="eager")

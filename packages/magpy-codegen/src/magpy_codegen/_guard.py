@@ -24,6 +24,8 @@ from magpy_refgraph import (
     iter_remaining,
     literal_expr,
     render_step,
+    set_contents,
+    set_order,
 )
 
 from ._generated import GeneratedCode, NameAllocator
@@ -170,6 +172,12 @@ def _custom_check(v: str, payload: Any, c: Any) -> str:
         _, exact, n = payload
         op = "==" if exact else ">="
         return f"len({c(iter_remaining)}({v})) {op} {int(n)}"
+    if isinstance(payload, tuple) and payload[:1] == ("set_items",):
+        # a set from outside: the same values of the same types (order free)
+        return f"{c(set_contents)}({v}) == {c(payload[1])}"
+    if isinstance(payload, tuple) and payload[:1] == ("set_order",):
+        # a set from outside that the record iterates: the same values in the same order
+        return f"{c(set_order)}({v}) == {c(payload[1])}"
     raise InternalError(f"unknown custom guard {payload!r}")
 
 

@@ -16,6 +16,7 @@ from magpy_refgraph import (
     Apply,
     Build,
     BuildKind,
+    CallMethod,
     Constant,
     DelAttr,
     DelItem,
@@ -73,7 +74,9 @@ class _MockWriter:
         elif kind == BuildKind.LIST:
             text = f"[{', '.join(parts)}]"
         elif kind == BuildKind.SET:
-            text = f"{{{', '.join(parts)}}}" if parts else "set()"
+            # set((a, b)) adds one element after another, as the program did; a display
+            # {1, 2, 3} of constants compiles to a frozenset merge, with another layout
+            text = f"set(({', '.join(parts)},))" if parts else "set()"
         elif kind == BuildKind.SLICE:
             text = f"slice({', '.join(parts)})"
         elif kind == BuildKind.DICT:
@@ -108,6 +111,11 @@ class _MockWriter:
             return f"    del {self.expr(w.target)}[{self.expr(w.key)}]"
         if isinstance(w, AppendItem):
             return f"    {self.expr(w.target)}.append({self.expr(w.value)})"
+        if isinstance(w, CallMethod):
+            if not w.name.isidentifier():
+                raise InternalError(f"bad method name {w.name!r} in a write-back")
+            args = ", ".join(self.expr(a) for a in w.args)
+            return f"    {self.expr(w.target)}.{w.name}({args})"
         if isinstance(w, AdvanceIter):
             return f"    for _ in range({int(w.count)}): next({self.expr(w.target)}, None)"
         if isinstance(w, ReplaceContents):

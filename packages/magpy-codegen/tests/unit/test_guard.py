@@ -289,6 +289,28 @@ class TestGeneratedGuardSource:
         assert guard(None, (), True) is None
         assert guard(None, (), 1.0) is None
 
+    def test_set_guards_check_contents_and_order(self) -> None:
+        """``set_items`` accepts an equal set of the same element types in any order;
+        ``set_order`` also wants the same iteration order."""
+        from magpy_refgraph import set_contents, set_order
+
+        def built(*values: int) -> set[int]:
+            s: set[int] = set()
+            for v in values:
+                s.add(v)
+            return s
+
+        p = Path(Local("kwargs"))
+        contents = self._plan([GuardReq(p, GuardKind.CUSTOM, ("set_items", set_contents({1, 9})))])
+        guard = generate_guard(contents, NameAllocator(), grad_enabled=True).load()["__magpy_guard"]
+        assert guard(None, (), built(9, 1)) == ()
+        assert guard(None, (), {1.0, 9}) is None
+        assert guard(None, (), {1}) is None
+        order = self._plan([GuardReq(p, GuardKind.CUSTOM, ("set_order", set_order(built(1, 9))))])
+        guard = generate_guard(order, NameAllocator(), grad_enabled=True).load()["__magpy_guard"]
+        assert guard(None, (), built(1, 9)) == ()
+        assert guard(None, (), built(9, 1)) is None
+
     def test_grad_mode_is_checked_first(self) -> None:
         """The first check of every guard is the grad mode it was recorded under."""
         src = generate_guard(self._plan([]), NameAllocator(), grad_enabled=False).source

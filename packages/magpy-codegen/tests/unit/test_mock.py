@@ -7,7 +7,18 @@ from typing import Any
 import torch
 
 from magpy_codegen import NameAllocator, generate_mock
-from magpy_refgraph import Apply, Build, BuildKind, Constant, FromPath, Item, Local, Path, Plan
+from magpy_refgraph import (
+    Apply,
+    Build,
+    BuildKind,
+    CallMethod,
+    Constant,
+    FromPath,
+    Item,
+    Local,
+    Path,
+    Plan,
+)
 
 
 def _run(rec: Any, fn: Any, *args: Any, **kwargs: Any) -> Any:
@@ -203,3 +214,32 @@ class TestGeneratedMockSource:
         assert out[4] == slice(None, 2, None)
         assert out[5] == 1
         assert code.source.count("[v") == 1  # the shared list is built by one expression
+
+    def test_set_builds_add_in_order_and_method_writebacks_replay(self) -> None:
+        """A SET build adds its parts one after another (as the program did: a display of
+        constants would merge a frozenset, another layout); a CallMethod write-back calls the
+        method on the entry object, so the caller's set ends with eager's layout."""
+        x = Path(Local("args"), (Item(0),))
+        plan = Plan(
+            guards=None,
+            aliases=(),
+            distinct=(),
+            inputs=(),
+            result=Build(1, BuildKind.SET, tuple(Constant(v) for v in (10, 1, 2, 3))),
+            writebacks=(
+                CallMethod(FromPath(x), "discard", (Constant(1),)),
+                CallMethod(FromPath(x), "add", (Constant(17),)),
+            ),
+            num_outputs=0,
+        )
+        mock = generate_mock(plan, NameAllocator(), has_graph=False).load()["__magpy_mock"]
+        s = {1, 9}
+        out = mock(None, (s,), {}, ())
+        want: set[int] = set()
+        for v in (10, 1, 2, 3):
+            want.add(v)
+        assert list(out) == list(want)
+        ref = {1, 9}
+        ref.discard(1)
+        ref.add(17)
+        assert list(s) == list(ref)

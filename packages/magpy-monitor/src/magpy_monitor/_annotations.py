@@ -244,6 +244,7 @@ def _register_mode_predicates() -> None:
         ("torch._jit_internal", "is_scripting"),
         ("torch.compiler", "is_compiling is_dynamo_compiling is_exporting"),
         ("torch._utils", "is_compiling"),
+        ("torch._C", "_get_tracing_state"),  # None unless torch.jit.trace runs (Tensor.__iter__)
         ("torch.fx._symbolic_trace", "is_fx_tracing"),
         ("torch.cuda", "is_current_stream_capturing"),
         ("torch.xpu", "is_current_stream_capturing"),

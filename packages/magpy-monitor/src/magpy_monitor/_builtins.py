@@ -231,6 +231,18 @@ def _hasattr(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) ->
     m.expect_outputs(inst, 1, lambda real: [m.cap.const(real[0])])
 
 
+@register_builtin(setattr)
+def _setattr(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    """``setattr(obj, name, value)``: like ``obj.name = value`` (STORE_ATTR)."""
+    from ._handlers import store_attr
+
+    if len(pos) != 3 or kw or type(pos[1].obj) is not str:
+        raise m.unsupported("setattr() with unusual arguments")
+    m.cap.observe(pos[1])
+    store_attr(m, pos[0], pos[1].obj, pos[2])
+    m.expect_outputs(inst, 1, lambda real: [m.cap.const(None)])
+
+
 @register_builtin(range, slice)
 def _range(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
     if (
@@ -311,6 +323,9 @@ def _enumerate(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) 
     if start_val is not None:
         cap.observe(start_val)
         start = start_val.obj
+    if isinstance(pos[0].obj, torch.Tensor) and type(pos[0].obj).__iter__ is torch.Tensor.__iter__:
+        _enumerate_rows(m, inst, pos[0], start)
+        return
     items = iter_items(m, pos[0])
     if items is None:
         raise m.unsupported(f"enumerate over a {type(pos[0].obj).__name__}")
@@ -320,18 +335,67 @@ def _enumerate(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) 
     m.expect_outputs(inst, 1, lambda real: [make_iterator(m, real[0], pairs)])
 
 
+def _enumerate_rows(m: FrameMonitor, inst: Inst, x: Val, start: int) -> None:
+    """``enumerate(x)`` of a tensor: Tensor.__iter__ (Python, run natively by enumerate) made the
+    rows with ``x.unbind(0)``; the rows it holds are the outputs of an unbind in the graph."""
+    cap = m.cap
+    if x.obj.dim() == 0:
+        raise m.unsupported("enumerate over a 0-d tensor")
+
+    def make(real: list[Any]) -> list[Val]:
+        try:  # enumerate -> (tuple_iterator, start); tuple_iterator -> (iter, (rows,), index)
+            inner = real[0].__reduce__()[1][0].__reduce__()
+            rows, index = inner[1][0], inner[2] if len(inner) > 2 else 0
+        except Exception as exc:  # not the iterator Tensor.__iter__ makes
+            raise m.unsupported("enumerate over a tensor with an unknown iterator") from exc
+        if type(rows) is not tuple or index != 0 or len(rows) != x.obj.shape[0]:
+            raise m.unsupported("enumerate over a tensor with an unknown iterator")
+        node = cap.rec.call("call_function", torch.unbind, (cap.to_arg(x), 0), {})
+        items = cap.op_result(rows, node).items
+        assert isinstance(items, list)
+        pairs = [
+            cap.new((start + i, v.obj), items=[cap.const(start + i), v])
+            for i, v in enumerate(items)
+        ]
+        return [make_iterator(m, real[0], pairs)]
+
+    m.expect_outputs(inst, 1, make)
+
+
 @register_builtin(zip)
 def _zip(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
     cap = m.cap
-    if kw:
-        raise m.unsupported("zip(strict=...)")
+    if set(kw) - {"strict"}:
+        raise m.unsupported(f"zip() with keyword arguments {sorted(kw)}")
     columns = [iter_items(m, p) for p in pos]
     if any(c is None for c in columns):
         raise m.unsupported("zip over an iterable of unknown contents")
+    if "strict" in kw:
+        cap.observe(kw["strict"])
+        if kw["strict"].obj and len({len(c) for c in columns if c is not None}) > 1:
+            raise m.unsupported("zip(strict=True) of unequal lengths raises ValueError")
     rows = [
         cap.new(tuple(v.obj for v in row), items=list(row)) for row in zip(*columns, strict=False)
     ]
     m.expect_outputs(inst, 1, lambda real: [make_iterator(m, real[0], rows)])
+
+
+@register_builtin(next)
+def _next(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    """``next(gen)`` of a generator the monitor follows (the value it yields; exhaustion
+    raises StopIteration in the caller, as the exception machinery models)."""
+    from ._iteration import is_generator
+
+    if len(pos) != 1 or kw or not is_generator(pos[0]):
+        raise m.unsupported(f"next() of a {type(pos[0].obj).__name__ if pos else 'nothing'}")
+
+    def make(real: list[Any]) -> list[Val]:
+        if not p.yields:
+            raise m.unsupported("generator produced a value the monitor did not see")
+        return [p.yields[-1]]
+
+    p = m.expect_outputs(inst, 1, make, opaque=True)
+    p.gen = pos[0]
 
 
 @register_builtin(reversed)
@@ -412,8 +476,6 @@ for _fn in (
     torch.iinfo,
     math.prod,
     sorted,
-    frozenset,
-    set,
     any,
     all,
     repr,

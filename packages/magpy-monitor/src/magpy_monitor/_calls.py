@@ -8,6 +8,7 @@ their inputs; unannotated native code, VALUE_READ on tensors and EFFECT calls st
 
 from __future__ import annotations
 
+import collections
 import types
 from typing import Any, cast
 
@@ -32,12 +33,16 @@ def dispatch_call(
 ) -> None:
     """Model ``fn(*pos, **kwargs)`` at a CALL instruction."""
     from ._builtins import BUILTIN_HANDLERS, METHOD_HANDLERS
+    from ._contexts import construct_context, context_exit, is_python_context_class
     from ._exceptions import GRAD_MODE_CLASSES, grad_context, grad_exit
+    from ._tensorctors import TENSOR_METHOD_HANDLERS, forward_call, forwards
 
     fn = fn_val.obj
     cap = m.cap
     if isinstance(fn_val.extra, dict) and "grad_exit" in fn_val.extra:
         grad_exit(m, inst, fn_val, pos)
+        return
+    if context_exit(m, inst, fn_val, pos):
         return
     if fn in GRAD_MODE_CLASSES:
         grad_context(m, inst, fn, pos, kwargs)
@@ -51,7 +56,8 @@ def dispatch_call(
         # on every call); the mock never returns it
         def make(real: list[Any]) -> list[Val]:
             mod = real[0]
-            if mod._parameters or mod._buffers or mod._modules:
+            buffers = any(b is not None for b in mod._buffers.values())  # None: no tensor
+            if mod._parameters or buffers or mod._modules:
                 raise m.unsupported(f"{fn.__name__} with parameters built inside forward")
             return [cap.new(mod, const=True)]
 
@@ -68,6 +74,9 @@ def dispatch_call(
     if special is not None and special[0] is fn:
         cap.observe_identity(fn_val)
         special[1](m, inst, pos, kwargs)
+        return
+    if isinstance(fn, type) and is_python_context_class(fn):
+        construct_context(m, inst, fn_val, pos, kwargs)  # `with Timer():`
         return
     if isinstance(fn, torch.nn.Module):
         from ._hooks import module_call
@@ -93,7 +102,9 @@ def dispatch_call(
     if isinstance(fn, types.BuiltinMethodType) and isinstance(fn.__self__, torch.Tensor):
         pos = [method_self(m, fn_val), *pos]
     ann = classify(fn)
-    if ann.kind is Kind.AS_OP:
+    if ann.kind is Kind.AS_OP and ann.method in TENSOR_METHOD_HANDLERS:
+        TENSOR_METHOD_HANDLERS[ann.method](m, inst, pos, kwargs)  # x.type(T), x.new(...)
+    elif ann.kind is Kind.AS_OP:
         cap.observe_identity(fn_val)
         _as_op(m, inst, fn, ann, pos, kwargs)
     elif ann.kind is Kind.META:
@@ -106,6 +117,8 @@ def dispatch_call(
     elif isinstance(fn, types.FunctionType):
         cap.observe_identity(fn_val)
         inline(m, inst, fn_val, pos, kwargs)
+    elif forwards(fn):
+        forward_call(m, inst, fn_val, pos, kwargs)  # functools.partial, a scripted function
     elif isinstance(fn, type) is False and _is_compiled_callable(fn):
         # another magpy.compile'd callable: it runs natively, through its own cache
         raise m.unsupported(f"call to the compiled {_name(fn)} (runs through its own cache)")
@@ -281,8 +294,53 @@ def pure_call(m: FrameMonitor, inst: Inst, pos: list[Val], kwargs: dict[str, Val
         if isinstance(v.obj, torch.Tensor):
             m.cap.guard_meta(v)
         else:
+            opaque = _opaque_input(v)
+            if opaque is not None:
+                # guarding it checks only its type: a result computed from its contents (a
+                # numpy array updated in place) must not become a constant of the record
+                raise m.unsupported(
+                    f"pure call over a {type(opaque).__name__} read from outside "
+                    "(its contents are not guarded)"
+                )
             m.cap.observe(v)
     m.expect_outputs(inst, 1, lambda real: [m.cap.new(real[0], const=True)])
+
+
+_BY_IDENTITY = (
+    types.FunctionType,
+    types.BuiltinFunctionType,
+    types.MethodType,
+    types.ModuleType,
+    types.CodeType,
+    type,
+)
+
+
+def _opaque_input(v: Val) -> Any:
+    """An object from outside, inside ``v``, that guarding would check by type alone."""
+    if v.const:
+        return None
+    if isinstance(v.items, list):
+        return next((o for o in map(_opaque_input, v.items) if o is not None), None)
+    if isinstance(v.items, dict):
+        for k, x in v.items.values():
+            o = _opaque_input(k) if _opaque_input(k) is not None else _opaque_input(x)
+            if o is not None:
+                return o
+        return None
+    return _opaque_object(v.obj) if v.external else None
+
+
+def _opaque_object(obj: Any) -> Any:
+    if obj is None or is_value_type(obj) or isinstance(obj, (torch.Tensor, *_BY_IDENTITY)):
+        return None
+    if type(obj) in (list, tuple):
+        return next((o for o in map(_opaque_object, obj) if o is not None), None)
+    if type(obj) is dict:
+        return next(
+            (o for kv in obj.items() for o in map(_opaque_object, kv) if o is not None), None
+        )
+    return obj
 
 
 # ---------------------------------------------------------------------- inlining
@@ -507,14 +565,31 @@ def subscr(m: FrameMonitor, inst: Inst, container: Val, key: Val) -> None:
         return
     if isinstance(container.items, dict):
         cap.observe(key)
+        if key.obj not in container.items:
+            from ._collections import missing_item
+
+            missing_item(m, inst, container, key)  # defaultdict, Counter; else KeyError
+            return
         m.push(container.items[key.obj][1])
         return
+    if type(obj) is collections.deque and isinstance(container.items, list):
+        cap.observe(key)
+        if type(key.obj) is not int or not -len(container.items) <= key.obj < len(container.items):
+            raise m.unsupported("deque index that is not an int in range")
+        m.push(container.items[key.obj])
+        return
     if container.external and (
-        type(obj) in (list, tuple, dict)
+        type(obj) in (list, tuple, dict, *_DICT_LIKE)
         or isinstance(obj, (*_MODULE_CONTAINERS, torch.nn.ModuleDict, torch.nn.ParameterDict))
     ):
         cap.observe(key)
         cap.observe_type(container)
+        if type(obj) in _DICT_LIKE:
+            # a defaultdict would insert a missing key even while a guard reads it: its keys
+            # are checked first (and a missing key is a break)
+            cap.observe_keys(container)
+            if key.obj not in obj:
+                raise m.unsupported(f"a missing key of a {type(obj).__name__} from outside")
         if isinstance(key.obj, slice):
             if type(obj) not in (list, tuple) and not isinstance(obj, _MODULE_CONTAINERS):
                 raise m.unsupported(f"slicing a {type(obj).__name__} from outside")
@@ -544,6 +619,20 @@ def subscr(m: FrameMonitor, inst: Inst, container: Val, key: Val) -> None:
     raise m.unsupported(f"subscript of a {type(obj).__name__}")
 
 
+_DICT_LIKE = (collections.OrderedDict, collections.defaultdict, collections.Counter)
+_SIZED = (
+    list,
+    tuple,
+    dict,
+    set,
+    frozenset,
+    collections.OrderedDict,
+    collections.defaultdict,
+    collections.Counter,
+    collections.deque,
+)
+
+
 def truthiness(m: FrameMonitor, v: Val) -> bool:
     """The program branches on ``bool(v)``: guard what that depends on; return the outcome."""
     cap = m.cap
@@ -552,9 +641,13 @@ def truthiness(m: FrameMonitor, v: Val) -> bool:
         raise m.unsupported("branch on a tensor's value (data-dependent control flow)")
     if obj is None or is_value_type(obj):
         cap.observe(v)
-    elif type(obj) in (list, tuple, dict, set, frozenset) or isinstance(obj, _MODULE_CONTAINERS):
+    elif type(obj) in _SIZED or isinstance(obj, _MODULE_CONTAINERS):
         if v.external:
             cap.observe_len(v)
+        elif type(obj) in (set, frozenset) and isinstance(v.items, list):
+            pass  # its size is fixed by the guards on its elements (see _sets)
+        elif type(obj) in (list, tuple, dict) and isinstance(v.items, list | dict):
+            pass  # built by the run with known items: its length follows the program's path
         else:
             cap.observe(v)
     elif getattr(type(obj), "__bool__", None) is not None:

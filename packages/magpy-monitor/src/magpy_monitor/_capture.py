@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import enum
 import operator
+import sys
 import types
 from collections.abc import Callable
 from typing import Any, cast
@@ -123,6 +124,8 @@ class Capture:
         self.written: set[tuple[ShadowNode, Access]] = set()
         self.mutated_tensors: list[Val] = []
         self.mutated_containers: list[Val] = []
+        # entry objects hashed by identity that met in sets: the record needs them distinct
+        self.distinct_nodes: dict[ShadowNode, None] = {}
         self.paths: dict[ShadowNode, Path] = {}
         self.value_guards: set[int] = set()
         self.global_checks: list[tuple[str, Any]] = []
@@ -259,6 +262,11 @@ class Capture:
         if val.external and val.node is not None:
             self._observe_external(val)
             return
+        if type(val.obj) in (set, frozenset) and isinstance(val.items, list):
+            from ._sets import observe_set
+
+            observe_set(self, val)  # its elements were guarded as they entered it
+            return
         if isinstance(val.items, list):
             for item in val.items:
                 self.observe(item)
@@ -272,6 +280,10 @@ class Capture:
         assert node is not None
         if isinstance(obj, torch.Tensor):
             self.tensor_node(val)
+        elif isinstance(obj, set | frozenset):
+            from ._sets import observe_set
+
+            observe_set(self, val)  # its contents and iteration order
         elif is_value_type(obj):
             self.graph.observe(node, GuardKind.VALUE, obj)
             val.const = True
@@ -398,7 +410,7 @@ class Capture:
         self.observe(val)
         if not _fx_constant_ok(obj):
             raise Unsupported(f"{type(obj).__name__} object passed to a tensor operation")
-        return obj
+        return _plain_scalar(obj)
 
     def dynamic_scalar(self, val: Val) -> Any:
         """The graph node of a promoted scalar (or arithmetic over promoted scalars), or None."""
@@ -604,6 +616,19 @@ def _tensor_meta(t: torch.Tensor) -> tuple[Any, ...]:
 
 def _has_tensor(obj: Any) -> bool:
     return any(isinstance(x, torch.Tensor) for x in obj)
+
+
+def _plain_scalar(obj: Any) -> Any:
+    """A numpy scalar (``x / np.sqrt(d)``) as the Python number torch takes it for: the graph's
+    code must not name numpy (``np.float64(2.0)`` is no constant an fx module can print)."""
+    np = sys.modules.get("numpy")
+    if np is not None and isinstance(obj, np.generic):
+        if isinstance(obj, np.bool_):  # torch takes it for a float: x_int * np.True_ is float
+            raise Unsupported("numpy bool passed to a tensor operation")
+        return obj.item()
+    if type(obj) in (list, tuple):
+        return type(obj)(_plain_scalar(x) for x in obj)
+    return obj
 
 
 def _fx_constant_ok(obj: Any) -> bool:

@@ -88,7 +88,9 @@ def _list_method(name: str) -> Any:
             cap.observe(args[0])
             for v in items:
                 cap.observe(v)
-            items.pop([v.obj for v in items].index(args[0].obj))
+            objs = [v.obj for v in items]
+            if args[0].obj in objs:  # else list.remove raises ValueError (nothing changes)
+                items.pop(objs.index(args[0].obj))
         fixed = result
         m.expect_outputs(inst, 1, lambda real: [fixed if fixed is not None else cap.const(None)])
 
@@ -145,11 +147,15 @@ for _name in ("update", "pop", "setdefault", "clear"):
 def _delete_subscr(m: FrameMonitor, inst: Inst) -> None:
     container, key = m.pop(2)
     cap = m.cap
-    if type(container.obj) not in (list, dict):
+    from ._collections import DICT_TYPES
+
+    if type(container.obj) not in (list, *DICT_TYPES):
         raise m.unsupported(f"del on an item of a {type(container.obj).__name__}")
     cap.observe(key)
     materialize(cap, container, "del item")
     if isinstance(container.items, dict):
+        if key.obj not in container.items:
+            raise m.unsupported("del of a missing key raises KeyError")
         container.items.pop(key.obj)
     else:
         del container.items[key.obj]

@@ -7,9 +7,10 @@ mirrors that on the shadow stack at the ``exception`` event. Whatever made the i
 is guarded (the attribute that was missing, the key that was absent), so a record never depends
 on an exception it did not check for.
 
-``with`` blocks are supported for the grad-mode context managers (``torch.no_grad()``,
-``torch.enable_grad()``, ``torch.set_grad_enabled(b)``): entering and leaving them become
-``torch._C._set_grad_enabled`` nodes of the operator graph.
+``with`` blocks on the grad-mode context managers (``torch.no_grad()``,
+``torch.enable_grad()``, ``torch.set_grad_enabled(b)``) are modelled here: entering and leaving
+them become ``torch._C._set_grad_enabled`` nodes of the operator graph. Other context managers
+are handled in ``_contexts.py``.
 """
 
 from __future__ import annotations
@@ -139,9 +140,10 @@ def _before_with(m: FrameMonitor, inst: Inst) -> None:
     (ctx,) = m.pop()
     state = ctx.extra if isinstance(ctx.extra, dict) else {}
     if "grad_ctx" not in state:
-        raise m.unsupported(
-            f"`with` on a {type(ctx.obj).__name__} (only grad-mode contexts are supported)"
-        )
+        from ._contexts import before_with
+
+        before_with(m, inst, ctx)  # any other context manager
+        return
     prev = state.get("prev", torch.is_grad_enabled())
     mode = state["grad_ctx"]
 

@@ -235,6 +235,9 @@ class FrameMonitor:
                 self.kind != "segment"
                 and lasti in self.block_sites
                 and (self.last is None or self.last.opname in _PROLOGUE)
+                # a recursive call (Hourglass.forward inside Hourglass.forward) is inlined: the
+                # outer call's record covers it
+                and not any(f.code is self.code for f in self.cap.frames if f is not self)
                 and self.cap.end_at_callee_site is not None
                 and self.cap.end_at_callee_site()
             ):

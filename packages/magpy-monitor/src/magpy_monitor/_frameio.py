@@ -95,6 +95,17 @@ class StackView:
             return NULL
         return ctypes.cast(p, ctypes.py_object).value
 
+    def replace(self, i: int, obj: Any) -> None:
+        """Put ``obj`` in the ``i``-th slot from the top (0 = TOS), releasing the old value.
+
+        Only for swapping a callable for an equivalent one right before its CALL runs."""
+        idx = self._top.value - 1 - i
+        old = self._slots[idx]
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(obj))
+        self._slots[idx] = id(obj)
+        if old:
+            ctypes.pythonapi.Py_DecRef(ctypes.c_void_p(old))
+
     def values(self) -> list[Any]:
         """The whole stack, bottom first."""
         return [self.peek(i) for i in range(self.depth() - 1, -1, -1)]

@@ -252,13 +252,29 @@ def _load_method(m: FrameMonitor, inst: Inst) -> None:
 @handler("STORE_ATTR")
 def _store_attr(m: FrameMonitor, inst: Inst) -> None:
     base, value = m.pop(2)[::-1]
-    name = m.code.co_names[inst.arg]
+    store_attr(m, base, m.code.co_names[inst.arg], value)
+    m.expect_outputs(inst, 0, lambda real: [])
+
+
+def store_attr(m: FrameMonitor, base: Val, name: str, value: Val) -> None:
+    """``base.name = value`` (STORE_ATTR or ``setattr``), about to run natively."""
     if isinstance(base.obj, torch.Tensor):
+        if name == "requires_grad" and _requires_grad_unchanged(m, base, value):
+            return
         raise m.unsupported(f"setting attribute {name!r} of a tensor")
     if isinstance(base.extra, dict) and "ctor" in base.extra:
         raise m.unsupported(f"setting attribute {name!r} of a dataclass built during the run")
     m.cap.set_attr(base, name, value)
-    m.expect_outputs(inst, 0, lambda real: [])
+
+
+def _requires_grad_unchanged(m: FrameMonitor, t: Val, value: Val) -> bool:
+    """``t.requires_grad = False`` on a tensor that does not require grad: nothing changes
+    (a tensor's ``requires_grad`` is part of its guarded metadata)."""
+    if value.obj is not False or t.obj.requires_grad:
+        return False
+    m.cap.observe(value)
+    m.cap.guard_meta(t, sizes=False)
+    return True
 
 
 @handler("DELETE_ATTR")
@@ -337,8 +353,10 @@ def _sequence_op(m: FrameMonitor, fn: Any, args: list[Val], result: Any) -> Val 
         items = unpack(m, b, None) * a.obj
     else:
         return None
-    if result is a.obj:  # an in-place list operation (see _list_inplace)
+    if result is a.obj and type(result) is list:  # an in-place list operation (_list_inplace)
         return None
+    if result is a.obj or result is b.obj:  # `t + ()` is t itself: keep its shadow
+        return a if result is a.obj else b
     if len(items) != len(result) or any(x.obj is not y for x, y in zip(items, result, strict=True)):
         return None
     return m.cap.new(result, items=items)
@@ -411,6 +429,11 @@ def _binary_op(m: FrameMonitor, inst: Inst) -> None:
     symbol = _BINARY_OP_NAMES[inst.arg]
     fn = _BINARY_OPS[symbol]
     inplace = symbol.endswith("=") and symbol != "=="
+    if symbol.rstrip("=") in "|&-^" and all(type(a.obj) in (set, frozenset) for a in args):
+        from ._sets import binary_set_op
+
+        binary_set_op(m, inst, args[0], args[1], symbol)
+        return
     if symbol in ("+=", "*=") and type(args[0].obj) is list:
         _list_inplace(m, inst, args, symbol)
         return
@@ -427,6 +450,11 @@ def _binary_op(m: FrameMonitor, inst: Inst) -> None:
 def _compare_op(m: FrameMonitor, inst: Inst) -> None:
     args = m.pop(2)
     fn = _COMPARE_OPS[inst.argval]
+    if all(type(a.obj) in (set, frozenset) for a in args):
+        from ._sets import compare_sets
+
+        compare_sets(m, inst, args[0], args[1], inst.argval)
+        return
     if _tensor_involved(*args):
         _tensor_op(m, inst, fn, args)
     else:
@@ -473,6 +501,11 @@ def _contains_op(m: FrameMonitor, inst: Inst) -> None:
     item, container = m.pop(2)
     if isinstance(container.obj, torch.Tensor):
         raise m.unsupported("`in` on a tensor reads tensor values")
+    if type(container.obj) in (set, frozenset):
+        from ._sets import set_contains
+
+        set_contains(m, inst, item, container)
+        return
     m.cap.observe(item)
     if isinstance(container.obj, dict) and isinstance(container.items, dict):
         for k, _ in container.items.values():  # `key in d` depends on the keys only
@@ -512,10 +545,12 @@ def _store_subscr(m: FrameMonitor, inst: Inst) -> None:
 def _store_item(m: FrameMonitor, container: Val, key: Val, value: Val) -> None:
     cap = m.cap
     obj = container.obj
-    if type(obj) is list and isinstance(container.items, list):
+    from ._collections import DICT_TYPES, deque, put_item
+
+    if type(obj) in (list, deque) and isinstance(container.items, list):
         container.items[key.obj] = value
-    elif type(obj) is dict and isinstance(container.items, dict):
-        container.items[key.obj] = (key, value)
+    elif type(obj) in DICT_TYPES and isinstance(container.items, dict):
+        put_item(container.items, key, value)
     elif container.external and type(obj) in (list, dict):
         from ._containers import materialize
 
@@ -545,12 +580,13 @@ def _build_seq(m: FrameMonitor, inst: Inst) -> None:
     def make(real: list[Any]) -> list[Val]:
         if inst.opname == "BUILD_TUPLE":
             return [_new_with_items(m, real[0], list(parts))]
-        if inst.opname == "BUILD_SET":
-            for p in parts:
-                m.cap.observe(p)
-            return [m.cap.new(real[0], items=list(parts))]
         return [m.cap.new(real[0], items=list(parts))]
 
+    if inst.opname == "BUILD_SET":
+        from ._sets import build_set
+
+        build_set(m, inst, list(parts))
+        return
     m.expect_outputs(inst, 1, make)
 
 
@@ -587,7 +623,10 @@ def _list_append(m: FrameMonitor, inst: Inst) -> None:
     (v,) = m.pop()
     target = m.stack[-inst.arg]
     if inst.opname == "SET_ADD":
-        m.cap.observe(v)
+        from ._sets import set_add_inst
+
+        set_add_inst(m, inst, target, v)
+        return
     if not isinstance(target.items, list):
         raise m.unsupported(f"{inst.opname} on a container of unknown contents")
     target.items.append(v)
@@ -607,10 +646,12 @@ def _map_add(m: FrameMonitor, inst: Inst) -> None:
 def _list_extend(m: FrameMonitor, inst: Inst) -> None:
     (it,) = m.pop()
     target = m.stack[-inst.arg]
-    items = unpack(m, it, None)
     if inst.opname == "SET_UPDATE":
-        for v in items:
-            m.cap.observe(v)
+        from ._sets import set_update_inst
+
+        set_update_inst(m, inst, target, it)
+        return
+    items = unpack(m, it, None)
     if not isinstance(target.items, list):
         raise m.unsupported(f"{inst.opname} on a container of unknown contents")
     target.items.extend(items)

@@ -16,6 +16,7 @@ import torch
 
 from magpy_refgraph import Attr, GuardKind, Item
 
+from ._capture import is_value_type
 from ._frame import FrameMonitor, Inst, Pending, initial_fast
 from ._values import Val
 
@@ -43,14 +44,20 @@ def _unsupported_hooks(mod: torch.nn.Module) -> str | None:
     return None
 
 
+_MODULE_INTERNALS = frozenset(vars(torch.nn.Module()))
+
+
 def _stateless_torch_module(mod: torch.nn.Module) -> bool:
-    """A torch.nn module without parameters, buffers or submodules (ReLU, Upsample, MaxPool)."""
-    return (
-        type(mod).__module__.startswith("torch.nn.")
-        and not mod._parameters
-        and not mod._buffers
-        and not mod._modules
-    )
+    """A module without parameters, buffers or submodules: torch.nn's (ReLU, Upsample,
+    MaxPool), or one whose other attributes are plain values (``ScaledDotProductAttention()``
+    built and called inside forward, its constructor's arguments guarded)."""
+    if mod._parameters or mod._modules:
+        return False
+    if any(b is not None for b in mod._buffers.values()):  # BCEWithLogitsLoss's weight=None
+        return False
+    if type(mod).__module__.startswith("torch.nn."):
+        return True
+    return all(is_value_type(v) for k, v in vars(mod).items() if k not in _MODULE_INTERNALS)
 
 
 def _hook_vals(m: FrameMonitor, mod_val: Val, attr: str) -> list[Val]:
@@ -158,7 +165,7 @@ class _HookedCall:
         self.arm()
 
     def arm(self) -> None:
-        from ._calls import _closure, _fresh, bind_args, method_self
+        from ._calls import _closure, _fresh, _python_call, bind_args, method_self
 
         m = self.m
         kind, hv = self.steps[self.i]
@@ -175,6 +182,10 @@ class _HookedCall:
                 fn_val, pos = m.cap.const(fn.__func__), [method_self(m, hv), self.mod_val, *extra]
             elif isinstance(fn, types.FunctionType):
                 fn_val, pos = hv, [self.mod_val, *extra]
+            elif (call := _python_call(fn)) is not None:
+                # an object whose class defines __call__ in Python (weight_norm's WeightNorm)
+                m.cap.observe_type(hv)
+                fn_val, pos = m.cap.const(call), [hv, self.mod_val, *extra]
             else:
                 raise m.unsupported(f"module hook {fn!r} is not a Python function")
         bound = bind_args(m, fn_val, pos, kw)

@@ -10,6 +10,7 @@ ahead in it (``extra['ahead']``, see ``_look_ahead``).
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Callable
 from typing import Any
 
@@ -23,6 +24,8 @@ from ._values import Val
 
 __all__ = ["for_iter", "get_iter", "is_generator", "iter_items", "unpack", "unpack_pending"]
 
+# dicts read from outside key by key (keys guarded, each value an entry path)
+_DICT_TYPES = (dict, collections.OrderedDict, collections.defaultdict, collections.Counter)
 _INDEXABLE_MODULES = (torch.nn.ModuleList, torch.nn.Sequential, torch.nn.ParameterList)
 
 
@@ -45,7 +48,11 @@ def iter_items(m: FrameMonitor, v: Val) -> list[Val] | None:
         return items[pos:]
     if isinstance(v.extra, dict) and "view" in v.extra:
         return _view_items(m, v)
-    if isinstance(v.items, list) and isinstance(obj, list | tuple | set | frozenset):
+    if type(obj) in (set, frozenset):
+        from ._sets import set_iter_items
+
+        return set_iter_items(m, v)
+    if isinstance(v.items, list) and isinstance(obj, list | tuple | collections.deque):
         return list(v.items)
     if isinstance(v.items, list) and isinstance(obj, _INDEXABLE_MODULES):  # a slice of one
         return list(v.items)
@@ -54,7 +61,7 @@ def iter_items(m: FrameMonitor, v: Val) -> list[Val] | None:
     if v.external and (type(obj) in (list, tuple) or isinstance(obj, _INDEXABLE_MODULES)):
         cap.observe_len(v)
         return [cap.child(v, Item(i), x) for i, x in enumerate(obj)]
-    if v.external and type(obj) is dict:
+    if v.external and type(obj) in _DICT_TYPES:
         cap.observe_keys(v)
         return [cap.const(k) for k in obj]
     if is_value_type(obj) or v.const or v.expr is not None:
@@ -72,7 +79,7 @@ def _view_items(m: FrameMonitor, v: Val) -> list[Val]:
     kind, base = v.extra["view"], v.extra["base"]
     if isinstance(base.items, dict):
         pairs = list(base.items.values())
-    elif base.external and type(base.obj) is dict:
+    elif base.external and type(base.obj) in _DICT_TYPES:
         cap.observe_keys(base)
         pairs = [(cap.const(k), cap.child(base, Item(k), x)) for k, x in base.obj.items()]
     else:
@@ -99,6 +106,13 @@ def get_iter(m: FrameMonitor, inst: Inst, v: Val) -> None:
         # (and the length guarded) when the loop takes one, so a segment that ends at the
         # loop's head serves every trip count
         m.expect_outputs(inst, 1, lambda real: [m.cap.new(real[0], extra={"lazy": v, "pos": 0})])
+        return
+    if isinstance(v.obj, torch.Tensor) and type(v.obj).__iter__ is torch.Tensor.__iter__:
+        # `for row in x`: Tensor.__iter__ is Python (iter(x.unbind(0))), so the rows are the
+        # outputs of an unbind in the graph; their number follows x's guarded size
+        from ._calls import inline
+
+        inline(m, inst, m.cap.const(torch.Tensor.__iter__), [v], {})
         return
     items = iter_items(m, v)
     if items is None:
@@ -226,8 +240,23 @@ def unpack_pending(m: FrameMonitor, inst: Inst, v: Val, n: int) -> None:
         p.gen = v
         return
     if isinstance(v.obj, torch.Tensor):
-        from ._handlers import _tensor_op  # noqa: F401
-
-        raise m.unsupported("unpacking a tensor")
+        _unpack_tensor(m, inst, v, n)
+        return
     items = unpack(m, v, n)
     m.expect_outputs(inst, n, lambda real: list(reversed(items)))
+
+
+def _unpack_tensor(m: FrameMonitor, inst: Inst, v: Val, n: int) -> None:
+    """``a, b = t``: iterating a tensor gives ``t.unbind(0)`` (its first size is guarded)."""
+    cap = m.cap
+    t = v.obj
+    if t.dim() == 0 or t.shape[0] != n:
+        raise m.unsupported(f"unpacking a tensor of shape {tuple(t.shape)} into {n} values")
+    cap.guard_meta(v)
+
+    def make(real: list[Any]) -> list[Val]:
+        node = cap.rec.call("call_method", "unbind", (cap.tensor_node(v), 0), {})
+        items = [cap.op_result(x, cap.rec.getitem(node, i)) for i, x in enumerate(real[::-1])]
+        return items[::-1]
+
+    m.expect_outputs(inst, n, make)

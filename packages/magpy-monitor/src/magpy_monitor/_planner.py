@@ -22,6 +22,7 @@ from magpy_refgraph import (
     Apply,
     Build,
     BuildKind,
+    CallMethod,
     Constant,
     DelAttr,
     FromPath,
@@ -129,7 +130,7 @@ class _Planner:
         raise Unsupported(f"cannot rebuild a {type(obj).__name__} created during the run")
 
     def _special(self, v: Val) -> Recipe | None:
-        """Iterators over known containers, and a grad-mode context's ``__exit__``."""
+        """Iterators over known containers, and a context manager's ``__exit__``."""
         extra = v.extra
         if "grad_exit" in extra:
             from ._exceptions import reenter_grad_context
@@ -140,6 +141,18 @@ class _Planner:
                 Constant(extra["grad_exit"]),
             )
             return Apply(Constant(reenter_grad_context), args)
+        if "ctx_exit" in extra:  # a modelled context manager's __exit__ (``_contexts``)
+            again = extra["ctx_exit"].reenter()
+            if again is None:
+                raise Unsupported(f"a segment ending inside a {type(v.obj.__self__).__name__}")
+            fn, fn_args = again
+            return Apply(Constant(fn), tuple(Constant(a) for a in fn_args))
+        if "ctx_obj" in extra:  # a context-manager object built during the run
+            from ._contexts import object_recipe
+
+            return object_recipe(v, self.recipe)
+        if "exit_of" in extra:  # a Python context manager's bound __exit__
+            return Apply(Constant(getattr), (self.recipe(extra["exit_of"]), Constant("__exit__")))
         if "lazy" in extra:  # an untouched iterator over a range of a dynamic length
             return Build(id(v), BuildKind.ITER, (self.recipe(extra["lazy"]),), (0,))
         base = extra.get("base")
@@ -187,7 +200,12 @@ class _Planner:
             kv: list[Recipe] = []
             for k, x in v.items.values():
                 kv += [self.recipe(k), self.recipe(x)]
-            b = Build(key, BuildKind.DICT, tuple(kv), (type(obj),))
+            if type(obj) is collections.defaultdict:  # defaultdict(factory, {...})
+                inner = Build(-key, BuildKind.DICT, tuple(kv), (dict,))
+                call = (Constant(collections.defaultdict), Constant(obj.default_factory), inner)
+                b = Build(key, BuildKind.CALL, call)
+            else:
+                b = Build(key, BuildKind.DICT, tuple(kv), (type(obj),))
         else:
             parts = tuple(self.recipe(x) for x in v.items)
             t = type(obj)
@@ -195,8 +213,18 @@ class _Planner:
                 b = Build(key, BuildKind.TUPLE, parts)
             elif t is list:
                 b = Build(key, BuildKind.LIST, parts)
-            elif t is set:
-                b = Build(key, BuildKind.SET, parts)
+            elif t in (set, frozenset):
+                from ._sets import rebuild_check
+
+                rebuild_check(v)  # (only a set built by adding one element after another)
+                if t is set:
+                    b = Build(key, BuildKind.SET, parts)
+                else:
+                    inner = Build(-key, BuildKind.TUPLE, parts)
+                    b = Build(key, BuildKind.CALL, (Constant(frozenset), inner))
+            elif t is collections.deque:
+                inner = Build(-key, BuildKind.LIST, parts)
+                b = Build(key, BuildKind.CALL, (Constant(t), inner, Constant(obj.maxlen)))
             elif t is slice:
                 b = Build(key, BuildKind.SLICE, parts)
             elif issubclass(t, tuple) and hasattr(t, "_fields"):
@@ -233,6 +261,8 @@ class _Planner:
         if op == "append":
             assert value is not None
             return AppendItem(tgt, self.recipe(value))
+        if op == "callmethod":  # a change to an entry set, replayed as the same call
+            return CallMethod(tgt, key, () if value is None else (self.recipe(value),))
         raise Unsupported(f"write-back {op} is not supported yet")
 
 
@@ -260,6 +290,17 @@ def _identity_aliases(cap: Capture) -> list[tuple[Any, Any]]:
     return [(a, b) for a, b in pairs if a not in value_paths and b not in value_paths]
 
 
+def _distinct(cap: Capture, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Entry paths that must reach pairwise distinct objects: the tensor inputs, and the
+    objects hashed by identity that met in sets (membership answers depend on it)."""
+    paths = [x for i, x in enumerate(inputs) if i not in cap.scalar_inputs]
+    for node in cap.distinct_nodes:
+        path = cap.paths[node]
+        if path not in paths:
+            paths.append(path)
+    return tuple(paths)
+
+
 def build_plan(cap: Capture) -> tuple[Plan, list[Any]]:
     """The plan of a finished capture and the fx output nodes it needs (in output order)."""
     if cap.result is None:
@@ -276,7 +317,7 @@ def build_plan(cap: Capture) -> tuple[Plan, list[Any]]:
     plan = Plan(
         guards=guard_requirements(cap.graph),
         aliases=tuple(_identity_aliases(cap)),
-        distinct=tuple(x for i, x in enumerate(inputs) if i not in cap.scalar_inputs),
+        distinct=_distinct(cap, inputs),
         inputs=inputs,
         result=result,
         writebacks=writes,

@@ -8,7 +8,7 @@ from typing import Any
 import torch
 import torch.fx as fx
 
-from magpy_refgraph import Path
+from magpy_refgraph import Path, Unsupported
 
 __all__ = ["GraphRecorder"]
 
@@ -66,6 +66,11 @@ class GraphRecorder:
     ) -> fx.Node:
         """Append one ``call_function``/``call_method`` node."""
         node = self.graph.create_node(op, target, args, kwargs)
+        if any(a.meta.get("uninit") for a in node.all_input_nodes) and not _fills(node):
+            self.graph.erase_node(node)
+            raise Unsupported(
+                "reads a tensor a legacy constructor left uninitialised (fill it first)"
+            )
         self.created.append(node)
         if _VIEW_NAMES.intersection((getattr(target, "__name__", None), target)) and any(
             a.meta.get("copied_view") for a in node.all_input_nodes
@@ -119,6 +124,9 @@ class GraphRecorder:
 
     def finish(self, outputs: list[fx.Node]) -> fx.Graph:
         """Set the outputs and drop every node neither an output nor an effect depends on."""
+        for out in outputs:
+            if isinstance(out, fx.Node) and out.meta.get("no_output"):
+                raise Unsupported(out.meta["no_output"])
         self.graph.output(tuple(outputs))
         live: set[fx.Node] = set()
         work = [n for n in self.graph.nodes if n.op == "output" or n.meta.get("effect")]
@@ -150,6 +158,17 @@ _DATA_DEPENDENT = frozenset(
     "nonzero unique unique_consecutive masked_select argwhere nonzero_static bincount "
     "repeat_interleave histc combinations".split()
 )
+
+
+def _fills(node: fx.Node) -> bool:
+    """``node`` overwrites every element of its first argument and reads no other
+    uninitialised tensor (``torch.Tensor(n, m).fill_(v)``)."""
+    from ._tensorctors import FILL_METHODS
+
+    if node.op != "call_method" or node.target not in FILL_METHODS or not node.args:
+        return False
+    first = node.args[0]
+    return not any(a.meta.get("uninit") for a in node.all_input_nodes if a is not first)
 
 
 def _data_dependent_shape(node: fx.Node) -> bool:

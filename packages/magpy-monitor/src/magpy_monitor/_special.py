@@ -137,7 +137,13 @@ def _register_numpy() -> None:
         return
     for name in (
         "sqrt exp log log2 log10 sin cos tan tanh floor ceil abs prod sum mean "
-        "maximum minimum power clip round isnan isinf isfinite"
+        "maximum minimum power clip round isnan isinf isfinite "
+        "exp2 expm1 log1p arcsin arccos arctan arctan2 sinh cosh arcsinh arccosh arctanh sign "
+        "square cbrt hypot radians degrees deg2rad rad2deg floor_divide mod fmod remainder "
+        "true_divide divide multiply add subtract negative reciprocal trunc rint absolute "
+        "max min amax amin std var median cumsum cumprod "
+        # scalar types: np.float32(0.5) is a value like 0.5
+        "float16 float32 float64 int8 int16 int32 int64 uint8 uint16 uint32 uint64 bool_"
     ).split():
         fn = getattr(np, name, None)
         if fn is not None:

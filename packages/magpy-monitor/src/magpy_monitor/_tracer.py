@@ -19,12 +19,16 @@ from typing import Any, cast
 from magpy_refgraph import InternalError, MagPyError, Unsupported
 
 from . import (  # noqa: F401  (modules that register handlers)
+    _collections,
     _containers,
+    _contexts,
     _exceptions,
     _handlers,
     _highorder,
     _pyenv,
+    _sets,
     _special,
+    _tensorctors,
 )
 from ._capture import Capture, is_value_type
 from ._compat import set_compiling

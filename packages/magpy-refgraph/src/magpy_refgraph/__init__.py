@@ -36,7 +36,7 @@ from ._errors import (
     Unsupported,
 )
 from ._graph import Edge, NodeKind, RefGraph, ShadowNode, ShadowVersion
-from ._guards import GuardKind, GuardReq, GuardSet
+from ._guards import GuardKind, GuardReq, GuardSet, set_contents, set_order
 from ._inspect import dump, to_dot
 from ._render import (
     RenderContext,
@@ -89,6 +89,8 @@ __all__ = [
     "primary_path",
     "render_path",
     "render_step",
+    "set_contents",
+    "set_order",
     "to_dot",
 ]
 

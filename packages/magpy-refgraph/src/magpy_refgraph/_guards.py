@@ -16,7 +16,7 @@ import attrs
 
 from ._access import Path, short_repr
 
-__all__ = ["GuardKind", "GuardReq", "GuardSet"]
+__all__ = ["GuardKind", "GuardReq", "GuardSet", "set_contents", "set_order"]
 
 
 class GuardKind(enum.Enum):
@@ -65,6 +65,20 @@ def _typed(value: Hashable) -> Hashable:
     if isinstance(value, frozenset):
         return (type(value), frozenset(_typed(item) for item in value))
     return (type(value), value)
+
+
+def set_contents(s: Iterable[Hashable]) -> frozenset[Hashable]:
+    """The elements of set ``s`` as exact tokens (type and value, floats bit-exact).
+
+    Two sets give equal tokens iff they hold the same values of the same types (``{1}`` and
+    ``{1.0}`` differ): the payload of a guard on a set's contents.
+    """
+    return frozenset(_typed(item) for item in s)
+
+
+def set_order(s: Iterable[Hashable]) -> tuple[Hashable, ...]:
+    """The elements of set ``s`` as exact tokens, in iteration order (a guard on its order)."""
+    return tuple(_typed(item) for item in s)
 
 
 def payload_key(kind: GuardKind, payload: object) -> Hashable:

@@ -29,6 +29,7 @@ __all__ = [
     "Apply",
     "Build",
     "BuildKind",
+    "CallMethod",
     "Constant",
     "DelAttr",
     "DelItem",
@@ -161,7 +162,20 @@ class AppendItem:
     value: Recipe
 
 
-WriteBack = SetAttr | DelAttr | SetItem | DelItem | ReplaceContents | AdvanceIter | AppendItem
+@attrs.frozen
+class CallMethod:
+    """``target.name(*args)`` on a pre-existing object: a change replayed as the very call the
+    program made (``s.add(x)``, ``s.discard(x)``, ``s.clear()`` on a set from outside), so the
+    object ends up as eager leaves it (a set's layout, hence its iteration order, included)."""
+
+    target: Recipe
+    name: str
+    args: tuple[Recipe, ...] = ()
+
+
+WriteBack = (
+    SetAttr | DelAttr | SetItem | DelItem | ReplaceContents | AdvanceIter | AppendItem | CallMethod
+)
 
 
 @attrs.frozen(eq=False)

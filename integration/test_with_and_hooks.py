@@ -1,0 +1,495 @@
+"""``with`` blocks on context managers other than grad mode, and module hooks that are objects.
+
+Context managers written in Python (a class with ``__enter__``/``__exit__``, ``contextlib``'s
+``nullcontext``/``suppress``/``contextmanager``) are followed like inlined calls, ``__exit__``
+included (also on a ``return`` inside the block). ``warnings.catch_warnings()`` with
+``simplefilter`` inside, ``record_function`` and a disabled ``torch.autocast`` are modelled. A
+forward pre-hook that is an object with a Python ``__call__`` (``nn.utils.weight_norm``,
+``nn.utils.spectral_norm``) is followed like a function hook. Each case compares compiled with
+eager over several calls and counts records, hits and breaks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import _integration_helpers as H
+import pytest
+import torch
+from torch import nn
+
+import magpy
+
+
+def _one_tensor(*shape: int) -> Callable[[int], H.Inputs]:
+    return H.randn_inputs(shape)
+
+
+def _reasons(fn: Any, *args: Any) -> list[str]:
+    explained = magpy.explain(fn)(*args)
+    return [str(r.reason) for r in explained.break_reasons]
+
+
+@pytest.fixture
+def filters_kept() -> Iterator[None]:
+    """The test may change the warning filters (as eager does); restore them afterwards."""
+    with warnings.catch_warnings():
+        yield
+
+
+# ---------------------------------------------------------------------- warnings.catch_warnings
+class SPPF(nn.Module):
+    """yolov5's SPPF: the whole body, ``return`` included, inside ``catch_warnings``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cv1 = nn.Conv2d(4, 2, 1)
+        self.m = nn.MaxPool2d(kernel_size=5, stride=1, padding=2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.cv1(x)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            y1 = self.m(x)
+            y2 = self.m(y1)
+            return torch.cat((x, y1, y2, self.m(y2)), 1)
+
+
+def test_catch_warnings_with_simplefilter_and_return_inside_is_one_graph(check: Any) -> None:
+    """simplefilter inside catch_warnings needs no mock effect: the block restores the filters."""
+    before = list(warnings.filters)
+    check(SPPF(), _one_tensor(1, 4, 8, 8), calls=4)
+    assert warnings.filters == before
+
+
+def filters_in_block(x: torch.Tensor) -> torch.Tensor:
+    with warnings.catch_warnings(action="ignore", category=UserWarning):
+        warnings.filterwarnings("ignore", message="never", category=DeprecationWarning)
+        warnings.simplefilter("default", RuntimeWarning)
+        y = x * 2
+    return y + 1
+
+
+def _quiet_user_warnings() -> None:
+    warnings.simplefilter("ignore", UserWarning)
+
+
+def filter_in_callee(x: torch.Tensor) -> torch.Tensor:
+    with warnings.catch_warnings():
+        _quiet_user_warnings()
+        return x - 1
+
+
+@pytest.mark.parametrize("fn", [filters_in_block, filter_in_callee], ids=lambda f: f.__name__)
+def test_catch_warnings_arguments_and_filterwarnings(check: Any, fn: Any) -> None:
+    """catch_warnings(action=...), filterwarnings(...) and a filter set by a function called
+    inside the block are modelled too."""
+    before = list(warnings.filters)
+    check(fn, _one_tensor(3), calls=3)
+    assert warnings.filters == before
+
+
+def warn_inside(x: torch.Tensor) -> torch.Tensor:
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.warn("shown every call", UserWarning, stacklevel=1)
+        return x + 1
+
+
+def hidden_after_break(x: torch.Tensor) -> torch.Tensor:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        y = x + 1
+        warnings.warn("hidden by the block's filter", UserWarning, stacklevel=1)
+        return y * 2
+
+
+@pytest.mark.parametrize(
+    ("fn", "shown"), [(warn_inside, ["shown every call"]), (hidden_after_break, [])]
+)
+def test_warn_inside_catch_warnings_breaks_and_sees_the_blocks_filters(
+    fn: Callable[[torch.Tensor], torch.Tensor], shown: list[str]
+) -> None:
+    """warnings.warn is a graph break; a segment ending inside the block re-enters it with the
+    filters set so far, so the warning is shown or hidden as eagerly."""
+    with warnings.catch_warnings(record=True):
+        assert any("warn" in r for r in _reasons(fn, torch.randn(3)))
+    magpy.reset()
+    compiled = magpy.compile(fn, backend="eager")
+    before = list(warnings.filters)
+    for _ in range(3):
+        x = torch.randn(3)
+        for call in (fn, compiled):
+            with warnings.catch_warnings(record=True) as log:
+                got = call(x)
+            assert [str(w.message) for w in log] == shown
+            H.assert_same(got, (x + 1) * (2 if fn is hidden_after_break else 1))
+        assert warnings.filters == before
+    st = magpy.stats(compiled)
+    assert st.fallbacks == 0 and st.hits >= 2, st
+
+
+def filter_outside(x: torch.Tensor) -> torch.Tensor:
+    warnings.simplefilter("ignore", ResourceWarning)
+    return x + 1
+
+
+def error_action(x: torch.Tensor) -> torch.Tensor:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        return x + 1
+
+
+@pytest.mark.usefixtures("filters_kept")
+@pytest.mark.parametrize(
+    ("fn", "reason"),
+    [
+        (filter_outside, "outside a `with warnings.catch_warnings()` block"),
+        (error_action, "warnings turned into errors"),
+    ],
+)
+def test_global_filter_changes_and_errors_break(
+    fn: Callable[[torch.Tensor], torch.Tensor], reason: str
+) -> None:
+    """A filter change outside catch_warnings lasts after the call; "error" would make a warning
+    raise where the graph does not: both are graph breaks, and the call still does them."""
+    assert any(reason in r for r in _reasons(fn, torch.randn(3)))
+    magpy.reset()
+    compiled = magpy.compile(fn, backend="eager")
+    with warnings.catch_warnings():
+        x = torch.randn(3)
+        H.assert_same(compiled(x), x + 1)
+        changed = list(warnings.filters)
+    with warnings.catch_warnings():
+        fn(x)
+        assert changed == list(warnings.filters)
+
+
+# ---------------------------------------------------------------------- Python context managers
+class Scale:
+    """A context manager written in Python that keeps state on itself."""
+
+    def __init__(self, k: float) -> None:
+        self.k = k
+        self.depth = 0
+        self.exits = 0
+
+    def __enter__(self) -> Scale:
+        self.depth += 1
+        return self
+
+    def __exit__(self, *exc: object) -> bool:
+        self.depth -= 1
+        self.exits += 1
+        return False
+
+
+def made_in_forward(x: torch.Tensor) -> tuple[torch.Tensor, int, int]:
+    with Scale(2.0) as s:
+        y = x * s.k
+    return y, s.depth, s.exits
+
+
+def return_inside(x: torch.Tensor) -> tuple[torch.Tensor, int]:
+    s = Scale(3.0)
+    with s:
+        return x * s.k + s.depth, s.exits
+
+
+class HoldsContext(nn.Module):
+    """An entry object used as a context manager: its state changes are written back."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+        self.ctx = Scale(0.5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        with self.ctx as c:
+            y = self.lin(x) * c.k
+        return y
+
+
+@pytest.mark.parametrize("fn", [made_in_forward, return_inside], ids=lambda f: f.__name__)
+def test_python_context_manager_is_followed(check: Any, fn: Any) -> None:
+    """__enter__ and __exit__ (also before a return inside the block) are inlined."""
+    check(fn, _one_tensor(3), calls=3)
+
+
+def test_entry_context_manager_state_is_written_back(check: Any) -> None:
+    """__enter__/__exit__ writes to an entry object are replayed by the mock; state the block
+    changes but does not read does not stop the cache from hitting."""
+    mod = HoldsContext()
+    check(mod, _one_tensor(2, 3), calls=4)
+    assert (mod.ctx.exits, mod.ctx.depth) == (4, 0)
+
+
+def break_inside_block(x: torch.Tensor) -> tuple[torch.Tensor, int, int]:
+    with Scale(2.0) as s:
+        y = x * s.k
+        y.sum().item()  # a graph break inside the block
+        y = y + 1
+    return y, s.depth, s.exits
+
+
+def test_break_inside_a_python_context_manager() -> None:
+    """The mock rebuilds the object made in the run and its bound __exit__ for the frame that
+    resumes inside the block."""
+    reasons = _reasons(break_inside_block, torch.randn(3))
+    assert len(reasons) == 1 and "item" in reasons[0], reasons
+    magpy.reset()
+    compiled = magpy.compile(break_inside_block, backend="eager")
+    for _ in range(4):
+        x = torch.randn(3)
+        H.assert_same(compiled(x), break_inside_block(x))
+    st = magpy.stats(compiled)
+    assert (st.graphs, st.fallbacks) == (2, 0) and st.hits >= 4, st
+
+
+def raises_inside(x: torch.Tensor, ctx: Scale) -> torch.Tensor:
+    with ctx:
+        y = x + 1
+        if y.shape[0] == 3:
+            raise ValueError("raised inside the block")
+    return y
+
+
+def test_exception_inside_block_passes_through() -> None:
+    """The program's exception reaches the caller unchanged and __exit__ ran, as eagerly."""
+    compiled = magpy.compile(raises_inside, backend="eager")
+    for _ in range(2):
+        mine, theirs = Scale(1.0), Scale(1.0)
+        with pytest.raises(ValueError, match="raised inside the block"):
+            compiled(torch.randn(3), mine)
+        with pytest.raises(ValueError, match="raised inside the block"):
+            raises_inside(torch.randn(3), theirs)
+        assert (mine.depth, mine.exits) == (theirs.depth, theirs.exits) == (0, 1)
+    assert magpy.stats(compiled).fallbacks == 0
+
+
+# ---------------------------------------------------------------------- contextlib
+LOG: list[str] = []
+
+
+@contextlib.contextmanager
+def doubled(s: float) -> Iterator[float]:
+    LOG.append("enter")
+    yield s * 2
+    LOG.append("exit")
+
+
+def with_contextmanager(x: torch.Tensor) -> torch.Tensor:
+    with doubled(1.5) as k:
+        y = x * k
+    return y
+
+
+def with_nullcontext(x: torch.Tensor) -> torch.Tensor:
+    with contextlib.nullcontext(3.0) as k:
+        y = x * k
+    return y
+
+
+def with_suppress(x: torch.Tensor) -> torch.Tensor:
+    with contextlib.suppress(KeyError):
+        y = x * 2
+    return y
+
+
+@pytest.mark.parametrize(
+    "fn", [with_contextmanager, with_nullcontext, with_suppress], ids=lambda f: f.__name__
+)
+def test_contextlib_managers_are_one_graph(check: Any, fn: Any) -> None:
+    """contextmanager generators, nullcontext and suppress (no exception) are followed."""
+    LOG.clear()
+    check(fn, _one_tensor(3), calls=3)
+    if fn is with_contextmanager:  # the generator's effects happen on every call, hits too
+        assert LOG == ["enter", "exit"] * 6
+
+
+def suppressed(x: torch.Tensor, d: dict[str, float]) -> torch.Tensor:
+    y = x
+    with contextlib.suppress(KeyError):
+        y = x * d["missing"]
+    return y + 1
+
+
+def test_suppress_with_an_exception_breaks_and_suppresses() -> None:
+    """An exception inside the block is a graph break; suppress still swallows it."""
+    assert _reasons(suppressed, torch.randn(3), {}), "expected a graph break"
+    magpy.reset()
+    compiled = magpy.compile(suppressed, backend="eager")
+    for _ in range(3):
+        x = torch.randn(3)
+        H.assert_same(compiled(x, {}), x + 1)
+    assert magpy.stats(compiled).fallbacks == 0
+
+
+# ---------------------------------------------------------------------- torch contexts
+def labelled(x: torch.Tensor) -> torch.Tensor:
+    with torch.profiler.record_function("magpy-block"):
+        y = x * 2
+    return y + 1
+
+
+def test_record_function_is_a_no_op_while_the_profiler_is_off(check: Any) -> None:
+    """record_function labels profiler events: nothing to record while no profiler runs."""
+    compiled = check(labelled, _one_tensor(3), calls=3)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        H.assert_same(compiled(torch.ones(3)), torch.full((3,), 3.0))
+    names = {e.key for e in prof.key_averages()}
+    assert "magpy-block" in names  # the guard on the profiler sent this call down another path
+
+
+def autocast_off(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    with torch.autocast("cpu", enabled=False):
+        y = x @ w
+    return y.float() + 1
+
+
+def test_disabled_autocast_is_entered_in_the_graph(check: Any) -> None:
+    """A disabled autocast block is entered and left by graph nodes: its operations run with
+    autocast off even when the caller's autocast is on."""
+    compiled = check(autocast_off, H.randn_inputs((2, 3), (3, 4)), calls=3)
+    x, w = torch.randn(2, 3), torch.randn(3, 4)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        want = autocast_off(x, w)
+        got = compiled(x, w)
+    assert want.dtype == torch.float32
+    H.assert_same(got, want)
+
+
+def cuda_autocast_off(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    with torch.cuda.amp.autocast(enabled=False):
+        return x @ w
+
+
+def test_deprecated_cuda_autocast_disabled(check: Any) -> None:
+    """torch.cuda.amp.autocast(enabled=False) (deprecated, so it warns) on a CPU program."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        check(cuda_autocast_off, H.randn_inputs((2, 3), (3, 4)), calls=3)
+
+
+def autocast_on(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = x @ w
+    return y.float()
+
+
+def test_enabled_autocast_breaks() -> None:
+    """Only a disabled autocast is modelled."""
+    reasons = _reasons(autocast_on, torch.randn(2, 3), torch.randn(3, 4))
+    assert any("autocast enabled" in r for r in reasons), reasons
+
+
+# ---------------------------------------------------------------------- hooks that are objects
+def _quiet(build: Callable[[], nn.Module]) -> nn.Module:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # torch.nn.utils.weight_norm
+        return build()
+
+
+class WeightNormed(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.utils.weight_norm(nn.Conv1d(2, 4, 3, padding=1))
+        self.lin = nn.utils.weight_norm(nn.Linear(8, 5), dim=None)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lin(torch.relu(self.conv(x)).flatten(1)[:, :8])
+
+
+def test_weight_norm_hook_object_is_followed() -> None:
+    """WeightNorm's pre-hook recomputes ``module.weight`` on every call; the mock sets it.
+
+    (A weight-normed module cannot be deep-copied: the eager twin is built from the same seed.)
+    """
+    torch.manual_seed(0)
+    mod = _quiet(WeightNormed)
+    torch.manual_seed(0)
+    ref = _quiet(WeightNormed)
+    compiled = magpy.compile(mod, backend="eager")
+    for i in range(4):
+        if i == 2:  # a new weight_g must be seen by the next call
+            with torch.no_grad():
+                mod.conv.weight_g.mul_(2)
+                ref.conv.weight_g.mul_(2)
+        x = torch.randn(2, 2, 6)
+        H.assert_same(compiled(x), ref(x))
+        for a, b in ((mod.conv, ref.conv), (mod.lin, ref.lin)):
+            assert "weight" in vars(a) and "weight" not in a._parameters
+            H.assert_same(a.weight, b.weight)
+    st = magpy.stats(compiled)
+    assert (st.records, st.hits, st.breaks, st.fallbacks) == (1, 3, 0, 0), st
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_spectral_norm_power_iteration_updates_buffers(check: Any, training: bool) -> None:
+    """SpectralNorm's pre-hook updates ``weight_u``/``weight_v`` in place while training."""
+    mod = _quiet(lambda: nn.Sequential(nn.utils.spectral_norm(nn.Linear(4, 3)), nn.Tanh()))
+    mod.train(training)
+    u0 = mod[0].weight_u.clone()
+    check(mod, _one_tensor(2, 4), calls=4)
+    assert torch.equal(mod[0].weight_u, u0) is not training
+
+
+class Shift:
+    """A hook object whose class defines ``__call__`` in Python."""
+
+    def __init__(self, by: float) -> None:
+        self.by = by
+
+    def __call__(self, module: nn.Module, args: tuple[Any, ...], *out: Any) -> Any:
+        if out:
+            return out[0] * self.by
+        return (args[0] + self.by,)
+
+
+def test_hook_objects_with_python_call(check: Any) -> None:
+    """Pre- and post-hooks that are objects with a Python ``__call__``."""
+    lin = nn.Linear(3, 3)
+    lin.register_forward_pre_hook(Shift(1.0))
+    lin.register_forward_hook(Shift(2.0))
+    check(nn.Sequential(lin, nn.ReLU()), _one_tensor(2, 3), calls=3)
+
+
+# ---------------------------------------------------------------------- Tacotron2Loss's pieces
+def loss(model_output: torch.Tensor, targets: list[torch.Tensor]) -> torch.Tensor:
+    mel_target, gate_target = targets[0], targets[1]
+    mel_target.requires_grad = False
+    gate_target.requires_grad = False
+    mel_out, mel_post, gate_out, _ = model_output
+    mel = nn.MSELoss()(mel_out, mel_target) + nn.MSELoss()(mel_post, mel_target)
+    return mel + nn.BCEWithLogitsLoss()(gate_out, gate_target.sigmoid())
+
+
+def test_requires_grad_false_unpacking_and_losses_built_in_forward(check: Any) -> None:
+    """``t.requires_grad = False`` on a tensor that does not require grad changes nothing;
+    ``a, b, c, d = t`` unbinds; a loss module built in forward without tensors is stateless."""
+
+    def inputs(i: int) -> H.Inputs:
+        (out, mel, gate), _ = H.randn_inputs((4, 5), (5,), (5,), seed=i)(i)
+        return [out, [mel, gate]], {}
+
+    check(loss, inputs, calls=3)
+
+
+def clears_requires_grad(x: torch.Tensor) -> torch.Tensor:
+    x.requires_grad = False
+    return x * 2
+
+
+def test_requires_grad_change_breaks() -> None:
+    """Changing the flag is a graph break; it still happens."""
+    x = torch.randn(3, requires_grad=True)
+    assert any("requires_grad" in r for r in _reasons(clears_requires_grad, x))
+    magpy.reset()
+    compiled = magpy.compile(clears_requires_grad, backend="eager")
+    for _ in range(2):
+        x = torch.randn(3, requires_grad=True)
+        H.assert_same(compiled(x), x.detach() * 2)
+        assert not x.requires_grad
