@@ -129,3 +129,46 @@ def test_numpy_scalar_operands_are_python_numbers_in_the_graph(dtype: torch.dtyp
         assert got.dtype == want.dtype and torch.equal(got, want), i
     st = magpy.stats(compiled)
     assert (st.records, st.hits, st.fallbacks) == (1, 3, 0), st
+
+
+def warmup_scale(x: torch.Tensor, step: int, warmup: int) -> torch.Tensor:
+    lr = step / warmup if step < warmup else 1.0
+    return x * lr
+
+
+def parity_gate(x: torch.Tensor, s: int) -> torch.Tensor:
+    y = x * s
+    if s % 2 == 0 and s > 4:
+        return y + 1
+    return y - 1
+
+
+def magnitude_gate(x: torch.Tensor, t: float) -> torch.Tensor:
+    if abs(t) > 0.5:
+        return x * t
+    return x
+
+
+@pytest.mark.parametrize(
+    ("fn", "values", "records"),
+    [
+        (warmup_scale, [(s, 10) for s in range(20)], 3),
+        (parity_gate, [(s,) for s in range(20)], 4),
+        (magnitude_gate, [(s / 10,) for s in range(-10, 10)], 3),
+    ],
+    ids=["step-below-warmup", "parity-and-threshold", "abs-threshold"],
+)
+def test_branch_on_a_promoted_scalar_guards_the_outcome(
+    fn: Callable[..., torch.Tensor], values: list[tuple[Any, ...]], records: int
+) -> None:
+    """``if step < warmup``: once ``step`` changes, the record guards the branch's outcome
+    (the same Python expression over the new value), not the value: 20 values, a few records
+    (the first specialised one, then one per outcome)."""
+    compiled = magpy.compile(fn, backend="eager")
+    for i, args in enumerate(values):
+        x = torch.randn(3)
+        got, want = compiled(x, *args), fn(x, *args)
+        assert torch.equal(got, want), (i, args)
+    st = magpy.stats(compiled)
+    assert (st.records, st.fallbacks) == (records, 0), st
+    assert st.hits == len(values) - records, st

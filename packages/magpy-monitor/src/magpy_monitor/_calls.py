@@ -640,7 +640,8 @@ def truthiness(m: FrameMonitor, v: Val) -> bool:
     if isinstance(obj, torch.Tensor):
         raise m.unsupported("branch on a tensor's value (data-dependent control flow)")
     if obj is None or is_value_type(obj):
-        cap.observe(v)
+        if not cap.guard_outcome(v):
+            cap.observe(v)
     elif type(obj) in _SIZED or isinstance(obj, _MODULE_CONTAINERS):
         if v.external:
             cap.observe_len(v)

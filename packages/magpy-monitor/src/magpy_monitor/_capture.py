@@ -16,6 +16,7 @@ import types
 from collections.abc import Callable
 from typing import Any, cast
 
+import attrs
 import torch
 import torch.fx as fx
 
@@ -439,6 +440,57 @@ class Capture:
             val.extra = {"scalar_fx": node}
         return node
 
+    def guard_outcome(self, val: Val) -> bool:
+        """Python branches on ``val``, computed from one promoted scalar (``if step > warmup``):
+        guard the outcome instead of the scalar's value, so one record serves every value that
+        takes the same branch. Returns False (nothing guarded) for any other ``val``."""
+        if val.const or val.expr is None or val.expr[0] in _NOT_SCALAR_ARITHMETIC:
+            return False
+        leaves: list[Val] = []
+        if not self._scalar_expr_leaves(val, leaves):
+            return False
+        dynamic = [x for x in leaves if not x.const and self._promotable(x)]
+        if len({id(x) for x in dynamic}) != 1:
+            return False
+        leaf = dynamic[0]
+        for x in leaves:
+            if x is not leaf:
+                self.observe(x)  # a scalar that has not changed: a constant, guarded by value
+        assert leaf.node is not None
+        self.observe_type(leaf)
+        self.graph.observe(leaf.node, GuardKind.CUSTOM, ("outcome", _expr_of(val, leaf), val.obj))
+        val.const = True
+        return True
+
+    def _promotable(self, val: Val) -> bool:
+        """An entry int/float/bool that changes from call to call (a dynamic path)."""
+        return (
+            val.external
+            and val.node is not None
+            and (
+                val.extra is None
+                or (isinstance(val.extra, dict) and set(val.extra) == {"scalar_fx"})
+            )
+            and type(val.obj) in (int, float, bool)
+            and (self.promote_all or self.paths[val.node] in self.dynamic_paths)
+        )
+
+    def _scalar_expr_leaves(self, val: Val, out: list[Val]) -> bool:
+        """Collect the leaves of promoted-scalar arithmetic ``val`` (False: something else)."""
+        if val.expr is None:
+            if (val.const and is_value_type(val.obj)) or (
+                val.external and val.node is not None and type(val.obj) in (int, float, bool)
+            ):
+                out.append(val)
+                return True
+            return False
+        fn, args = val.expr
+        if fn in _NOT_SCALAR_ARITHMETIC:
+            return False
+        # any other expr is a pure Python function of values (operators, abs, math.*): the
+        # guard calls the very same functions
+        return all(self._scalar_expr_leaves(a, out) for a in args)
+
     def _python_operand(self, fn: Any, result: Any, arg: Val, x: Any) -> Any:
         """Operand ``x`` (a 0-d tensor node or a constant) of promoted scalar arithmetic, cast
         so the tensor operation computes what Python does: bools are ints in arithmetic
@@ -568,6 +620,43 @@ _SCALAR_LOGIC_OPS = frozenset(
         operator.xor,
     }
 )
+
+
+# exprs whose value depends on more than the values of their arguments
+_NOT_SCALAR_ARITHMETIC = frozenset({len, range, getattr, hash, id})
+
+
+def _expr_of(val: Val, leaf: Val) -> Callable[[Any], Any]:
+    """``val``'s arithmetic as a function of ``leaf``'s value (the others are constants)."""
+    if val is leaf:
+        return _identity
+    if val.expr is None:
+        return _Constant(val.obj)
+    fn, args = val.expr
+    return _Apply(fn, tuple(_expr_of(a, leaf) for a in args))
+
+
+def _identity(x: Any) -> Any:
+    return x
+
+
+@attrs.frozen
+class _Constant:
+    value: Any
+
+    def __call__(self, x: Any) -> Any:
+        return self.value
+
+
+@attrs.frozen
+class _Apply:
+    """``fn(*(part(x) for part in parts))``: a guard re-evaluates the program's arithmetic."""
+
+    fn: Any
+    parts: tuple[Any, ...]
+
+    def __call__(self, x: Any) -> Any:
+        return self.fn(*(part(x) for part in self.parts))
 
 
 def scalar_tensor(value: float | bool) -> torch.Tensor:
