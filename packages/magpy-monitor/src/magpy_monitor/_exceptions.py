@@ -62,6 +62,15 @@ def _observe_cause(m: FrameMonitor, exc: BaseException) -> None:
 def on_exception(m: FrameMonitor, exc: BaseException) -> bool:
     """An exception is raised in ``m``'s frame; returns True if a handler in it will run."""
     pending = m.pending
+    if (
+        pending is not None
+        and pending.inst.opname in ("FOR_ITER", "SEND")
+        and type(exc) is StopIteration
+        and pending.gen is not None
+    ):
+        # a followed generator returned a value: the instruction itself catches its
+        # StopIteration (CPython reports it to the tracer first); ``pending`` binds the end
+        return False
     m.pending = None
     if pending is not None or m.popped:
         _observe_cause(m, exc)

@@ -150,7 +150,7 @@ class Pending:
     ``expect`` names a Python code object the instruction will enter and how to bind its frame
     (inlined callees); ``opaque`` says nested Python frames belong to native code and are not
     monitored. An inlined callee's return value arrives in ``result``; values yielded by a
-    generator this instruction drives arrive in ``yields``.
+    generator this instruction drives arrive in ``yields`` (its return value in ``result``).
     """
 
     __slots__ = (

@@ -763,6 +763,22 @@ def _get_iter(m: FrameMonitor, inst: Inst) -> None:
     get_iter(m, inst, v)
 
 
+@handler("GET_YIELD_FROM_ITER")
+def _get_yield_from_iter(m: FrameMonitor, inst: Inst) -> None:
+    """``yield from x`` in a generator: ``iter(x)`` (a generator delegates as itself)."""
+    (v,) = m.pop()
+    if isinstance(v.obj, types.CoroutineType):
+        raise m.unsupported("`yield from` a coroutine")
+    get_iter(m, inst, v)
+
+
+@handler("SEND")
+def _send(m: FrameMonitor, inst: Inst) -> None:
+    from ._iteration import send
+
+    send(m, inst)
+
+
 @handler("FOR_ITER")
 def _for_iter(m: FrameMonitor, inst: Inst) -> None:
     from ._iteration import for_iter
@@ -861,9 +877,7 @@ def _call_function_ex(m: FrameMonitor, inst: Inst) -> None:
 
 
 @handler(
-    "SEND",
     "GET_AWAITABLE",
-    "GET_YIELD_FROM_ITER",
     "RETURN_GENERATOR",
     "ASYNC_GEN_WRAP",
     "GET_AITER",

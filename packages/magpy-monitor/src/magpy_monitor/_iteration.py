@@ -22,7 +22,15 @@ from ._capture import is_value_type
 from ._frame import FrameMonitor, Inst
 from ._values import Val
 
-__all__ = ["for_iter", "get_iter", "is_generator", "iter_items", "unpack", "unpack_pending"]
+__all__ = [
+    "for_iter",
+    "get_iter",
+    "is_generator",
+    "iter_items",
+    "send",
+    "unpack",
+    "unpack_pending",
+]
 
 # dicts read from outside key by key (keys guarded, each value an entry path)
 _DICT_TYPES = (dict, collections.OrderedDict, collections.defaultdict, collections.Counter)
@@ -169,6 +177,57 @@ def for_iter(m: FrameMonitor, inst: Inst) -> None:
         return [val]
 
     m.expect_outputs(inst, n_out, make)
+
+
+def send(m: FrameMonitor, inst: Inst) -> None:
+    """SEND of a ``yield from`` loop: the delegate's next value, or, when it is done (execution
+    jumps to ``inst.argval``), its return value in the delegate's place.
+
+    The delegate is a generator the monitor follows (its values arrive through
+    ``Pending.yields``, its return value through ``Pending.result``) or an iterator whose
+    values the shadow knows. Only ``None`` is ever sent (``_resume_generator`` checks).
+    """
+    (sent,) = m.pop()
+    if sent.obj is not None:
+        raise m.unsupported("generator.send() of a value into a `yield from`")
+    it = m.stack[-1]
+
+    def done() -> bool:
+        lasti = m.frame.f_lasti
+        return m.real.get(lasti, lasti) == inst.argval
+
+    if is_generator(it):
+
+        def make_gen(real: list[Any]) -> list[Val]:
+            if done():
+                m.stack.pop()
+                if p.result is not None:
+                    return [p.result]
+                if real[0] is None:
+                    return [m.cap.const(None)]
+                raise m.unsupported("delegated generator returned a value the monitor did not see")
+            if not p.yields:
+                raise m.unsupported("generator produced a value the monitor did not see")
+            return [p.yields[-1]]
+
+        p = m.expect_outputs(inst, 1, make_gen, opaque=True)
+        p.gen = it
+        return
+    if isinstance(it.extra, dict) and "lazy" in it.extra:
+        _materialize_range(m, it)
+    if not (isinstance(it.extra, dict) and "iter" in it.extra):
+        raise m.unsupported(f"`yield from` a {type(it.obj).__name__} of unknown contents")
+
+    def make(real: list[Any]) -> list[Val]:
+        state = it.extra
+        if done():
+            m.stack.pop()
+            return [m.cap.const(None)]
+        val: Val = state["iter"][state["pos"]]
+        state["pos"] += 1
+        return [val]
+
+    m.expect_outputs(inst, 1, make)
 
 
 def _materialize_range(m: FrameMonitor, it: Val) -> None:

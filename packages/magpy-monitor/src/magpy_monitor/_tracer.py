@@ -207,7 +207,9 @@ class Monitor:
             caller.pending.yields.append(val)
         elif mon.kind == "callback":
             caller.pending.callback_results.append(val)
-        elif mon.kind != "generator":
+        elif mon.kind == "generator":
+            caller.pending.result = val  # its return value (a `yield from` takes it)
+        else:
             if caller.pending.on_result is not None:
                 caller.pending.on_result(val)
             else:
