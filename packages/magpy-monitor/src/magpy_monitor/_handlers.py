@@ -19,6 +19,7 @@ from ._capture import FROZEN_MODULE_ROOTS, is_value_type
 from ._frame import LAZY, FrameMonitor, Inst, handler
 from ._frameio import NULL
 from ._iteration import get_iter, unpack
+from ._shapes import index_by_promoted_int
 from ._values import UNBOUND, Val
 
 __all__: list[str] = []
@@ -384,7 +385,7 @@ def _tensor_op(
 
     def make(real: list[Any]) -> list[Val]:
         if fn is operator.getitem and isinstance(args[0].obj, torch.Tensor):
-            node = _index_by_promoted_int(cap, args[0], args[1])
+            node = index_by_promoted_int(cap, args[0], args[1])
             if node is not None:
                 return [cap.op_result(real[0], node)]
         node = cap.rec.call(
@@ -394,33 +395,6 @@ def _tensor_op(
         return [cap.op_result(real[0], node, inplace_of=target)]
 
     m.expect_outputs(inst, 1, make)
-
-
-def _index_by_promoted_int(cap: Any, base: Val, key: Val) -> Any:
-    """``x[t]`` with ``t`` a promoted int (a 0-d tensor graph input, e.g. a loop index).
-
-    Indexing with a tensor would make the result's meaning data-dependent for compilers
-    (Inductor cannot compile it); ``index_select`` of the wrapped index is the same values with
-    a shape known in advance. Returns None when ``key`` is not a promoted int.
-    """
-    if type(key.obj) is not int or key.const:
-        return None
-    scalar = cap.dynamic_scalar(key)
-    if scalar is None or base.obj.dim() == 0:
-        return None
-    rec = cap.rec
-    x = cap.to_arg(base)
-    size = rec.call("call_method", "size", (x, 0), {})
-    index = rec.call("call_function", torch.remainder, (scalar, size), {})  # x[-1] works too
-    picked = rec.call(
-        "call_function",
-        torch.index_select,
-        (x, 0, rec.call("call_method", "reshape", (index, (1,)), {})),
-        {},
-    )
-    row = rec.call("call_method", "squeeze", (picked, 0), {})
-    row.meta["copied_view"] = True  # eager's x[t] is a view: in-place updates of it break
-    return row
 
 
 @handler("BINARY_OP")
