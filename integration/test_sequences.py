@@ -135,3 +135,36 @@ def test_in_place_updates_of_rows_change_the_callers_tensor() -> None:
         H.assert_same(got_x, want_x)
     st = magpy.stats(compiled)
     assert (st.records, st.hits, st.breaks) == (1, 2, 0), st
+
+
+def unpack_maps(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    x, y = map(lambda t: t * 2, (a, b))
+    p, q = map(torch.relu, [a, b])
+    (u,) = filter(lambda t: t.dim() == 2, (a, b.sum()))
+    return x + y + p + q + u
+
+
+def merge_heads_attention(x: torch.Tensor) -> torch.Tensor:
+    """elektronn3's SelfAttention: ``q, k, v = map(merge_heads, (q, k, v))``."""
+    q, k, v = x, *(x * 2).chunk(2, dim=-1)
+    b = q.shape[0]
+    merge = lambda z: z.reshape(b, -1, 2, 2).transpose(1, 2).reshape(b * 2, -1, 2)  # noqa: E731
+    q, k, v = map(merge, (q[..., :4], k, v))
+    return torch.einsum("bie,bje->bij", q, k) * 2**-0.5
+
+
+@pytest.mark.parametrize(
+    ("fn", "shapes"),
+    [(unpack_maps, [(2, 2), (2, 2)]), (merge_heads_attention, [(2, 3, 8)])],
+    ids=["map-filter", "merge-heads"],
+)
+def test_unpacking_map_and_filter_is_one_graph(fn: Any, shapes: list[tuple[int, ...]]) -> None:
+    """``a, b = map(f, pair)``: CPython calls ``f`` back from the native unpacking."""
+    ex = magpy.explain(fn)(*(torch.randn(*s) for s in shapes))
+    assert (ex.graph_count, ex.graph_break_count) == (1, 0), ex
+    compiled = magpy.compile(fn, backend="eager")
+    for _ in range(3):
+        args = [torch.randn(*s) for s in shapes]
+        H.assert_same(compiled(*args), fn(*args))
+    st = magpy.stats(compiled)
+    assert (st.records, st.hits, st.breaks) == (1, 2, 0), st

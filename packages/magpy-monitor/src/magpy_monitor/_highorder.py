@@ -25,7 +25,7 @@ from ._frame import FrameMonitor, Inst, Pending
 from ._iteration import is_generator, iter_items, make_iterator
 from ._values import Val
 
-__all__ = ["consume"]
+__all__ = ["consume", "unpack_lazy"]
 
 Then = Callable[[list[Val], Any, Pending], Val]
 
@@ -56,9 +56,25 @@ def consume(m: FrameMonitor, inst: Inst, src: Val, then: Then) -> Pending:
     return p
 
 
+def unpack_lazy(m: FrameMonitor, inst: Inst, src: Val, n: int) -> bool:
+    """UNPACK_SEQUENCE n of a ``map``/``filter`` made during the run (``q, k, v = map(f, qkv)``):
+    CPython iterates it natively, calling ``f`` back for each item. False: ``src`` is not one."""
+    lazy = _lazy(src)
+    if lazy is None:
+        return False
+    _consume_lazy(m, inst, src, lazy, lambda items, real, p: items[::-1], outputs=n)
+    return True
+
+
 def _consume_lazy(
-    m: FrameMonitor, inst: Inst, src: Val, lazy: dict[str, Any], then: Then
+    m: FrameMonitor,
+    inst: Inst,
+    src: Val,
+    lazy: dict[str, Any],
+    then: Any,
+    outputs: int | None = None,
 ) -> Pending:
+    """``outputs``: the instruction pushes that many values (``then`` returns them), else one."""
     fn_val: Val = lazy["fn"]
     items: list[Val] | None = lazy["items"]
     if items is None:
@@ -66,7 +82,15 @@ def _consume_lazy(
     native = not _is_python(fn_val.obj)
 
     def make(real: list[Any]) -> list[Val]:
-        if native:
+        if native and outputs is not None and lazy["lazy"] == "map":
+            if len(items) != outputs:
+                raise m.unsupported(f"unpacking {len(items)} values into {outputs}")
+            # the values UNPACK_SEQUENCE pushed are the calls' own results (last on top)
+            results = [
+                _native_apply(m, fn_val.obj, [v], real=r)
+                for v, r in zip(items, real[::-1], strict=True)
+            ]
+        elif native:
             results = [_native_apply(m, fn_val.obj, [v]) for v in items]
         else:
             results = list(p.callback_results)
@@ -76,9 +100,13 @@ def _consume_lazy(
             for r in results:
                 m.cap.observe(r)
             produced = [v for v, r in zip(items, results, strict=True) if r.obj]
+        if outputs is not None:
+            if len(produced) != outputs:
+                raise m.unsupported(f"unpacking {len(produced)} values into {outputs}")
+            return list(then(produced, None, p))
         return [then(produced, real[0], p)]
 
-    p = m.expect_outputs(inst, 1, make)
+    p = m.expect_outputs(inst, 1 if outputs is None else outputs, make)
     if not native:
         p.callbacks[fn_val.obj.__code__] = fn_val
     return p

@@ -48,7 +48,7 @@ def iter_items(m: FrameMonitor, v: Val) -> list[Val] | None:
     obj = v.obj
     if is_generator(v):
         return None
-    if isinstance(v.extra, dict) and "lazy" in v.extra:
+    if isinstance(v.extra, dict) and "lazy_range" in v.extra:
         _materialize_range(m, v)
     if isinstance(v.extra, dict) and "iter" in v.extra:
         items: list[Val] = v.extra["iter"]
@@ -113,7 +113,9 @@ def get_iter(m: FrameMonitor, inst: Inst, v: Val) -> None:
         # a range over a value that may change (a dynamic size): its values are only read
         # (and the length guarded) when the loop takes one, so a segment that ends at the
         # loop's head serves every trip count
-        m.expect_outputs(inst, 1, lambda real: [m.cap.new(real[0], extra={"lazy": v, "pos": 0})])
+        m.expect_outputs(
+            inst, 1, lambda real: [m.cap.new(real[0], extra={"lazy_range": v, "pos": 0})]
+        )
         return
     if isinstance(v.obj, torch.Tensor) and type(v.obj).__iter__ is torch.Tensor.__iter__:
         # `for row in x`: Tensor.__iter__ is Python (iter(x.unbind(0))), so the rows are the
@@ -158,7 +160,7 @@ def for_iter(m: FrameMonitor, inst: Inst) -> None:
         p = m.expect_outputs(inst, n_out, make_gen, opaque=True)
         p.gen = it
         return
-    if isinstance(it.extra, dict) and "lazy" in it.extra:
+    if isinstance(it.extra, dict) and "lazy_range" in it.extra:
         _materialize_range(m, it)
     if (isinstance(it.extra, dict) and "ahead" in it.extra) or _look_ahead(m, it):
         _for_iter_ahead(m, inst, it, n_out)
@@ -213,7 +215,7 @@ def send(m: FrameMonitor, inst: Inst) -> None:
         p = m.expect_outputs(inst, 1, make_gen, opaque=True)
         p.gen = it
         return
-    if isinstance(it.extra, dict) and "lazy" in it.extra:
+    if isinstance(it.extra, dict) and "lazy_range" in it.extra:
         _materialize_range(m, it)
     if not (isinstance(it.extra, dict) and "iter" in it.extra):
         raise m.unsupported(f"`yield from` a {type(it.obj).__name__} of unknown contents")
@@ -233,7 +235,7 @@ def send(m: FrameMonitor, inst: Inst) -> None:
 def _materialize_range(m: FrameMonitor, it: Val) -> None:
     """The run takes values from a lazy range iterator: its length is guarded from here on."""
     extra = it.extra
-    base = extra.pop("lazy")
+    base = extra.pop("lazy_range")
     items = iter_items(m, base)
     assert items is not None
     extra["iter"], extra["base"] = items, base
@@ -300,6 +302,10 @@ def unpack_pending(m: FrameMonitor, inst: Inst, v: Val, n: int) -> None:
         return
     if isinstance(v.obj, torch.Tensor):
         _unpack_tensor(m, inst, v, n)
+        return
+    from ._highorder import unpack_lazy  # (it imports this module)
+
+    if unpack_lazy(m, inst, v, n):
         return
     items = unpack(m, v, n)
     m.expect_outputs(inst, n, lambda real: list(reversed(items)))

@@ -153,8 +153,8 @@ class _Planner:
             return object_recipe(v, self.recipe)
         if "exit_of" in extra:  # a Python context manager's bound __exit__
             return Apply(Constant(getattr), (self.recipe(extra["exit_of"]), Constant("__exit__")))
-        if "lazy" in extra:  # an untouched iterator over a range of a dynamic length
-            return Build(id(v), BuildKind.ITER, (self.recipe(extra["lazy"]),), (0,))
+        if "lazy_range" in extra:  # an untouched iterator over a range of a dynamic length
+            return Build(id(v), BuildKind.ITER, (self.recipe(extra["lazy_range"]),), (0,))
         base = extra.get("base")
         if "iter" in extra and base is not None and type(v.obj) in _REBUILDABLE_ITERATORS:
             reduced = v.obj.__reduce__()
