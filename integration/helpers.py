@@ -29,9 +29,11 @@ import magpy
 __all__ = [
     "CONFORMANCE_DIR",
     "Inputs",
+    "ModelCounts",
     "UserCodeCounter",
     "alias_signature",
     "assert_compiles_like_eager",
+    "assert_model_counts",
     "assert_same",
     "count_user_code",
     "load_programs",
@@ -223,6 +225,61 @@ def count_user_code(files: set[str]) -> Iterator[UserCodeCounter]:
     finally:
         counter.tracer_survived = sys.gettrace() is global_
         sys.settrace(previous)
+
+
+# ------------------------------------------------------------------------------ library models
+@dataclasses.dataclass(frozen=True)
+class ModelCounts:
+    """explain's (graphs, breaks) and stats' (records, hits, breaks, fallbacks) after the calls
+    of :func:`assert_model_counts`."""
+
+    graphs: int = 1
+    breaks: int = 0
+    records: int = 1
+    hits: int = 2
+    stat_breaks: int = 0
+    fallbacks: int = 0
+
+
+def assert_model_counts(
+    name: str,
+    model: torch.nn.Module,
+    make_inputs: Callable[[int, int], dict[str, Any]],
+    expect: ModelCounts,
+    compare: Callable[[Any, Any, str], None],
+    *,
+    batch: int,
+    calls: int,
+) -> None:
+    """A library model (transformers, MONAI, diffusers) through MagPy's eager backend.
+
+    ``magpy.explain`` on the inputs of seed 0 gives ``expect``'s graphs and breaks; then
+    ``calls`` calls on fresh inputs (``make_inputs(batch, seed)``) equal an untouched copy of
+    the model (``compare(got, want, where)``), and the compiled model's stats are ``expect``'s.
+    The global RNG is seeded before each call on both sides (Reformer's LSH attention draws
+    random rotations).
+    """
+    reference = copy.deepcopy(model)
+    with torch.no_grad():
+        explained = magpy.explain(model)(**make_inputs(batch, 0))
+        compiled = magpy.compile(model, backend="eager")
+        for i in range(calls):
+            kwargs = make_inputs(batch, 1 + i)
+            torch.manual_seed(i)
+            got = compiled(**kwargs)
+            torch.manual_seed(i)
+            compare(got, reference(**kwargs), f"call {i}")
+    assert (explained.graph_count, explained.graph_break_count) == (
+        expect.graphs,
+        expect.breaks,
+    ), f"{name}: explain says {explained}"
+    st = magpy.stats(compiled)
+    got_stats = (st.records, st.hits, st.breaks, st.fallbacks)
+    want = (expect.records, expect.hits, expect.stat_breaks, expect.fallbacks)
+    assert got_stats == want, (
+        f"{name}: (records, hits, breaks, fallbacks) {got_stats} != {want}: if MagPy now "
+        f"captures more of it, update EXPECT"
+    )
 
 
 # ------------------------------------------------------------------------------ the main check

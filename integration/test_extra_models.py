@@ -18,8 +18,6 @@ as a ModuleList of entry paths. About 15 s on 2 cores (mostly importing the libr
 
 from __future__ import annotations
 
-import copy
-import dataclasses
 import importlib
 import os
 from pathlib import Path
@@ -29,7 +27,6 @@ import _integration_helpers as H
 import pytest
 import torch
 
-import magpy
 from magpy._cli import load_models
 
 os.environ["HF_HUB_OFFLINE"] = "1"
@@ -40,16 +37,7 @@ BATCH = 2
 CALLS = 3
 
 
-@dataclasses.dataclass(frozen=True)
-class Expect:
-    """explain's (graphs, breaks) and stats' (records, hits, breaks, fallbacks) after 3 calls."""
-
-    graphs: int = 1
-    breaks: int = 0
-    records: int = 1
-    hits: int = 2
-    stat_breaks: int = 0
-    fallbacks: int = 0
+Expect = H.ModelCounts
 
 
 STATIC = Expect()
@@ -87,25 +75,15 @@ def test_every_model_has_an_expectation() -> None:
 @pytest.mark.parametrize("name", sorted(EXTRA.EXTRA_MODELS))
 def test_extra_model_compiles_like_eager(name: str) -> None:
     """explain's counts, then 3 fresh calls equal eager with the expected stats."""
-    expect = EXPECT[name]
     model, make_inputs = _build(name)
-    reference = copy.deepcopy(model)
-    with torch.no_grad():
-        explained = magpy.explain(model)(**make_inputs(BATCH, 0))
-        compiled = magpy.compile(model, backend="eager")
-        for i in range(CALLS):
-            kwargs = make_inputs(BATCH, 1 + i)
-            _compare(compiled(**kwargs), reference(**kwargs), name, f"call {i}")
-    assert (explained.graph_count, explained.graph_break_count) == (
-        expect.graphs,
-        expect.breaks,
-    ), f"{name}: explain says {explained}"
-    st = magpy.stats(compiled)
-    got_stats = (st.records, st.hits, st.breaks, st.fallbacks)
-    want = (expect.records, expect.hits, expect.stat_breaks, expect.fallbacks)
-    assert got_stats == want, (
-        f"{name}: (records, hits, breaks, fallbacks) {got_stats} != {want}: if MagPy now "
-        f"captures more of it, update EXPECT"
+    H.assert_model_counts(
+        name,
+        model,
+        make_inputs,
+        EXPECT[name],
+        lambda got, want, where: _compare(got, want, name, where),
+        batch=BATCH,
+        calls=CALLS,
     )
 
 

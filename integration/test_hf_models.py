@@ -18,7 +18,6 @@ EXPECT). About 40 s on 2 cores.
 from __future__ import annotations
 
 import contextlib
-import copy
 import dataclasses
 import importlib
 import os
@@ -29,7 +28,6 @@ import _integration_helpers as H
 import pytest
 import torch
 
-import magpy
 from magpy._cli import load_models
 
 os.environ["HF_HUB_OFFLINE"] = "1"
@@ -43,16 +41,9 @@ CALLS = 3
 
 
 @dataclasses.dataclass(frozen=True)
-class Expect:
-    """explain's (graphs, breaks) and stats' (records, hits, breaks, fallbacks) after 3 calls;
-    ``warns``: a regex of a warning MagPy gives (None: none)."""
+class Expect(H.ModelCounts):
+    """The counts, and ``warns``: a regex of a warning MagPy gives (None: none)."""
 
-    graphs: int = 1
-    breaks: int = 0
-    records: int = 1
-    hits: int = 2
-    stat_breaks: int = 0
-    fallbacks: int = 0
     warns: str | None = None
 
 
@@ -109,27 +100,16 @@ def test_hf_model_compiles_like_eager(name: str) -> None:
     """explain's counts, then 3 fresh calls equal eager with the expected stats."""
     expect = EXPECT.get(name, STATIC)
     model, make_inputs = HF.HF_MODELS[name]()
-    reference = copy.deepcopy(model)
-    with torch.no_grad(), _warns(expect):
-        explained = magpy.explain(model)(**make_inputs(BATCH, 0))
-        compiled = magpy.compile(model, backend="eager")
-        for i in range(CALLS):
-            kwargs = make_inputs(BATCH, 1 + i)
-            torch.manual_seed(i)  # Reformer's LSH attention draws random rotations
-            got = compiled(**kwargs)
-            torch.manual_seed(i)
-            _compare(got, reference(**kwargs), name, f"call {i}")
-    assert (explained.graph_count, explained.graph_break_count) == (
-        expect.graphs,
-        expect.breaks,
-    ), f"{name}: explain says {explained}"
-    st = magpy.stats(compiled)
-    got_stats = (st.records, st.hits, st.breaks, st.fallbacks)
-    want = (expect.records, expect.hits, expect.stat_breaks, expect.fallbacks)
-    assert got_stats == want, (
-        f"{name}: (records, hits, breaks, fallbacks) {got_stats} != {want}: if MagPy now "
-        f"captures more of it, update EXPECT"
-    )
+    with _warns(expect):
+        H.assert_model_counts(
+            name,
+            model,
+            make_inputs,
+            expect,
+            lambda got, want, where: _compare(got, want, name, where),
+            batch=BATCH,
+            calls=CALLS,
+        )
 
 
 @pytest.mark.parametrize("name", sorted(n for n, e in EXPECT.items() if e == STATIC))
