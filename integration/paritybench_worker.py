@@ -623,6 +623,8 @@ def mode_magpy(case: Case, backend: str) -> CaseOutcome:
             ex = magpy.explain(case.fresh_module())(*args, **kwargs)
             out.graphs = ex.graph_count
             out.breaks = ex.graph_break_count
+            # tensor values checked after the graph (getattr: a --magpy-root may predate them)
+            out.extra["assumed"] = len(getattr(ex, "assumptions", ()))
             for r in ex.break_reasons:
                 where = f" ({os.path.basename(r.filename)}:{r.lineno})" if r.filename else ""
                 out.reasons.append(f"{r.reason}{where}")
@@ -647,6 +649,7 @@ def mode_magpy(case: Case, backend: str) -> CaseOutcome:
                     records=st.records,
                     compiled_graphs=st.graphs,
                     compiled_breaks=st.breaks,
+                    assumption_misses=getattr(st, "assumption_misses", 0),
                 )
                 state = getattr(compiled, "_magpy_state", None)
                 if st.fallbacks and state is not None:

@@ -1,9 +1,12 @@
 """End-to-end tests of graph breaks: the frame hook (instrumented ``__code__``, sites, segments).
 
-Every program breaks at least once (``print``, ``.item()``). Compiled runs must equal eager runs
-(outputs, printed text, state outside the program), ``magpy.explain`` must report the graphs and
-breaks, and the tensor work between the breaks must run as compiled graphs: a counting callable
-backend counts how many graphs were compiled and how many times a compiled graph ran.
+Every program breaks at least once (``print``, ``.item()``). ``.item()`` is a break here because
+these tests turn speculation off (``config.speculate``): they test the break machinery, and a
+value read is its handiest source (test_speculation.py tests reads that do not break).
+Compiled runs must equal eager runs (outputs, printed text, state outside the program),
+``magpy.explain`` must report the graphs and breaks, and the tensor work between the breaks must
+run as compiled graphs: a counting callable backend counts how many graphs were compiled and how
+many times a compiled graph ran.
 
 The exact counts below are what the implementation guarantees today (docs/frame-hook.md):
 
@@ -40,6 +43,14 @@ import torch.nn as nn
 
 import magpy
 from magpy_runtime import MagPyWarning
+
+
+@pytest.fixture(autouse=True)
+def _value_reads_break() -> Iterator[None]:
+    from magpy_runtime._config import config
+
+    with config.patch(speculate=False):
+        yield
 
 
 @pytest.fixture(autouse=True)

@@ -148,7 +148,7 @@ def _value_check(v: str, value: Any, c: Any) -> str:
 
 
 def _custom_check(v: str, payload: Any, c: Any) -> str:
-    if payload == "module_call":
+    if payload in ("module_call", "module_call_own_forward"):
         from torch.nn.modules import module as mm
 
         glob = " or ".join(
@@ -160,10 +160,10 @@ def _custom_check(v: str, payload: Any, c: Any) -> str:
                 mm._global_forward_pre_hooks,
             )
         )
-        return (
-            f"not ({v}._backward_hooks or {v}._backward_pre_hooks or {glob}) "
-            f"and 'forward' not in {v}.__dict__"
-        )
+        hooks = f"not ({v}._backward_hooks or {v}._backward_pre_hooks or {glob})"
+        if payload == "module_call_own_forward":
+            return hooks  # (the instance's forward is guarded by identity on its own path)
+        return f"{hooks} and 'forward' not in {v}.__dict__"
     if payload == "module_no_hooks":
         return f"not ({v}._forward_hooks or {v}._forward_pre_hooks)"
     if isinstance(payload, tuple) and payload[:1] == ("iter_len",):

@@ -8,6 +8,7 @@ program order, and returns the result.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from magpy_refgraph import (
@@ -28,6 +29,7 @@ from magpy_refgraph import (
     ReplaceContents,
     SetAttr,
     SetItem,
+    SpeculationMiss,
     literal_expr,
 )
 
@@ -142,6 +144,7 @@ def generate_mock(
     ``fresh_outputs``: the backend may return an input tensor object as an output; copy it.
     """
     w = _MockWriter(names, roots)
+    checks = _checks(plan, names)
     writes = [w.writeback(x) for x in plan.writebacks]
     result = w.expr(plan.result)
     call = "    __magpy_outs = __magpy_graph(*inputs)" if has_graph else "    __magpy_outs = ()"
@@ -157,12 +160,43 @@ def generate_mock(
         else "def __magpy_mock(L, S, inputs):",
         *w.reads,
         call,
+        *checks,
         *w.builds,
         *writes,
         f"    return {result}",
         "",
     ]
     return GeneratedCode("\n".join(src), dict(names.consts), "mock")
+
+
+def _checks(plan: Plan, names: NameAllocator) -> list[str]:
+    """Lines comparing the graph's outputs with the values the capture assumed; they run
+    before anything is built or written, so a miss leaves no trace."""
+    if not plan.checks:
+        return []
+    miss = names.const(speculation_miss)
+    same = names.const(same_scalar)
+    lines = []
+    for i, c in enumerate(plan.checks):
+        out = f"__magpy_outs[{c.output}]"
+        if c.truth:
+            cond = f"bool({out}) is not {bool(c.expected)!r}"
+        else:
+            cond = f"not {same}({out}.item(), {names.const(c.expected)})"
+        where = " ".join(c.where.split())
+        lines.append(f"    if {cond}: {miss}({i})  # {where}")
+    return lines
+
+
+def speculation_miss(check: int) -> None:
+    raise SpeculationMiss(check)
+
+
+def same_scalar(now: Any, assumed: Any) -> bool:
+    """``now`` is the very Python value ``assumed`` (type, sign of zero; NaN never is)."""
+    if type(now) is not type(assumed) or now != assumed:
+        return False
+    return type(now) is not float or math.copysign(1.0, now) == math.copysign(1.0, assumed)
 
 
 def fresh_outputs_of(outs: Any, inputs: tuple[Any, ...]) -> tuple[Any, ...]:

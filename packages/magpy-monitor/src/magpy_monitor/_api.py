@@ -47,6 +47,7 @@ def capture(
     name: str = "",
     dynamic_paths: Any = frozenset(),
     promote_all: bool = False,
+    speculate: bool = True,
 ) -> CaptureResult:
     """Call ``fn(*args, **kwargs)`` under monitoring.
 
@@ -56,6 +57,7 @@ def capture(
     cap = Capture(name)
     cap.dynamic_paths = frozenset(dynamic_paths)
     cap.promote_all = promote_all
+    cap.speculate = speculate
     mon = Monitor(cap, entry.__code__)
     value = mon.run(entry, fn, args, kwargs)
     out = CaptureResult(value=value, capture=cap, chain=list(mon.chain))

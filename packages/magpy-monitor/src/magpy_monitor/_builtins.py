@@ -21,7 +21,8 @@ from magpy_refgraph import GuardKind
 from ._calls import load_attr, pure_call
 from ._capture import is_value_type
 from ._frame import FrameMonitor, Inst
-from ._iteration import get_iter, iter_items, make_iterator
+from ._iteration import draw, exhaust, get_iter, iter_items, make_iterator
+from ._speculation import read_value
 from ._values import Val
 
 __all__ = ["BUILTIN_HANDLERS", "METHOD_HANDLERS", "register_builtin"]
@@ -58,6 +59,11 @@ def _has_tensor(vals: list[Val]) -> bool:
 def _replayable(fn: Any) -> BuiltinHandler:
     def handle(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
         if _has_tensor([*pos, *kw.values()]) or kw:
+            if fn in (int, float, bool) and len(pos) == 1 and not kw:
+                # int(t.sum()): the value stays in the graph until Python needs it
+                reason = f"{fn.__name__}() of a tensor reads its value"
+                m.expect_outputs(inst, 1, lambda real: [read_value(m.cap, pos[0], real[0], reason)])
+                return
             if _has_tensor([*pos, *kw.values()]):
                 raise m.unsupported(f"{fn.__name__}() of a tensor reads its value")
             pure_call(m, inst, pos, kw)
@@ -165,6 +171,22 @@ def _len(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> Non
     else:
         cap.observe(v)
         m.expect_outputs(inst, 1, lambda real: [cap.const(real[0])])
+
+
+def _dunder_len(owner: type) -> BuiltinHandler:
+    """``x.__len__()`` of a built-in container (``t.shape.__len__()``): ``len(x)``."""
+    own = getattr(owner, "__len__", None)
+
+    def handle(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+        if len(pos) != 1 or kw or getattr(type(pos[0].obj), "__len__", None) is not own:
+            raise m.unsupported(f"{owner.__name__}.__len__ called unusually")
+        _len(m, inst, pos, kw)
+
+    return handle
+
+
+for _owner in (tuple, list, dict, set, frozenset, str):
+    METHOD_HANDLERS[(_owner, "__len__")] = _dunder_len(_owner)
 
 
 @register_builtin(isinstance, issubclass)
@@ -292,8 +314,7 @@ def _tuple_list(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val])
         p = m.expect_outputs(inst, 1, make_gen)
         p.gen = src
         return
-    if isinstance(src.extra, dict) and "iter" in src.extra:
-        src.extra["pos"] = len(src.extra["iter"])
+    exhaust(m, src)
 
     def make(real: list[Any]) -> list[Val]:
         # a tuple of constants is a constant; a list stays a container the program may change
@@ -326,13 +347,14 @@ def _enumerate(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) 
     if isinstance(pos[0].obj, torch.Tensor) and type(pos[0].obj).__iter__ is torch.Tensor.__iter__:
         _enumerate_rows(m, inst, pos[0], start)
         return
-    items = iter_items(m, pos[0])
-    if items is None:
+    drawn = draw(m, [pos[0]])
+    if drawn is None:
         raise m.unsupported(f"enumerate over a {type(pos[0].obj).__name__}")
+    rows, feeds = drawn
     pairs = [
-        cap.new((start + i, v.obj), items=[cap.const(start + i), v]) for i, v in enumerate(items)
+        cap.new((start + i, v.obj), items=[cap.const(start + i), v]) for i, (v,) in enumerate(rows)
     ]
-    m.expect_outputs(inst, 1, lambda real: [make_iterator(m, real[0], pairs)])
+    m.expect_outputs(inst, 1, lambda real: [make_iterator(m, real[0], pairs, feeds=feeds)])
 
 
 def _enumerate_rows(m: FrameMonitor, inst: Inst, x: Val, start: int) -> None:
@@ -367,25 +389,35 @@ def _zip(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> Non
     cap = m.cap
     if set(kw) - {"strict"}:
         raise m.unsupported(f"zip() with keyword arguments {sorted(kw)}")
-    columns = [iter_items(m, p) for p in pos]
-    if any(c is None for c in columns):
+    if _has_tensor(pos):
+        from ._tensorrows import zip_rows
+
+        zip_rows(m, inst, pos, kw)  # zip(ws, t): t's rows are those of an unbind
+        return
+    drawn = draw(m, list(pos))
+    if drawn is None:
         raise m.unsupported("zip over an iterable of unknown contents")
+    rows, feeds = drawn
     if "strict" in kw:
         cap.observe(kw["strict"])
-        if kw["strict"].obj and len({len(c) for c in columns if c is not None}) > 1:
+        if kw["strict"].obj and feeds:
+            raise m.unsupported("zip(strict=True) over an iterator")
+        if kw["strict"].obj and len({len(iter_items(m, p) or ()) for p in pos}) > 1:
             raise m.unsupported("zip(strict=True) of unequal lengths raises ValueError")
-    rows = [
-        cap.new(tuple(v.obj for v in row), items=list(row)) for row in zip(*columns, strict=False)
-    ]
-    m.expect_outputs(inst, 1, lambda real: [make_iterator(m, real[0], rows)])
+    tuples = [cap.new(tuple(v.obj for v in row), items=row) for row in rows]
+    m.expect_outputs(inst, 1, lambda real: [make_iterator(m, real[0], tuples, feeds=feeds)])
 
 
 @register_builtin(next)
 def _next(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
     """``next(gen)`` of a generator the monitor follows (the value it yields; exhaustion
-    raises StopIteration in the caller, as the exception machinery models)."""
-    from ._iteration import is_generator
+    raises StopIteration in the caller, as the exception machinery models), or ``next(it)``
+    / ``next(it, default)`` of an iterator whose values the shadow knows."""
+    from ._iteration import is_generator, is_known_iterator, next_value
 
+    if pos and not kw and len(pos) <= 2 and is_known_iterator(pos[0]):
+        next_value(m, inst, pos[0], pos[1] if len(pos) == 2 else None)
+        return
     if len(pos) != 1 or kw or not is_generator(pos[0]):
         raise m.unsupported(f"next() of a {type(pos[0].obj).__name__ if pos else 'nothing'}")
 
@@ -413,8 +445,7 @@ def _sum(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> Non
     items = iter_items(m, pos[0])
     if items is None:
         raise m.unsupported("sum() over an iterable of unknown contents")
-    if isinstance(pos[0].extra, dict) and "iter" in pos[0].extra:
-        pos[0].extra["pos"] = len(pos[0].extra["iter"])
+    exhaust(m, pos[0])
     start = pos[1] if len(pos) > 1 else kw.get("start", cap.const(0))
     if not _has_tensor([*items, start]):
         for v in (*items, start):
@@ -441,6 +472,7 @@ def _min_max(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) ->
             raise m.unsupported("min()/max() over an iterable of unknown contents")
         if _has_tensor(items):
             raise m.unsupported("min()/max() over tensors compares tensor values")
+        exhaust(m, pos[0])
         pos = items
     pure_call(m, inst, pos, kw)
 

@@ -19,12 +19,16 @@ from magpy_refgraph import Attr, Item
 from ._annotations import Annotation, Kind, classify, tensor_attr_kind
 from ._capture import FROZEN_MODULE_ROOTS, is_value_type
 from ._frame import CellBox, FrameMonitor, Inst, initial_fast
+from ._speculation import read_value, truth_of_tensor
 from ._values import UNBOUND, Val
 
 __all__ = ["dispatch_call", "inline", "load_attr", "method_self", "subscr", "truthiness"]
 
 CO_GENERATOR, CO_COROUTINE, CO_ITERABLE_COROUTINE, CO_ASYNC_GENERATOR = 0x20, 0x80, 0x100, 0x200
 _FUNCTION_APPLY = cast(Any, torch.autograd.Function.apply).__func__
+# ``MyFn.apply(...)`` of autograd Functions whose forward pass is modelled (``_checkpoint``);
+# any other Function is one node of the graph
+FUNCTION_APPLY_MODELS: dict[type, Any] = {}
 _MODULE_CONTAINERS = (torch.nn.ModuleList, torch.nn.Sequential, torch.nn.ParameterList)
 
 
@@ -52,18 +56,10 @@ def dispatch_call(
         return
     if isinstance(fn, type) and issubclass(fn, torch.nn.Module):
         # a layer built inside forward (torch.nn's, or a library's stateless activation): a
-        # constant of the record if it holds no state (parameters would be freshly initialised
-        # on every call); the mock never returns it
-        def make(real: list[Any]) -> list[Val]:
-            mod = real[0]
-            buffers = any(b is not None for b in mod._buffers.values())  # None: no tensor
-            if mod._parameters or buffers or mod._modules:
-                raise m.unsupported(f"{fn.__name__} with parameters built inside forward")
-            return [cap.new(mod, const=True)]
+        # constant of the record if it holds no state; the mock never returns it
+        from ._modctor import construct_module
 
-        for v in (*pos, *kwargs.values()):
-            cap.observe(v)
-        m.expect_outputs(inst, 1, make)
+        construct_module(m, inst, fn, pos, kwargs)
         return
     from ._objects import construct, is_replayable_class
 
@@ -82,6 +78,12 @@ def dispatch_call(
         from ._hooks import module_call
 
         module_call(m, inst, fn_val, pos, kwargs)
+        return
+    if type(fn) is types.MethodType and _modelled_function(fn.__self__):
+        pos, fn = [method_self(m, fn_val), *pos], fn.__func__  # MyFn.apply(...), bound
+    if fn is _FUNCTION_APPLY and pos and _modelled_function(pos[0].obj):
+        cap.observe_identity(pos[0])  # an autograd Function whose forward is modelled
+        FUNCTION_APPLY_MODELS[pos[0].obj](m, inst, pos[1:], kwargs)
         return
     if type(fn) is types.MethodType:
         early = classify(fn)
@@ -112,6 +114,9 @@ def dispatch_call(
     elif ann.kind is Kind.PURE:
         cap.observe_identity(fn_val)
         pure_call(m, inst, pos, kwargs)
+    elif ann.kind is Kind.VALUE_READ and _scalar_read(fn, pos, kwargs):
+        reason = ann.reason or f"{_name(fn)} reads a tensor's value"
+        m.expect_outputs(inst, 1, lambda real: [read_value(cap, pos[0], real[0], reason)])
     elif ann.kind in (Kind.VALUE_READ, Kind.EFFECT):
         raise m.unsupported(ann.reason or f"{_name(fn)} is dynamic")
     elif isinstance(fn, types.FunctionType):
@@ -136,6 +141,10 @@ def dispatch_call(
         if handler is None:
             raise m.unsupported(f"call to {_name(fn)}: native code without an annotation")
         handler(m, inst, pos, kwargs)
+
+
+def _modelled_function(cls: Any) -> bool:
+    return isinstance(cls, type) and cls in FUNCTION_APPLY_MODELS
 
 
 def _is_compiled_callable(obj: Any) -> bool:
@@ -290,11 +299,15 @@ def _symbolic_size_call(
 
 def pure_call(m: FrameMonitor, inst: Inst, pos: list[Val], kwargs: dict[str, Val]) -> None:
     """A pure native call: its inputs are guarded, its result is a constant."""
+    from ._ndarrays import outside_array
+
     for v in (*pos, *kwargs.values()):
         if isinstance(v.obj, torch.Tensor):
             m.cap.guard_meta(v)
         else:
             opaque = _opaque_input(v)
+            if opaque is None and not isinstance(array := outside_array(m.cap, v), torch.Tensor):
+                opaque = array  # a constant array not made by the run (a function's default)
             if opaque is not None:
                 # guarding it checks only its type: a result computed from its contents (a
                 # numpy array updated in place) must not become a constant of the record
@@ -497,6 +510,10 @@ def load_attr(m: FrameMonitor, base: Val, name: str, real: Any) -> Val:
 
         return super_attr(m, base, name, real)
     if base.const:
+        from ._ndarrays import array_attr, is_array
+
+        if is_array(obj):
+            return array_attr(m, base, name, real)  # a.T, a.shape of an array made by the run
         return cap.new(real, const=True)
     if base.external:
         cap.observe_type(base)
@@ -633,12 +650,25 @@ _SIZED = (
 )
 
 
+_SCALAR_READS = frozenset({"item", "__bool__", "__int__", "__float__", "__index__"})
+
+
+def _scalar_read(fn: Any, pos: list[Val], kwargs: dict[str, Val]) -> bool:
+    """``t.item()`` and the like: one tensor's value as a Python number (see _speculation)."""
+    return (
+        getattr(fn, "__name__", None) in _SCALAR_READS
+        and len(pos) == 1
+        and not kwargs
+        and isinstance(pos[0].obj, torch.Tensor)
+    )
+
+
 def truthiness(m: FrameMonitor, v: Val) -> bool:
     """The program branches on ``bool(v)``: guard what that depends on; return the outcome."""
     cap = m.cap
     obj = v.obj
     if isinstance(obj, torch.Tensor):
-        raise m.unsupported("branch on a tensor's value (data-dependent control flow)")
+        return truth_of_tensor(cap, v, "branch on a tensor's value (data-dependent control flow)")
     if obj is None or is_value_type(obj):
         if not cap.guard_outcome(v):
             cap.observe(v)

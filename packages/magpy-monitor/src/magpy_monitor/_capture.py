@@ -36,6 +36,7 @@ from magpy_refgraph import (
 
 from ._recorder import GraphRecorder
 from ._shapes import ShapeTracker, check_arity, dynamic_dims, sym_node, tensor_meta
+from ._speculation import Assumption, assume_outcome, pin, python_number, speculated
 from ._values import AppendLog, Val
 
 __all__ = ["VALUE_TYPES", "Capture", "Write", "is_value_type"]
@@ -149,10 +150,25 @@ class Capture:
         # there (each iteration of the loop becomes a segment of its own)
         self.loop_head: Callable[[Any, Any], bool] | None = None
         self.location: tuple[str, int] | None = None
+        # values of tensors read into Python that the record assumes (see _speculation)
+        self.assumptions: list[Assumption] = []
+        self.speculate = True  # False: a value read is a graph break (it kept changing)
 
-    def mark(self) -> tuple[int, int, int, int]:
-        """A cheap marker of how far the capture got (to cut a segment at an earlier point)."""
-        return (len(self.rec.created), len(self.writes), len(self.mutated_tensors), self.mutations)
+    def mark(self) -> tuple[int, int, int, int, int]:
+        """A cheap marker of how far the capture got (to cut a segment at an earlier point):
+        graph nodes, writes, mutated tensors, in-place ops, assumptions."""
+        return (
+            len(self.rec.created),
+            len(self.writes),
+            len(self.mutated_tensors),
+            self.mutations,
+            len(self.assumptions),
+        )
+
+    def cut(self, mark: tuple[int, int, int, int, int]) -> None:
+        """Drop the graph nodes and assumptions made after ``mark`` (no effects were)."""
+        self.rec.truncate(mark[0])
+        del self.assumptions[mark[4] :]
 
     # ------------------------------------------------------------------ value creation
     def const(self, obj: Any) -> Val:
@@ -245,6 +261,11 @@ class Capture:
             return
         if type(val._items) is AppendLog:
             val.items  # noqa: B018  (flush: the run reads the list after appending to it)
+        if isinstance(val.extra, dict) and "speculated" in val.extra:
+            pin(self, val)  # a tensor's value read into Python, used as a Python value
+            return
+        if type(val.obj) is bool and speculated(val) and assume_outcome(self, val):
+            return  # ``s > 0`` of a value read: its outcome is its value
         if val.fx is not None:
             raise Unsupported("reads the value of a tensor computed in the graph")
         if isinstance(val.extra, dict) and "sym" in val.extra and self.shapes is not None:
@@ -426,6 +447,12 @@ class Capture:
                 self.observe_type(val)
                 node = self.rec.placeholder(path, scalar_tensor(val.obj))
                 self.scalar_inputs.add(len(self.rec.input_paths) - 1)
+        elif val.expr is not None and val.expr[0] in (int, float, bool) and len(val.expr[1]) == 1:
+            (arg,) = val.expr[1]
+            x = self.dynamic_scalar(arg)
+            if x is None:
+                return None
+            node = python_number(self, x, val.expr[0], type(arg.obj) is float)  # float(s)
         elif val.expr is not None and val.expr[0] in _GRAPH_SCALAR_OPS:
             fn, args = val.expr
             mapped = [self.dynamic_scalar(a) for a in args]
@@ -443,7 +470,12 @@ class Capture:
     def guard_outcome(self, val: Val) -> bool:
         """Python branches on ``val``, computed from one promoted scalar (``if step > warmup``):
         guard the outcome instead of the scalar's value, so one record serves every value that
-        takes the same branch. Returns False (nothing guarded) for any other ``val``."""
+        takes the same branch. Returns False (nothing guarded) for any other ``val``.
+
+        A branch on a tensor's value read into Python (or arithmetic over such reads) assumes
+        the outcome instead, checked after the graph ran (see _speculation)."""
+        if speculated(val) and assume_outcome(self, val):
+            return True
         if val.const or val.expr is None or val.expr[0] in _NOT_SCALAR_ARITHMETIC:
             return False
         leaves: list[Val] = []
@@ -458,8 +490,12 @@ class Capture:
                 self.observe(x)  # a scalar that has not changed: a constant, guarded by value
         assert leaf.node is not None
         self.observe_type(leaf)
-        self.graph.observe(leaf.node, GuardKind.CUSTOM, ("outcome", _expr_of(val, leaf), val.obj))
-        val.const = True
+        fn = _expr_of(val, leaf)
+        if type(val.obj) is bool:
+            val.const = True  # the outcome is the value
+        else:
+            fn = _Apply(bool, (fn,))  # ``d = s - w; if d:`` guards bool(d), not d
+        self.graph.observe(leaf.node, GuardKind.CUSTOM, ("outcome", fn, bool(val.obj)))
         return True
 
     def _promotable(self, val: Val) -> bool:
@@ -521,9 +557,16 @@ class Capture:
                 return known
             node.meta["dtype"] = obj.dtype
             return self.new(obj, fx=node)
-        if isinstance(obj, tuple | list) and all(isinstance(t, torch.Tensor) for t in obj):
+        if isinstance(obj, tuple | list) and all(
+            t is None or isinstance(t, torch.Tensor) for t in obj
+        ):
+            # tensors, and None where the operation's (guarded) arguments asked for no tensor
+            # (``multi_head_attention_forward(..., need_weights=False)`` -> (out, None))
             check_arity(self, node)  # how many tensors came back may follow a dynamic size
-            items = [self.op_result(t, self.rec.getitem(node, i)) for i, t in enumerate(obj)]
+            items = [
+                self.const(None) if t is None else self.op_result(t, self.rec.getitem(node, i))
+                for i, t in enumerate(obj)
+            ]
             return self.new(obj, items=items)
         if obj is None:
             return self.const(None)
@@ -534,6 +577,10 @@ class Capture:
         if val.fx is not None and val.fx.meta.get("copied_view"):
             # x[t] with a promoted index is recorded as a copy (index_select), not a view
             raise Unsupported("in-place update of x[i] indexed by a value that changes per call")
+        if val.external and self.assumptions:
+            raise Unsupported(
+                "in-place update of a tensor from outside after a tensor's value was assumed"
+            )
         node.meta["effect"] = True
         self.mutations += 1
         val.fx = node

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
+
 from magpy_refgraph import Item
 
 from ._builtins import METHOD_HANDLERS, _plain_data
@@ -165,6 +167,11 @@ def _delete_subscr(m: FrameMonitor, inst: Inst) -> None:
 def _unpack_ex(m: FrameMonitor, inst: Inst) -> None:
     (v,) = m.pop()
     before, after = inst.arg & 0xFF, inst.arg >> 8
+    if isinstance(v.obj, torch.Tensor):
+        from ._tensorrows import unpack_ex_rows
+
+        unpack_ex_rows(m, inst, v, before, after)  # `x, *rest = t`: the rows of t
+        return
     items = unpack(m, v, None)
     if len(items) < before + after:
         raise m.unsupported("not enough values to unpack")

@@ -265,6 +265,9 @@ def _catch_warnings(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, V
         raise m.unsupported("warnings.catch_warnings(module=...)")
     if kwargs.get("action") == "error":
         raise m.unsupported("warnings turned into errors (the graph would not raise them)")
+    from ._warn import note_catch_warnings
+
+    note_catch_warnings(m)  # (not in a record that replays a warning)
     state = _WarningsBlock(kwargs)
     m.expect_outputs(inst, 1, lambda real: [m.cap.new(real[0], extra={_CTX: state})])
 

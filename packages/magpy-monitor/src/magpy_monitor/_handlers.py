@@ -18,7 +18,9 @@ from ._calls import dispatch_call, load_attr, subscr, truthiness
 from ._capture import FROZEN_MODULE_ROOTS, is_value_type
 from ._frame import LAZY, FrameMonitor, Inst, handler
 from ._frameio import NULL
+from ._identity import guard_identity, identity_compare
 from ._iteration import get_iter, unpack
+from ._ndarrays import array_op, involves_array, store_array_item
 from ._shapes import index_by_promoted_int
 from ._values import UNBOUND, Val
 
@@ -260,22 +262,13 @@ def _store_attr(m: FrameMonitor, inst: Inst) -> None:
 def store_attr(m: FrameMonitor, base: Val, name: str, value: Val) -> None:
     """``base.name = value`` (STORE_ATTR or ``setattr``), about to run natively."""
     if isinstance(base.obj, torch.Tensor):
-        if name == "requires_grad" and _requires_grad_unchanged(m, base, value):
-            return
-        raise m.unsupported(f"setting attribute {name!r} of a tensor")
+        from ._tensorattrs import store_tensor_attr
+
+        store_tensor_attr(m, base, name, value)  # p.data = new, t.requires_grad = flag
+        return
     if isinstance(base.extra, dict) and "ctor" in base.extra:
         raise m.unsupported(f"setting attribute {name!r} of a dataclass built during the run")
     m.cap.set_attr(base, name, value)
-
-
-def _requires_grad_unchanged(m: FrameMonitor, t: Val, value: Val) -> bool:
-    """``t.requires_grad = False`` on a tensor that does not require grad: nothing changes
-    (a tensor's ``requires_grad`` is part of its guarded metadata)."""
-    if value.obj is not False or t.obj.requires_grad:
-        return False
-    m.cap.observe(value)
-    m.cap.guard_meta(t, sizes=False)
-    return True
 
 
 @handler("DELETE_ATTR")
@@ -292,8 +285,12 @@ def _tensor_involved(*vals: Val) -> bool:
 
 def _scalar_op(m: FrameMonitor, inst: Inst, fn: Any, args: list[Val]) -> None:
     cap = m.cap
+    if identity_compare(m, inst, fn, args):
+        return
 
     def make(real: list[Any]) -> list[Val]:
+        if involves_array(args, real[0]):  # numpy arrays made during the run: constants
+            return [array_op(m, fn, args, real[0])]
         if all(a.const for a in args):
             return [cap.const(real[0])]
         if is_value_type(real[0]) and all(is_value_type(a.obj) for a in args):
@@ -459,14 +456,7 @@ def _unary_not(m: FrameMonitor, inst: Inst) -> None:
 @handler("IS_OP")
 def _is_op(m: FrameMonitor, inst: Inst) -> None:
     a, b = m.pop(2)
-    for v in (a, b):
-        if is_value_type(v.obj) or v.obj is None:
-            m.cap.observe(v)
-        elif isinstance(v.obj, torch.Tensor):
-            if v.external:
-                m.cap.tensor_node(v)
-        else:
-            m.cap.observe_type(v)
+    guard_identity(m, a, b)
     m.expect_outputs(inst, 1, lambda real: [m.cap.const(real[0])])
 
 
@@ -479,6 +469,10 @@ def _contains_op(m: FrameMonitor, inst: Inst) -> None:
         from ._sets import set_contains
 
         set_contains(m, inst, item, container)
+        return
+    if involves_array([container, item], None):  # `v in a` reads the array's contents
+        op = operator.contains
+        m.expect_outputs(inst, 1, lambda real: [array_op(m, op, [container, item], real[0])])
         return
     m.cap.observe(item)
     if isinstance(container.obj, dict) and isinstance(container.items, dict):
@@ -530,6 +524,8 @@ def _store_item(m: FrameMonitor, container: Val, key: Val, value: Val) -> None:
 
         materialize(cap, container, "setitem")
         _store_item(m, container, key, value)
+    elif involves_array([container], None):
+        store_array_item(m, container, key, value)
     else:
         raise m.unsupported(f"item assignment on {type(obj).__name__}")
 

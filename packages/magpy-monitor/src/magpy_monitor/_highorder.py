@@ -22,7 +22,7 @@ from ._builtins import BUILTIN_HANDLERS, METHOD_HANDLERS, register_builtin
 from ._calls import pure_call
 from ._capture import is_value_type
 from ._frame import FrameMonitor, Inst, Pending
-from ._iteration import is_generator, iter_items, make_iterator
+from ._iteration import exhaust, is_generator, iter_items, make_iterator
 from ._values import Val
 
 __all__ = ["consume", "unpack_lazy"]
@@ -46,8 +46,7 @@ def consume(m: FrameMonitor, inst: Inst, src: Val, then: Then) -> Pending:
     items = None if is_generator(src) else iter_items(m, src)
     if items is None and not is_generator(src):
         raise m.unsupported(f"iterating a {type(src.obj).__name__} of unknown contents")
-    if isinstance(src.extra, dict) and "iter" in src.extra:
-        src.extra["pos"] = len(src.extra["iter"])
+    exhaust(m, src)
 
     def make(real: list[Any]) -> list[Val]:
         return [then(list(p.yields) if items is None else items, real[0], p)]

@@ -18,6 +18,7 @@ from magpy_refgraph import Attr, GuardKind, Item
 
 from ._capture import is_value_type
 from ._frame import FrameMonitor, Inst, Pending, initial_fast
+from ._modctor import MODULE_INTERNALS
 from ._values import Val
 
 __all__ = ["module_call"]
@@ -44,20 +45,20 @@ def _unsupported_hooks(mod: torch.nn.Module) -> str | None:
     return None
 
 
-_MODULE_INTERNALS = frozenset(vars(torch.nn.Module()))
-
-
-def _stateless_torch_module(mod: torch.nn.Module) -> bool:
+def _stateless_torch_module(mod: torch.nn.Module, kept: dict[str, Val]) -> bool:
     """A module without parameters, buffers or submodules: torch.nn's (ReLU, Upsample,
     MaxPool), or one whose other attributes are plain values (``ScaledDotProductAttention()``
-    built and called inside forward, its constructor's arguments guarded)."""
+    built and called inside forward, its constructor's arguments guarded) or tensors its
+    construction made (``kept``, see ``_modctor``)."""
     if mod._parameters or mod._modules:
         return False
     if any(b is not None for b in mod._buffers.values()):  # BCEWithLogitsLoss's weight=None
         return False
     if type(mod).__module__.startswith("torch.nn."):
         return True
-    return all(is_value_type(v) for k, v in vars(mod).items() if k not in _MODULE_INTERNALS)
+    return all(
+        is_value_type(v) or k in kept for k, v in vars(mod).items() if k not in MODULE_INTERNALS
+    )
 
 
 def _hook_vals(m: FrameMonitor, mod_val: Val, attr: str) -> list[Val]:
@@ -94,7 +95,8 @@ def module_call(
     if why is not None:
         raise m.unsupported(f"{type(mod).__name__} has {why}")
     if "forward" in mod.__dict__:
-        raise m.unsupported(f"{type(mod).__name__} instance overrides forward")
+        _own_forward_call(m, inst, fn_val, pos, kwargs)
+        return
     forward = type(mod).forward
     if not isinstance(forward, types.FunctionType):
         raise m.unsupported(f"{type(mod).__name__}.forward is not a Python function")
@@ -103,7 +105,7 @@ def module_call(
     if not fn_val.external or fn_val.node is None:
         if (
             fn_val.const
-            and _stateless_torch_module(mod)
+            and _stateless_torch_module(mod, fn_val.attrs or {})
             and not (mod._forward_hooks or mod._forward_pre_hooks)
         ):
             # e.g. nn.ReLU(inplace=True)(x) built inside forward: its forward is all there is
@@ -119,6 +121,32 @@ def module_call(
     pre = _hook_vals(m, fn_val, "_forward_pre_hooks")
     post = _hook_vals(m, fn_val, "_forward_hooks")
     _HookedCall(m, inst, fn_val, forward, pre, post, pos, kwargs).start()
+
+
+def _own_forward_call(
+    m: FrameMonitor, inst: Inst, fn_val: Val, pos: list[Val], kwargs: dict[str, Val]
+) -> None:
+    """``module(x)`` of a module whose instance holds its own ``forward`` (a function or a
+    bound method stored by ``module.forward = f``): ``_call_impl`` calls ``module.forward(x)``,
+    which finds the stored callable, so it is called without the module. The stored callable
+    is guarded by identity (a bound method by what it binds)."""
+    from ._calls import dispatch_call
+
+    mod: torch.nn.Module = fn_val.obj
+    cap = m.cap
+    fwd = mod.__dict__["forward"]
+    if not fn_val.external or fn_val.node is None:
+        raise m.unsupported(f"{type(mod).__name__} built during the run overrides forward")
+    if mod._forward_pre_hooks or mod._forward_hooks:
+        raise m.unsupported(f"{type(mod).__name__} overrides forward and has forward hooks")
+    if not isinstance(fwd, types.FunctionType | types.MethodType):
+        raise m.unsupported(f"{type(mod).__name__}.forward is a {type(fwd).__name__}")
+    cap.observe_type(fn_val)
+    cap.graph.observe(fn_val.node, GuardKind.CUSTOM, "module_call_own_forward")
+    cap.graph.observe(fn_val.node, GuardKind.CUSTOM, "module_no_hooks")
+    fwd_val = cap.child(fn_val, Attr("forward"), fwd)
+    cap.observe(fwd_val)
+    dispatch_call(m, inst, fwd_val, pos, kwargs)
 
 
 def _static_forward(cls: type) -> bool:

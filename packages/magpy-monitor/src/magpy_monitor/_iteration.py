@@ -23,10 +23,15 @@ from ._frame import FrameMonitor, Inst
 from ._values import Val
 
 __all__ = [
+    "advance",
+    "draw",
+    "exhaust",
     "for_iter",
     "get_iter",
     "is_generator",
+    "is_known_iterator",
     "iter_items",
+    "next_value",
     "send",
     "unpack",
     "unpack_pending",
@@ -42,6 +47,11 @@ def is_generator(v: Val) -> bool:
     return isinstance(v.extra, dict) and "gen" in v.extra
 
 
+def is_known_iterator(v: Val) -> bool:
+    """True for an iterator shadow that knows the values it will produce."""
+    return isinstance(v.extra, dict) and ("iter" in v.extra or "lazy_range" in v.extra)
+
+
 def iter_items(m: FrameMonitor, v: Val) -> list[Val] | None:
     """The values iterating ``v`` yields, or None when only running it can tell (generators)."""
     cap = m.cap
@@ -51,6 +61,8 @@ def iter_items(m: FrameMonitor, v: Val) -> list[Val] | None:
     if isinstance(v.extra, dict) and "lazy_range" in v.extra:
         _materialize_range(m, v)
     if isinstance(v.extra, dict) and "iter" in v.extra:
+        if v.extra.get("stale"):
+            raise m.unsupported("using a zip/enumerate whose iterator was advanced elsewhere")
         items: list[Val] = v.extra["iter"]
         pos: int = v.extra["pos"]
         return items[pos:]
@@ -72,6 +84,12 @@ def iter_items(m: FrameMonitor, v: Val) -> list[Val] | None:
     if v.external and type(obj) in _DICT_TYPES:
         cap.observe_keys(v)
         return [cap.const(k) for k in obj]
+    if v.const and not is_value_type(obj):
+        from ._ndarrays import array_items
+
+        rows = array_items(m, v)  # the elements of a 1-d numpy array made by the run
+        if rows is not None:
+            return rows
     if is_value_type(obj) or v.const or v.expr is not None:
         if type(obj) is range:
             cap.range_trip = True  # (the runtime splits such loops when records pile up)
@@ -99,9 +117,129 @@ def _view_items(m: FrameMonitor, v: Val) -> list[Val]:
     return [cap.new((k.obj, x.obj), items=[k, x]) for k, x in pairs]
 
 
-def make_iterator(m: FrameMonitor, real: Any, items: list[Val], base: Val | None = None) -> Val:
-    """A new iterator shadow over ``items`` (``base``: the container it iterates, if any)."""
-    return m.cap.new(real, extra={"iter": items, "pos": 0, "base": base})
+def make_iterator(
+    m: FrameMonitor,
+    real: Any,
+    items: list[Val],
+    base: Val | None = None,
+    feeds: list[Feed] | None = None,
+) -> Val:
+    """A new iterator shadow over ``items`` (``base``: the container it iterates, if any;
+    ``feeds``: the iterators it draws from, see ``draw``)."""
+    it = m.cap.new(real, extra={"iter": items, "pos": 0, "base": base})
+    if feeds:
+        it.extra["feeds"] = feeds
+        for src, *_ in feeds:
+            src.extra.setdefault("drawn_by", []).append(it.extra)
+    return it
+
+
+# an iterator drawn from, its position after each value the drawing iterator gave (index 0:
+# before the first), its position once the drawing iterator reported exhaustion, and whether
+# it was found exhausted then (asked for a value it did not have)
+Feed = tuple[Val, list[int], int, bool]
+
+
+def draw(m: FrameMonitor, sources: list[Val]) -> tuple[list[list[Val]], list[Feed]] | None:
+    """The rows ``zip(*sources)`` gives (``enumerate(x)`` draws like ``zip(x)``), and the
+    ``Feed`` of each iterator among ``sources`` (one iterator may appear several times:
+    ``zip(it, it)`` pairs its values). None when some source's values are unknown."""
+    cols: list[tuple[int, list[Val]]] = []
+    cursor: dict[int, int] = {}
+    iters: dict[int, Val] = {}
+    for s in sources:
+        items = iter_items(m, s)
+        if items is None:
+            return None
+        if isinstance(s.extra, dict) and "iter" in s.extra:
+            iters[id(s)] = s
+            cursor.setdefault(id(s), s.extra["pos"])
+            cols.append((id(s), s.extra["iter"]))
+        else:  # a container: zip iterates it with an iterator of its own
+            cursor[-len(cols) - 1] = 0
+            cols.append((-len(cols) - 1, items))
+    steps = {k: [cursor[k]] for k in iters}
+    rows: list[list[Val]] = []
+    ended = None  # the source found exhausted
+    while cols:
+        row: list[Val] = []
+        for key, items in cols:
+            if cursor[key] >= len(items):
+                ended = key  # (the values the sources before it gave are lost, as in zip)
+                break
+            row.append(items[cursor[key]])
+            cursor[key] += 1
+        else:
+            rows.append(row)
+            for k in iters:
+                steps[k].append(cursor[k])
+            continue
+        break
+    return rows, [(iters[k], steps[k], cursor[k], k == ended) for k in iters]
+
+
+def advance(m: FrameMonitor, it: Val, pos: int) -> None:
+    """Iterator shadow ``it`` has given its values before ``pos``; the iterators it draws from
+    advance with it, and any other ``zip``/``enumerate`` drawing from it is now stale."""
+    if it.extra.get("stale"):
+        raise m.unsupported("using a zip/enumerate whose iterator was advanced elsewhere")
+    _move(it, pos, exhausted=False, via=None)
+
+
+def exhaust(m: FrameMonitor, it: Val) -> None:
+    """Iterator shadow ``it`` (if it is one) has given all its values and reported the end."""
+    if isinstance(it.extra, dict) and "iter" in it.extra:
+        if it.extra.get("stale"):
+            raise m.unsupported("using a zip/enumerate whose iterator was advanced elsewhere")
+        _move(it, len(it.extra["iter"]), exhausted=True, via=None)
+
+
+def _move(it: Val, pos: int, *, exhausted: bool, via: Any) -> None:
+    state = it.extra
+    state["pos"] = pos
+    for d in state.get("drawn_by", ()):
+        if d is not via:
+            d["stale"] = True
+    for src, steps, end, src_exhausted in state.get("feeds", ()):
+        if exhausted:
+            _move(src, end, exhausted=src_exhausted, via=state)
+        else:
+            _move(src, steps[pos], exhausted=False, via=state)
+
+
+def next_value(m: FrameMonitor, inst: Inst, it: Val, default: Val | None) -> None:
+    """``next(it)`` / ``next(it, default)`` of an iterator shadow that knows its values. At the
+    end, ``next(it)`` raises StopIteration (the exception machinery models the rest)."""
+    items = iter_items(m, it)
+    assert items is not None
+    if not items:
+        exhaust(m, it)
+
+        def make_end(real: list[Any]) -> list[Val]:
+            if default is None or not _same(default, real[0]):
+                raise m.unsupported("next() gave a value from an iterator the shadow says is over")
+            return [default]
+
+        m.expect_outputs(inst, 1, make_end)
+        return
+    val = items[0]
+
+    def make(real: list[Any]) -> list[Val]:
+        if not _same(val, real[0]):  # (its list changed after iter(): not followed)
+            raise m.unsupported("next() gave a value the iterator's shadow does not know")
+        advance(m, it, it.extra["pos"] + 1)
+        return [val]
+
+    m.expect_outputs(inst, 1, make)
+
+
+def _same(v: Val, real: Any) -> bool:
+    """Whether shadow ``v`` describes ``real`` (as ``FrameMonitor.bind`` checks)."""
+    from ._frame import _same_tuple, _same_value
+
+    return (
+        v.obj is real or (is_value_type(real) and _same_value(v.obj, real)) or _same_tuple(v, real)
+    )
 
 
 def get_iter(m: FrameMonitor, inst: Inst, v: Val) -> None:
@@ -173,9 +311,10 @@ def for_iter(m: FrameMonitor, inst: Inst) -> None:
         if not real:
             m.stack.pop()
             m.exhausted = it.obj
+            exhaust(m, it)
             return []
         val: Val = state["iter"][state["pos"]]
-        state["pos"] += 1
+        advance(m, it, state["pos"] + 1)
         return [val]
 
     m.expect_outputs(inst, n_out, make)
@@ -224,9 +363,10 @@ def send(m: FrameMonitor, inst: Inst) -> None:
         state = it.extra
         if done():
             m.stack.pop()
+            exhaust(m, it)
             return [m.cap.const(None)]
         val: Val = state["iter"][state["pos"]]
-        state["pos"] += 1
+        advance(m, it, state["pos"] + 1)
         return [val]
 
     m.expect_outputs(inst, 1, make)
@@ -283,8 +423,7 @@ def unpack(m: FrameMonitor, v: Val, n: int | None) -> list[Val]:
         raise m.unsupported(f"unpacking a {type(v.obj).__name__}")
     if n is not None and len(items) != n:
         raise m.unsupported(f"unpacking {len(items)} values into {n}")
-    if isinstance(v.extra, dict) and "iter" in v.extra:
-        v.extra["pos"] = len(v.extra["iter"])
+    exhaust(m, v)
     return items
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import collections
 import enum
 import functools
+import operator
 import types
 from typing import Any
 
@@ -23,6 +24,7 @@ from magpy_refgraph import (
     Build,
     BuildKind,
     CallMethod,
+    Check,
     Constant,
     DelAttr,
     FromPath,
@@ -69,6 +71,9 @@ _SHAREABLE = (
 )
 
 
+_ITEM = operator.methodcaller("item")
+
+
 def _shareable(obj: Any) -> bool:
     """Whether the mock may hand the same object to every call (it cannot be changed)."""
     if is_value_type(obj) or isinstance(obj, _SHAREABLE):
@@ -109,6 +114,9 @@ class _Planner:
             return FromPath(self.cap.paths[v.node])
         if not v.const and isinstance(v.extra, dict) and "sym" in v.extra:
             return self.graph_out(v.extra["scalar_fx"])  # a size that follows a dynamic dim
+        if not v.const and isinstance(v.extra, dict) and "speculated" in v.extra:
+            # a tensor's value read into Python: this call's value, from its 0-d graph output
+            return Apply(Constant(_ITEM), (self.graph_out(v.extra["scalar_fx"]),))
         if v.expr is not None and not v.const:
             fn, args = v.expr
             return Apply(Constant(fn), tuple(self.recipe(a) for a in args))
@@ -313,6 +321,9 @@ def build_plan(cap: Capture) -> tuple[Plan, list[Any]]:
     writes = tuple(p.writeback(w.op, w.target, w.key, w.value) for w in cap.writes)
     writes += tuple(p.replace_contents(v) for v in cap.mutated_containers)
     writes += tuple(w for v in cap.ahead_iters if (w := _advance(cap, v)) is not None)
+    checks = tuple(
+        Check(p.graph_out(a.node).index, a.expected, a.truth, a.where) for a in cap.assumptions
+    )
     inputs = tuple(cap.rec.input_paths)
     plan = Plan(
         guards=guard_requirements(cap.graph),
@@ -323,5 +334,6 @@ def build_plan(cap: Capture) -> tuple[Plan, list[Any]]:
         writebacks=writes,
         num_outputs=len(p.outputs),
         scalar_inputs=frozenset(cap.scalar_inputs),
+        checks=checks,
     )
     return plan, p.outputs

@@ -24,7 +24,7 @@ from ._builtins import BUILTIN_HANDLERS, METHOD_HANDLERS
 from ._calls import pure_call
 from ._capture import Capture, is_value_type
 from ._frame import FrameMonitor, Inst
-from ._iteration import iter_items
+from ._iteration import exhaust, iter_items
 from ._values import Val
 
 __all__ = ["check_context_vars"]
@@ -136,8 +136,7 @@ def _dict_ctor(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) 
                 k, v = pair.items
                 cap.observe(k)
                 items[k.obj] = (k, v)
-            if isinstance(src.extra, dict) and "iter" in src.extra:
-                src.extra["pos"] = len(src.extra["iter"])
+            exhaust(m, src)
     for name, v in kw.items():
         items[name] = (cap.const(name), v)
     m.expect_outputs(inst, 1, lambda real: [cap.new(real[0], items=items)])

@@ -10,6 +10,8 @@ import torch.fx as fx
 
 from magpy_refgraph import Path, Unsupported
 
+from ._speculation import is_random
+
 __all__ = ["GraphRecorder"]
 
 _NAME = re.compile(r"[^0-9a-zA-Z_]+")
@@ -32,6 +34,7 @@ class GraphRecorder:
         self.created: list[fx.Node] = []
         self._insert_before: fx.Node | None = None
         self._targets: set[str] = set()
+        self.speculating = False  # a value was assumed: the graph must stay re-runnable
 
     def placeholder(self, path: Path, example: torch.Tensor) -> fx.Node:
         """A new graph input read from ``path`` (placeholders stay ahead of every operation)."""
@@ -65,12 +68,18 @@ class GraphRecorder:
         effect: bool = False,
     ) -> fx.Node:
         """Append one ``call_function``/``call_method`` node."""
+        if self.speculating and is_random(target, args, kwargs):
+            raise Unsupported("random numbers drawn after a tensor's value was assumed")
         node = self.graph.create_node(op, target, args, kwargs)
         if any(a.meta.get("uninit") for a in node.all_input_nodes) and not _fills(node):
             self.graph.erase_node(node)
             raise Unsupported(
                 "reads a tensor a legacy constructor left uninitialised (fill it first)"
             )
+        sealed = next((a.meta["sealed"] for a in node.all_input_nodes if "sealed" in a.meta), None)
+        if sealed is not None:  # (see _tensorattrs: a flag the mock sets after the graph)
+            self.graph.erase_node(node)
+            raise Unsupported(sealed)
         self.created.append(node)
         if _VIEW_NAMES.intersection((getattr(target, "__name__", None), target)) and any(
             a.meta.get("copied_view") for a in node.all_input_nodes

@@ -92,6 +92,8 @@ class SegmentHost(Protocol):
 
     def dynamic_for(self, code: types.CodeType, site: int) -> tuple[frozenset[Any], bool]: ...
 
+    def speculate_for(self, code: types.CodeType, site: int) -> bool: ...
+
     def resume(
         self, frame: types.FrameType, code: types.CodeType, offset: int, stack: tuple[Any, ...]
     ) -> TraceFn | None: ...
@@ -121,6 +123,7 @@ class SegmentMonitor(Monitor):
         cap = Capture(frame.f_code.co_qualname)
         cap.code_info = host.code_info
         cap.dynamic_paths, cap.promote_all = host.dynamic_for(frame.f_code, site)
+        cap.speculate = host.speculate_for(frame.f_code, site)
         super().__init__(cap, frame.f_code)
         self.host = host
         self.site = site
@@ -285,7 +288,7 @@ class SegmentMonitor(Monitor):
         _stack, mark, lasti, kwnames = root.pre
         return (
             not kwnames
-            and root.cap.mark()[1:] == mark[1:]
+            and root.cap.mark()[1:4] == mark[1:4]
             and root.original_offset(lasti) != self._start_offset()
         )
 
@@ -295,11 +298,11 @@ class SegmentMonitor(Monitor):
         stack, mark, lasti, kwnames = root.pre
         if kwnames:
             raise Unsupported("graph break right after KW_NAMES")
-        if root.cap.mark()[1:] != mark[1:]:
+        if root.cap.mark()[1:4] != mark[1:4]:
             # effects happened between the cut point and the break: no record from this site
             self.host.on_empty(self.code, self.site)
             return
-        root.cap.rec.truncate(mark[0])
+        root.cap.cut(mark)
         root.pending = None
         self._commit(root, root.original_offset(lasti), None, stack)
 

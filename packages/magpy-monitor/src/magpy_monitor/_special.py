@@ -1,11 +1,12 @@
-"""Special callables: ``super()``, ``torch.autograd.Variable``, opaque leaf modules (RNNs), numpy.
+"""Special callables: ``super()``, ``torch.autograd.Variable``, opaque leaf modules (RNNs).
 
 - ``super()`` with no arguments reads the ``__class__`` cell and the first argument of the
   calling frame; attribute reads on the super object give methods bound to the same ``self``.
 - ``Variable(t, requires_grad=b)`` is ``t.detach()`` (then ``requires_grad_(b)``) in the graph.
 - ``nn.LSTM``/``nn.GRU``/``nn.RNN`` (and their cells) are recorded as one graph node calling
   the module (its identity and parameters guarded) instead of following their Python code.
-- numpy's scalar math functions are pure over Python scalars.
+
+numpy's functions are modelled in ``_ndarrays``.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ import torch
 from magpy_refgraph import Attr, GuardKind
 
 from ._builtins import BUILTIN_HANDLERS, register_builtin
-from ._calls import pure_call
 from ._frame import CellBox, FrameMonitor, Inst
 from ._values import Val
 
@@ -126,34 +126,3 @@ def _structured_result(m: FrameMonitor, obj: Any, node: Any) -> Val:
     if obj is None:
         return cap.const(None)
     raise m.unsupported(f"module returned a {type(obj).__name__}")
-
-
-def _register_numpy() -> None:
-    import importlib
-
-    try:
-        np: Any = importlib.import_module("numpy")
-    except ImportError:  # numpy is optional
-        return
-    for name in (
-        "sqrt exp log log2 log10 sin cos tan tanh floor ceil abs prod sum mean "
-        "maximum minimum power clip round isnan isinf isfinite "
-        "exp2 expm1 log1p arcsin arccos arctan arctan2 sinh cosh arcsinh arccosh arctanh sign "
-        "square cbrt hypot radians degrees deg2rad rad2deg floor_divide mod fmod remainder "
-        "true_divide divide multiply add subtract negative reciprocal trunc rint absolute "
-        "max min amax amin std var median cumsum cumprod "
-        # scalar types: np.float32(0.5) is a value like 0.5
-        "float16 float32 float64 int8 int16 int32 int64 uint8 uint16 uint32 uint64 bool_"
-    ).split():
-        fn = getattr(np, name, None)
-        if fn is not None:
-            BUILTIN_HANDLERS.setdefault(id(fn), (fn, _numpy_pure))
-
-
-def _numpy_pure(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
-    if any(isinstance(v.obj, torch.Tensor) for v in (*pos, *kw.values())):
-        raise m.unsupported("numpy function over a tensor reads its values")
-    pure_call(m, inst, pos, kw)
-
-
-_register_numpy()

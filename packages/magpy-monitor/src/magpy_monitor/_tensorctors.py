@@ -2,7 +2,8 @@
 forward to Python code (``torch.jit.script`` functions, ``functools.partial``).
 
 - ``torch.Tensor(data)``/``torch.FloatTensor(data)`` (and the other CPU tensortypes) equal
-  ``torch.tensor(data, dtype=<the type's dtype>)``; ``torch.Tensor(3, 4)`` allocates
+  ``torch.tensor(data, dtype=<the type's dtype>)`` (of a numpy array made during the run: a
+  constant of the graph, see ``_ndarrays``); ``torch.Tensor(3, 4)`` allocates
   uninitialised memory: an ``empty`` node the program must fill completely (``fill_``,
   ``zero_``, ``copy_``...) before anything reads it or it escapes. ``x.new(...)`` is the same
   with ``x``'s dtype and device. A tensor argument (an alias of its storage) is a break.
@@ -124,6 +125,12 @@ def _legacy_ctor(tt: Any) -> BuiltinHandler:
     def handle(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
         if tt is not torch.Tensor and tt.is_cuda:
             raise m.unsupported(f"{name} allocates on a CUDA device")
+        if len(pos) == 1 and not kw:
+            from ._ndarrays import array_to_tensor, is_array
+
+            if is_array(pos[0].obj):  # torch.FloatTensor(a): shares a's memory if the dtype fits
+                array_to_tensor(m, inst, pos[0], [], name, shares=True)
+                return
         _construct(m, inst, pos, kw, name)
 
     return handle

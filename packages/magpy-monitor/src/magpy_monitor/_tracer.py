@@ -19,16 +19,20 @@ from typing import Any, cast
 from magpy_refgraph import InternalError, MagPyError, Unsupported
 
 from . import (  # noqa: F401  (modules that register handlers)
+    _checkpoint,
     _collections,
     _containers,
     _contexts,
     _exceptions,
+    _globalstate,
     _handlers,
     _highorder,
+    _ndarrays,
     _pyenv,
     _sets,
     _special,
     _tensorctors,
+    _warn,
 )
 from ._capture import Capture, is_value_type
 from ._compat import set_compiling

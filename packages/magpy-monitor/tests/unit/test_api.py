@@ -125,9 +125,10 @@ class TestFailure:
     def test_unsupported_keeps_the_real_result(
         self, program: Callable[[torch.Tensor], Any], reason_part: str
     ) -> None:
-        """A graph break still returns the eager result, with no plan and no graph."""
+        """A graph break still returns the eager result, with no plan and no graph (value
+        reads are breaks with ``speculate=False``; TestSpeculation has them assumed)."""
         expected = program(_x())
-        result = capture(program, (_x(),), {})
+        result = capture(program, (_x(),), {}, speculate=False)
         if isinstance(expected, torch.Tensor):
             assert torch.equal(result.value, expected)
         else:
@@ -139,7 +140,7 @@ class TestFailure:
     @pytest.mark.parametrize("program", [prints, reads_item, branches_on_tensor])
     def test_failure_names_the_users_file_and_line(self, program: Callable[..., Any]) -> None:
         """failure.filename/lineno point at the user's line that stopped capture."""
-        result = capture(program, (_x(),), {})
+        result = capture(program, (_x(),), {}, speculate=False)
         failure = result.failure
         assert isinstance(failure, Unsupported)
         assert failure.filename == program.__code__.co_filename
@@ -158,6 +159,23 @@ class TestFailure:
         """The program runs exactly once: its print is seen once."""
         capture(prints, (_x(),), {})
         assert capsys.readouterr().out == "y computed\n"
+
+
+class TestSpeculation:
+    def test_a_branch_on_a_tensor_is_assumed_and_checked(self) -> None:
+        """By default the branch's outcome becomes a check on a graph output."""
+        result = capture(branches_on_tensor, (_x(),), {})
+        assert result.failure is None and result.plan is not None
+        (check,) = result.plan.checks
+        assert check.truth and check.expected is bool(_x().sum() > 0)
+        assert check.where.endswith(f":{_line_of(branches_on_tensor, '# BREAK')}")
+        assert check.output < result.plan.num_outputs
+
+    def test_an_item_feeding_only_the_result_assumes_nothing(self) -> None:
+        result = capture(reads_item, (_x(),), {})
+        assert result.failure is None and result.plan is not None
+        assert result.plan.checks == ()
+        assert result.value == reads_item(_x())
 
 
 class TestUserExceptions:

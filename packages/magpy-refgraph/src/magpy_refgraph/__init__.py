@@ -32,6 +32,7 @@ from ._errors import (
     InternalError,
     MagPyError,
     NotCompiledError,
+    SpeculationMiss,
     UnknownOptionError,
     Unsupported,
 )
@@ -76,6 +77,7 @@ __all__ = [
     "ShadowNode",
     "ShadowVersion",
     "SimpleRenderContext",
+    "SpeculationMiss",
     "UnknownOptionError",
     "Unsupported",
     "aliases",

@@ -12,6 +12,7 @@ __all__ = [
     "InternalError",
     "MagPyError",
     "NotCompiledError",
+    "SpeculationMiss",
     "UnknownOptionError",
     "Unsupported",
 ]
@@ -67,3 +68,18 @@ class NotCompiledError(MagPyError, TypeError):
 
 class GuardFailure(MagPyError):
     """A guard check failed in a way the caller asked to see as an exception (unused here)."""
+
+
+class SpeculationMiss(MagPyError):
+    """A record's graph computed a value other than the one its capture assumed.
+
+    A program that reads a tensor's value into Python (``if t.any():``, ``t.item() > 0``)
+    is recorded with the value seen at capture; the graph outputs that value and the mock
+    compares before it builds anything or writes outside. On a difference the mock raises
+    this (nothing has been changed yet) and the call takes another record or runs the
+    program again. ``check`` is the index of the failed check in ``Plan.checks``.
+    """
+
+    def __init__(self, check: int) -> None:
+        super().__init__(check)
+        self.check = check

@@ -30,6 +30,7 @@ __all__ = [
     "Build",
     "BuildKind",
     "CallMethod",
+    "Check",
     "Constant",
     "DelAttr",
     "DelItem",
@@ -173,6 +174,20 @@ class CallMethod:
     args: tuple[Recipe, ...] = ()
 
 
+@attrs.frozen
+class Check:
+    """A value the capture assumed of graph output ``output``, checked after the graph ran.
+
+    ``truth``: only ``bool(out)`` was assumed (a branch), to equal ``expected``; otherwise the
+    Python value ``out.item()`` must be ``expected`` exactly. ``where`` names the read.
+    """
+
+    output: int
+    expected: Any
+    truth: bool
+    where: str = ""
+
+
 WriteBack = (
     SetAttr | DelAttr | SetItem | DelItem | ReplaceContents | AdvanceIter | AppendItem | CallMethod
 )
@@ -196,3 +211,4 @@ class Plan:
     writebacks: tuple[WriteBack, ...]
     num_outputs: int
     scalar_inputs: frozenset[int] = frozenset()  # inputs that are promoted Python scalars
+    checks: tuple[Check, ...] = ()  # assumed values of tensor reads, checked after the graph

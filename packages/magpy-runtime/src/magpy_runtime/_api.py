@@ -156,6 +156,9 @@ class CacheStats:
     graphs: int
     breaks: int
     fallbacks: int
+    # calls no record served because a tensor value read into Python differed from the value a
+    # record assumed (the graph ran, then the program ran again)
+    assumption_misses: int = 0
 
 
 def stats(compiled: Any) -> CacheStats:
@@ -170,6 +173,7 @@ def stats(compiled: Any) -> CacheStats:
         graphs=graphs,
         breaks=s.breaks,
         fallbacks=s.fallbacks,
+        assumption_misses=s.assumption_misses,
     )
 
 
@@ -186,6 +190,9 @@ class ExplainOutput:
     guards: list[str]
     out_guards: list[str]
     refgraph: str
+    # tensor values read into Python that the graphs assume, checked after each run
+    # (``file:line (the value assumed)``, see docs/dynamic.md)
+    assumptions: list[str] = attrs.field(factory=list)
 
     def __str__(self) -> str:
         lines = [
@@ -196,6 +203,9 @@ class ExplainOutput:
         if self.break_reasons:
             lines.append("Break Reasons:")
             lines += [f"  {i + 1}. {r}" for i, r in enumerate(self.break_reasons)]
+        if self.assumptions:
+            lines.append("Assumed Values (checked after each graph run):")
+            lines += [f"  {i + 1}. {a}" for i, a in enumerate(self.assumptions)]
         lines.append("Ops per Graph:")
         for i, ops in enumerate(self.ops_per_graph):
             lines.append(f"  Graph {i + 1}: {', '.join(ops)}")
@@ -260,6 +270,11 @@ def explain(fn: Any) -> Callable[..., ExplainOutput]:
             guards=guards,
             out_guards=guards,
             refgraph=state.last_refgraph,
+            assumptions=[
+                f"{c.where} ({'truth value ' if c.truth else ''}{c.expected!r})"
+                for r in records
+                for c in r.plan.checks
+            ],
         )
 
     return run

@@ -24,7 +24,14 @@ import torch
 
 from magpy_codegen import Record, build_record
 from magpy_monitor import capture
-from magpy_refgraph import InternalError, MagPyError, Unsupported, dump, iter_remaining
+from magpy_refgraph import (
+    InternalError,
+    MagPyError,
+    SpeculationMiss,
+    Unsupported,
+    dump,
+    iter_remaining,
+)
 
 from ._config import config
 from ._logging import log_topic
@@ -83,6 +90,8 @@ class CacheState:
     warned_sites: bool = False
     last_refgraph: str = ""
     trip_records: int = 0  # whole-call records of runs that iterated over a range()
+    speculate: bool = True  # assume the values of tensors read into Python (see _speculation)
+    assumption_misses: int = 0  # calls no record served because an assumed value differed
     # graphs of callee pieces cut out of a segment by a break deeper in the chain; each is
     # compiled at the callee's entry site from the next call on (shown by ``magpy.explain``)
     pending_graphs: list[tuple[Any, Any, dict[str, Any]]] = attrs.field(factory=list)
@@ -99,6 +108,8 @@ class CacheState:
             self.hits = self.misses = self.breaks = self.fallbacks = 0
             self.split = False
             self.trip_records = 0
+            self.speculate = True
+            self.assumption_misses = 0
             self.dynamic_paths.clear()
             self.site_records.clear()
             self.pending_graphs.clear()
@@ -120,21 +131,30 @@ class CacheState:
         if self.eager_reason is not None:
             return fn(*args, **kwargs)
         records = self.records
+        assumed_wrong = False
         try:
             for i, rec in enumerate(records):
                 inputs = rec.guard(fn, args, kwargs)
-                if inputs is not None:
-                    self.hits += 1
-                    rec.hits += 1
-                    if i:
-                        with self._lock:
-                            if i < len(records) and records[i] is rec:
-                                records.insert(0, records.pop(i))
-                    return rec.mock(fn, args, kwargs, inputs)
+                if inputs is None:
+                    continue
+                try:
+                    result = rec.mock(fn, args, kwargs, inputs)
+                except SpeculationMiss:
+                    assumed_wrong = True  # the graph ran, nothing was written: try on
+                    continue
+                self.hits += 1
+                rec.hits += 1
+                if i:
+                    with self._lock:
+                        if i < len(records) and records[i] is rec:
+                            records.insert(0, records.pop(i))
+                return result
         except Exception as exc:  # a broken record must not break the program
             self._go_eager(f"internal error in a record: {type(exc).__name__}: {exc}", warn=True)
             return fn(*args, **kwargs)
         self.misses += 1
+        if assumed_wrong:
+            self._assumption_missed()
         if self.dynamic is not False and records:
             self.dynamic_paths |= changed_on_miss(
                 records, {"fn": fn, "args": args, "kwargs": kwargs}
@@ -159,6 +179,7 @@ class CacheState:
             name=self.qualname,
             dynamic_paths=frozenset(self.dynamic_paths),
             promote_all=promote_all(self.dynamic, last),
+            speculate=self.speculate and config.speculate,
         )
         failure = result.failure
         if failure is None and result.plan is not None and result.graph is not None:
@@ -216,6 +237,17 @@ class CacheState:
         log_topic("records", "%s: range() loops split per iteration", self.qualname)
         self.split = True
         return True
+
+    def _assumption_missed(self) -> None:
+        """No record served a call because values its graph read differed from the records'
+        assumptions: after ``config.max_assumption_misses`` such calls, stop assuming (the
+        reads become graph breaks) and drop the records that assume."""
+        self.assumption_misses += 1
+        if self.speculate and self.assumption_misses >= config.max_assumption_misses:
+            self.speculate = False
+            with self._lock:
+                self.records[:] = [r for r in self.records if not r.plan.checks]
+            log_topic("records", "%s: tensor values read into Python keep changing", self.qualname)
 
     def note_break(self, failure: Unsupported) -> None:
         """A graph break was met (whole-call capture or a segment)."""

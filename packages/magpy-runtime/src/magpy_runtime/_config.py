@@ -18,12 +18,20 @@ class Config:
 
     ``max_records``: records kept per compiled callable before it runs eagerly (env
     ``MAGPY_MAX_RECORDS``). ``verify``: check RefGraph invariants after every capture
-    (``MAGPY_VERIFY=1``). ``logs``: topics printed by the ``magpy`` logger (``MAGPY_LOGS``,
-    comma separated: guards, mocks, graphs, breaks, records, sites).
+    (``MAGPY_VERIFY=1``). ``speculate``: a tensor's value read into Python (``if t.any():``,
+    ``t.item()``) is assumed to stay what the recording run saw and checked after each graph
+    run, instead of being a graph break (``MAGPY_SPECULATE=0`` turns it off).
+    ``max_assumption_misses``: calls a compiled callable (or one site) may miss every record
+    because a tensor value its graphs read into Python differed from the value a record
+    assumed, before such reads become graph breaks there. ``logs``: topics printed by the
+    ``magpy`` logger (``MAGPY_LOGS``, comma separated: guards, mocks, graphs, breaks, records,
+    sites).
     """
 
     max_records: int = 8
     verify: bool = False
+    speculate: bool = True
+    max_assumption_misses: int = 3
     logs: frozenset[str] = frozenset()
 
     @classmethod
@@ -34,6 +42,7 @@ class Config:
         return cls(
             max_records=int(os.environ.get("MAGPY_MAX_RECORDS", "8")),
             verify=os.environ.get("MAGPY_VERIFY", "") not in ("", "0"),
+            speculate=os.environ.get("MAGPY_SPECULATE", "1") not in ("", "0"),
             logs=logs,
         )
 

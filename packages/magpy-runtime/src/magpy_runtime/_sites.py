@@ -27,9 +27,10 @@ import attrs
 
 from magpy_codegen import Instrumented, Layout, Record, build_record, instrument
 from magpy_monitor import CodeInfo, Segment, is_monitoring, start_segment
-from magpy_refgraph import MagPyError, Unsupported
+from magpy_refgraph import MagPyError, SpeculationMiss, Unsupported
 
 from ._cache import MagPyWarning, changed_on_miss
+from ._config import config
 from ._logging import log_topic
 
 __all__ = [
@@ -58,6 +59,8 @@ class SiteState:
     # ids of the ``self`` objects seen at this site: a method shared by several module
     # instances (the blocks of a model) keeps up to ``max_records`` records per instance
     selves: set[int] = attrs.field(factory=set)
+    speculate: bool = True  # assume the values of tensors read into Python (see _speculation)
+    assumption_misses: int = 0
 
     def limit(self, per_instance: int, f_locals: dict[str, Any]) -> int:
         """Records allowed at this site, ``per_instance`` for each ``self`` seen here."""
@@ -262,6 +265,7 @@ def _at_site(state: Any, key: tuple[int, int, int], stack: tuple[Any, ...]) -> t
     layouts = cs.variants.get(key[2], {}).get(key[1], [])
     backend = state.backend
     mine = 0
+    assumed_wrong = False
     for rec, layout, rec_backend in site.records:
         if rec_backend is not backend:
             continue
@@ -269,11 +273,23 @@ def _at_site(state: Any, key: tuple[int, int, int], stack: tuple[Any, ...]) -> t
         inputs = rec.guard(f_locals, stack)
         if inputs is None or layout not in layouts:
             continue
+        try:
+            out = rec.mock(f_locals, stack, inputs)
+        except SpeculationMiss:
+            assumed_wrong = True  # the graph ran, nothing was written: try on
+            continue
         state.hits += 1
         rec.hits += 1
         log_topic("sites", "hit at %s offset %d", cs.original.co_qualname, key[1])
-        return (layouts.index(layout) + 1, rec.mock(f_locals, stack, inputs))
+        return (layouts.index(layout) + 1, out)
     state.misses += 1
+    if assumed_wrong:
+        state.assumption_misses += 1
+        site.assumption_misses += 1
+        if site.speculate and site.assumption_misses >= config.max_assumption_misses:
+            site.speculate = False  # value reads are breaks here from now on
+            site.records[:] = [r for r in site.records if not r[0].plan.checks]
+            mine = sum(1 for r in site.records if r[2] is backend)
     log_topic("sites", "miss at %s offset %d (%d records)", cs.original.co_qualname, key[1], mine)
     if state.dynamic is not False and mine:
         site.dynamic_paths |= changed_on_miss(
@@ -430,6 +446,16 @@ class _Host:
             s = st.sites.get(site) if st is not None else None
             if s is not None:
                 s.eager = True
+
+    def speculate_for(self, code: types.CodeType, site: int) -> bool:
+        state = _current()
+        if state is not None and not state.speculate:
+            return False  # the callable's whole-call records kept missing their assumptions
+        with REGISTRY.lock:
+            info = REGISTRY.infos.get(code)
+            st = REGISTRY.by_code.get(info.original if info is not None else code)
+            s = st.sites.get(site) if st is not None else None
+        return config.speculate and (s is None or s.speculate)
 
     def resume(
         self, frame: types.FrameType, code: types.CodeType, offset: int, stack: tuple[Any, ...]

@@ -1,0 +1,276 @@
+"""Tensor values read into Python without a graph break (``_speculation``).
+
+``if t.any():``, ``assert not torch.isnan(t).any()``, ``t.item()``, ``int(t)``: the record
+assumes the value the recording run saw, its graph outputs that value, and the mock checks it
+before it builds or writes anything. A call whose value differs runs the program again and
+records the other case. Every test compares compiled against eager on fresh inputs and counts
+records, hits and misses, so that neither a record that never hits nor one that hits wrongly
+can pass.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+import torch.nn as nn
+
+import magpy
+from magpy_runtime._config import config
+
+
+def same(a: Any, b: Any) -> None:
+    assert type(a) is type(b), (a, b)
+    if isinstance(a, torch.Tensor):
+        assert torch.equal(a, b) and a.dtype == b.dtype, (a, b)
+    elif isinstance(a, tuple | list):
+        assert len(a) == len(b)
+        for x, y in zip(a, b, strict=True):
+            same(x, y)
+    else:
+        assert a == b, (a, b)
+
+
+def checks_of(compiled: Any) -> list[Any]:
+    return [c for r in compiled._magpy_state.records for c in r.plan.checks]
+
+
+# ---------------------------------------------------------------- branches on a tensor
+def nan_checked(x: torch.Tensor) -> torch.Tensor:
+    assert not torch.isnan(x).any(), "NaN in the input"
+    y = x * 2
+    if (y > 100).any():
+        y = y - 100
+    return y.relu()
+
+
+def test_an_assert_on_tensor_values_is_one_graph_with_a_check() -> None:
+    ex = magpy.explain(nan_checked)(torch.randn(5))
+    assert (ex.graph_count, ex.graph_break_count) == (1, 0), str(ex)
+    assert len(ex.assumptions) == 2 and "Assumed Values" in str(ex), str(ex)
+    line = nan_checked.__code__.co_firstlineno + 1
+    assert ex.assumptions[0].endswith(f"test_speculation.py:{line} (truth value False)")
+    compiled = magpy.compile(nan_checked, backend="eager")
+    for _ in range(4):
+        x = torch.randn(5)
+        same(compiled(x), nan_checked(x))
+    st = magpy.stats(compiled)
+    assert (st.records, st.hits, st.misses, st.breaks) == (1, 3, 1, 0), st
+    assert [c.truth for c in checks_of(compiled)] == [True, True]
+
+
+def test_a_failing_assert_raises_the_users_error_and_leaves_the_cache_working() -> None:
+    compiled = magpy.compile(nan_checked, backend="eager")
+    compiled(torch.randn(5))
+    x = torch.randn(5)
+    x[2] = float("nan")
+    with pytest.raises(AssertionError, match="NaN in the input"):
+        compiled(x)
+    st = magpy.stats(compiled)
+    assert st.assumption_misses == 1 and st.records == 1, st
+    for _ in range(3):
+        x = torch.randn(5)
+        same(compiled(x), nan_checked(x))
+    assert magpy.stats(compiled).hits == 3
+
+
+def test_both_outcomes_of_a_tensor_branch_get_a_record() -> None:
+    compiled = magpy.compile(nan_checked, backend="eager")
+    for i in range(8):
+        x = torch.randn(5)
+        if i % 2:
+            x[0] = 80.0  # y > 100 somewhere: the other branch
+        same(compiled(x), nan_checked(x))
+    st = magpy.stats(compiled)
+    assert (st.records, st.misses, st.hits, st.breaks) == (2, 2, 6, 0), st
+
+
+def test_a_branch_on_an_item_comparison_assumes_only_the_outcome() -> None:
+    def masked_mean(pred: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        total = mask.sum()
+        if total.item() == 0:
+            return total
+        return (pred * mask).sum() / total
+
+    compiled = magpy.compile(masked_mean, backend="eager")
+    for _ in range(5):  # a different sum each call: one record serves them all
+        pred, mask = torch.randn(8), (torch.rand(8) > 0.3).float()
+        mask[0] = 1.0
+        same(compiled(pred, mask), masked_mean(pred, mask))
+    st = magpy.stats(compiled)
+    assert (st.records, st.hits, st.assumption_misses) == (1, 4, 0), st
+    pred, mask = torch.randn(8), torch.zeros(8)
+    same(compiled(pred, mask), masked_mean(pred, mask))
+    assert magpy.stats(compiled).records == 2
+
+
+# ---------------------------------------------------------------- values read into Python
+def scaled_by_total(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, float]:
+    n = x.sum().item()
+    return y * n + float(n) / 2, n
+
+
+def test_an_item_used_in_tensor_math_stays_in_the_graph_unassumed() -> None:
+    compiled = magpy.compile(scaled_by_total, backend="eager")
+    for _ in range(4):
+        x, y = torch.randn(3), torch.randn(3)
+        same(compiled(x, y), scaled_by_total(x, y))
+    st = magpy.stats(compiled)
+    assert (st.records, st.hits, st.breaks) == (1, 3, 0), st
+    assert checks_of(compiled) == []  # nothing left the graph: nothing to assume
+
+
+def test_an_item_is_detached_like_eager() -> None:
+    """``y * x.sum().item()``: no gradient flows into x through the Python number."""
+    compiled = magpy.compile(scaled_by_total, backend="eager")
+    for _ in range(3):
+        x = torch.randn(3, requires_grad=True)
+        y = torch.randn(3, requires_grad=True)
+        out, _ = compiled(x, y)
+        out.sum().backward()
+        x2, y2 = x.detach().clone().requires_grad_(), y.detach().clone().requires_grad_()
+        ref, _ = scaled_by_total(x2, y2)
+        ref.sum().backward()
+        assert x.grad is None and x2.grad is None
+        assert y.grad is not None and y2.grad is not None
+        assert torch.equal(y.grad, y2.grad)
+    assert magpy.stats(compiled).hits == 2
+
+
+def conversions(x: torch.Tensor) -> tuple[Any, ...]:
+    return int(x[0] * 3), float(x[1]), bool(x[2]), int(x[3] > 0), x[3].item() < 0
+
+
+def test_int_float_bool_of_a_tensor_give_eagers_python_values() -> None:
+    compiled = magpy.compile(conversions, backend="eager")
+    for _ in range(4):
+        x = torch.randn(4)
+        same(compiled(x), conversions(x))
+    xi = torch.tensor([-7, 2, 0, 5])
+    same(compiled(xi), conversions(xi))
+    st = magpy.stats(compiled)
+    assert st.records == 2 and st.hits == 3 and st.breaks == 0, st
+
+
+def top_k_of_positives(x: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    k = int((x > 0).sum())
+    return torch.topk(v, k).values
+
+
+def test_a_value_used_as_a_size_is_assumed_exactly() -> None:
+    compiled = magpy.compile(top_k_of_positives, backend="eager")
+    x, v = torch.tensor([1.0, -1.0, 2.0, 3.0]), torch.randn(4)
+    for _ in range(3):
+        same(compiled(x, v), top_k_of_positives(x, v))
+    (check,) = checks_of(compiled)
+    assert (check.truth, check.expected) == (False, 3)
+    x2 = torch.tensor([1.0, -1.0, -2.0, 3.0])
+    same(compiled(x2, v), top_k_of_positives(x2, v))
+    st = magpy.stats(compiled)
+    assert (st.records, st.hits, st.assumption_misses) == (2, 2, 1), st
+
+
+def test_values_that_keep_changing_become_graph_breaks() -> None:
+    """After ``config.max_assumption_misses`` calls that no record served, a value read is a
+    break; the assuming records are dropped; every call stays equal to eager."""
+    compiled = magpy.compile(top_k_of_positives, backend="eager")
+    for n in range(1, 9):
+        x = torch.cat([torch.ones(n), -torch.ones(9 - n)])
+        v = torch.randn(9)
+        same(compiled(x, v), top_k_of_positives(x, v))
+    st = magpy.stats(compiled)
+    assert st.assumption_misses == config.max_assumption_misses, st
+    assert st.breaks >= 1 and st.fallbacks == 0, st
+    assert checks_of(compiled) == []
+
+
+# ---------------------------------------------------------------- where it must not assume
+class RunningNorm(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("seen", torch.zeros(()))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.seen.add_(1)  # a tensor from outside, updated in place inside the graph
+        if x.abs().max() > 3:
+            return x / x.abs().max()
+        return x
+
+
+def test_no_assumption_in_a_graph_that_updates_outside_tensors() -> None:
+    """A miss would have run the in-place update twice: the read is a break instead."""
+    ex = magpy.explain(RunningNorm())(torch.randn(4))
+    assert ex.graph_break_count == 1, str(ex)
+    assert "in place" in ex.break_reasons[0].reason
+    model, ref = RunningNorm(), RunningNorm()
+    compiled = magpy.compile(model, backend="eager")
+    for i in range(5):
+        x = torch.randn(4) * (5 if i % 2 else 1)
+        same(compiled(x), ref(x))
+    same(model.seen, ref.seen)
+
+
+def noisy_branch(x: torch.Tensor) -> torch.Tensor:
+    y = torch.nn.functional.dropout(x, 0.5, training=True)
+    if y.sum() > 0:
+        return y
+    return -y
+
+
+def test_no_assumption_after_random_numbers() -> None:
+    """A miss would draw the random numbers twice: eager's stream would differ."""
+    ex = magpy.explain(noisy_branch)(torch.randn(6))
+    assert ex.graph_break_count == 1 and "random" in ex.break_reasons[0].reason, str(ex)
+    compiled = magpy.compile(noisy_branch, backend="eager")
+    for i in range(4):
+        x = torch.randn(6)
+        torch.manual_seed(i)
+        got = compiled(x)
+        torch.manual_seed(i)
+        same(got, noisy_branch(x))
+
+
+def test_speculation_can_be_turned_off() -> None:
+    with config.patch(speculate=False):
+        ex = magpy.explain(nan_checked)(torch.randn(5))
+    assert ex.graph_break_count >= 1, str(ex)
+    assert "tensor's value" in ex.break_reasons[0].reason
+
+
+# ---------------------------------------------------------------- inside segments
+def printed_then_checked(x: torch.Tensor) -> torch.Tensor:
+    print("step")  # a break: what follows is a segment with a site of its own
+    y = x.sin()
+    if (y > 0.99).any():
+        return y * 0
+    return y + 1
+
+
+def test_assumptions_in_a_segment_after_a_break(capsys: pytest.CaptureFixture[str]) -> None:
+    compiled = magpy.compile(printed_then_checked, backend="eager")
+    for i in range(8):
+        x = torch.full((3,), 1.5708 if i % 3 == 2 else 0.1)
+        same(compiled(x), printed_then_checked(x))
+    assert capsys.readouterr().out == "step\n" * 16
+    st = magpy.stats(compiled)
+    reasons = compiled._magpy_state.break_reasons
+    assert st.fallbacks == 0 and all("print()" in r.reason for r in reasons), (st, reasons)
+    assert st.assumption_misses == 1 and st.records == 3, st
+    last = magpy.stats(compiled)
+    x = torch.full((3,), 0.1)
+    same(compiled(x), printed_then_checked(x))
+    now = magpy.stats(compiled)
+    assert now.misses == last.misses and now.hits > last.hits, (last, now)
+
+
+@pytest.mark.slow
+def test_an_assumption_through_inductor() -> None:
+    compiled = magpy.compile(nan_checked, backend="inductor")
+    for i in range(4):
+        x = torch.randn(5)
+        if i == 3:
+            x[0] = 80.0
+        torch.testing.assert_close(compiled(x), nan_checked(x))
+    st = magpy.stats(compiled)
+    assert (st.records, st.hits, st.assumption_misses) == (2, 2, 1), st
