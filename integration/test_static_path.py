@@ -865,3 +865,32 @@ def test_compiled_module_behaves_as_the_module() -> None:
     assert compiled.scale == 2.0
     assert compiled.eval() is compiled and not net.training
     assert magpy.compile(compiled, backend="eager")._magpy_original is net
+
+
+def _matmul_and_zeros(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return (x @ w).relu() * 3 + torch.zeros(3)
+
+
+def test_ambient_state_is_guarded() -> None:
+    """Autocast, the default dtype and inference mode change what the recorded ops compute or
+    make: a call under another state misses and records anew, equal to eager."""
+    compiled = magpy.compile(_matmul_and_zeros, backend="eager")
+    x, w = torch.randn(2, 3), torch.randn(3, 3)
+    H.assert_same(compiled(x, w), _matmul_and_zeros(x, w))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got, want = compiled(x, w), _matmul_and_zeros(x, w)
+    assert torch.equal(got, want) and got.dtype == want.dtype
+    assert not torch.equal(got, _matmul_and_zeros(x, w))  # bfloat16 matmul: other values
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        got, want = compiled(x, w), _matmul_and_zeros(x, w)
+    finally:
+        torch.set_default_dtype(old)
+    assert got.dtype == want.dtype == torch.float64 and torch.equal(got, want)
+    with torch.inference_mode():
+        got = compiled(x, w)
+    assert got.is_inference()
+    H.assert_same(compiled(x, w), _matmul_and_zeros(x, w))
+    st = magpy.stats(compiled)
+    assert (st.records, st.hits, st.misses) == (4, 1, 4), st

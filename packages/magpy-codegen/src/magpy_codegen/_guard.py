@@ -221,6 +221,7 @@ def generate_guard(
     qualname: str = "",
     roots: str = "call",
     shape_check: Any = None,
+    ambient: tuple[Any, Any] | None = None,
 ) -> GeneratedCode:
     """The guard of ``plan`` as generated source (function ``__magpy_guard``).
 
@@ -228,12 +229,16 @@ def generate_guard(
     ``__magpy_guard(L, S)`` for sites (the frame's locals and the stack values at the site).
     ``shape_check``: ``check(*inputs) -> bool`` over the graph inputs, the relations between
     dynamic sizes the compiled graph relies on (see ``magpy_codegen.shape_guard``).
+    ``ambient``: ``(state_fn, value)``: thread state the record was made under (autocast, the
+    default dtype...), compared as ``state_fn() == value``.
     """
     body: list[str] = []
     ind = "        "
     pv = PathVars(names, body, ind, roots)
     c = names.const
     body.append(f"{ind}if {c(torch.is_grad_enabled)}() is not {grad_enabled}: return None")
+    if ambient is not None:
+        body.append(f"{ind}if {c(ambient[0])}() != {c(ambient[1])}: return None")
     for req in plan.guards:
         v = pv.var(req.path)
         body.append(f"{ind}if not ({check_expr(req, v, c)}): return None")

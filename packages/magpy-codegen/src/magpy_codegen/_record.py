@@ -51,6 +51,7 @@ def build_record(
     qualname: str = "",
     roots: str = "call",
     grad_enabled: bool | None = None,
+    ambient: tuple[Any, Any] | None = None,
 ) -> Record:
     """Generate the guard and mock of ``plan`` and compile ``graph`` with ``backend``."""
     op_count = sum(1 for n in graph.nodes if n.op in ("call_function", "call_method"))
@@ -69,6 +70,7 @@ def build_record(
         qualname=qualname,
         roots=roots,
         shape_check=shape_check,
+        ambient=ambient,
     )
     mock_code = generate_mock(
         plan,

@@ -3,7 +3,7 @@
 from . import _compat  # noqa: F401  (fails at import on other Python versions)
 from ._annotations import TABLE, Annotation, AnnotationTable, Kind, classify
 from ._api import CaptureResult, capture, entry
-from ._capture import Capture
+from ._capture import Capture, ambient_state
 from ._frameio import NULL, StackView, read_stack, stack_depth
 from ._segments import CodeInfo, Segment, SegmentHost, is_monitoring, start_segment
 from ._shapes import dim_key
@@ -24,6 +24,7 @@ __all__ = [
     "SegmentHost",
     "StackView",
     "Val",
+    "ambient_state",
     "capture",
     "classify",
     "dim_key",

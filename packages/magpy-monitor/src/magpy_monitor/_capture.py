@@ -139,6 +139,7 @@ class Capture:
         # ends the segment at the call into that callee (which then runs through its site)
         self.end_at_callee_site: Callable[[], bool] | None = None
         self.grad_enabled = torch.is_grad_enabled()  # guarded: the mode when capture started
+        self.ambient = ambient_state()  # guarded too: it changes what the graph's ops compute
         self.dynamic_paths: frozenset[Path] = frozenset()
         self.promote_all = False
         self.scalar_inputs: set[int] = set()
@@ -704,6 +705,21 @@ class _Apply:
 
     def __call__(self, x: Any) -> Any:
         return self.fn(*(part(x) for part in self.parts))
+
+
+def ambient_state() -> tuple[Any, ...]:
+    """Thread state, besides grad mode, that changes what a recorded graph would compute or
+    make: autocast (CPU and CUDA, with its dtype), the default dtype of factory functions,
+    inference mode, and torch-function modes. Each record's guard compares it."""
+    return (
+        torch.is_autocast_enabled("cpu"),
+        torch.get_autocast_dtype("cpu"),
+        torch.is_autocast_enabled("cuda"),
+        torch.get_autocast_dtype("cuda"),
+        torch.get_default_dtype(),
+        torch.is_inference_mode_enabled(),
+        torch._C._len_torch_function_stack(),
+    )
 
 
 def scalar_tensor(value: float | bool) -> torch.Tensor:

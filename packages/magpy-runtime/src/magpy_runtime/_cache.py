@@ -23,7 +23,7 @@ import attrs
 import torch
 
 from magpy_codegen import Record, build_record
-from magpy_monitor import capture
+from magpy_monitor import ambient_state, capture
 from magpy_refgraph import (
     InternalError,
     MagPyError,
@@ -191,6 +191,7 @@ class CacheState:
                     self.backend,
                     qualname=self.qualname,
                     grad_enabled=result.capture.grad_enabled,
+                    ambient=(ambient_state, result.capture.ambient),
                 )
             except MagPyError as exc:
                 failure = exc

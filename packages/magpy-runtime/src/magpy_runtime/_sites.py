@@ -26,7 +26,7 @@ from typing import Any
 import attrs
 
 from magpy_codegen import Instrumented, Layout, Record, build_record, instrument
-from magpy_monitor import CodeInfo, Segment, is_monitoring, start_segment
+from magpy_monitor import CodeInfo, Segment, ambient_state, is_monitoring, start_segment
 from magpy_refgraph import MagPyError, SpeculationMiss, Unsupported
 
 from ._cache import MagPyWarning, changed_on_miss
@@ -346,6 +346,7 @@ class _Host:
                 qualname=seg.code.co_qualname,
                 roots="frame",
                 grad_enabled=seg.capture.grad_enabled,
+                ambient=(ambient_state, seg.capture.ambient),
             )
         except Exception as exc:
             self.on_failure(seg.code, seg.site, exc)
