@@ -12,6 +12,7 @@ set of objects), the program gets a graph break, never a stale answer.
 from __future__ import annotations
 
 import collections
+import typing
 from typing import Any
 
 import _integration_helpers as H
@@ -362,3 +363,37 @@ def test_defaultdict_with_a_python_factory_breaks() -> None:
     for _ in range(2):
         x = torch.randn(2)
         H.assert_same(compiled(x), unknown_factory(x))
+
+
+Point = collections.namedtuple("Point", ["a", "b", "c"], defaults=[7])
+
+
+class Named(typing.NamedTuple):
+    x: torch.Tensor
+    n: int = 3
+
+
+class PointWithSum(Point):
+    def total(self) -> Any:
+        return self.a + self.b
+
+
+def builds_namedtuples(x: torch.Tensor) -> tuple[Any, ...]:
+    p = Point(x + 1, b=x * 2)
+    q = Named(p.a * p.c)
+    a, b, c = p
+    b = b + a * c
+    r = PointWithSum(x, x, 1)
+    return Point(q.x + b, q.n, p[2]), r.total(), isinstance(p, tuple), len(q), r
+
+
+def test_namedtuples_built_in_the_run_are_one_graph() -> None:
+    """namedtuple / NamedTuple (and a subclass adding methods) built inside the run: fields,
+    indexing, unpacking and methods are followed; the mock builds the returned ones again."""
+    ex = magpy.explain(builds_namedtuples)(torch.randn(3))
+    assert (ex.graph_count, ex.graph_break_count) == (1, 0), str(ex)
+    compiled = H.assert_compiles_like_eager(
+        builds_namedtuples, lambda i: ([torch.randn(3)], {}), calls=3
+    )
+    out = compiled(torch.randn(3))
+    assert type(out[0]) is Point and type(out[4]) is PointWithSum

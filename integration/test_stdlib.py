@@ -130,3 +130,16 @@ def test_pure_call_over_an_array_from_outside_is_not_a_constant() -> None:
         m.arr[0] = float(i)
         x = torch.ones(3)
         assert torch.equal(compiled(x), m(x)), i
+
+
+def builtins_on_tensors(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return abs(x - y).sum() + pow(x, 2).sum() + pow(2, y).mean() + abs(y.mean()) * 2
+
+
+def test_abs_and_pow_of_a_tensor_are_tensor_ops() -> None:
+    """``abs(t)`` and ``pow(t, e)`` call the tensor's own method: graph ops, not value reads."""
+    ex = magpy.explain(builtins_on_tensors)(torch.randn(4), torch.randn(4))
+    assert (ex.graph_count, ex.graph_break_count) == (1, 0), str(ex)
+    H.assert_compiles_like_eager(
+        builtins_on_tensors, lambda i: ([torch.randn(4), torch.randn(4)], {}), calls=4
+    )

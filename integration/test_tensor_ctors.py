@@ -432,3 +432,29 @@ def test_scripted_function_behind_a_partial_breaks() -> None:
     for _ in range(3):
         x = torch.randn(2)
         H.assert_same(compiled(x), calls_partial_of_scripted(x))
+
+
+def boxes_filled_by_channel(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    boxes = torch.FloatTensor(*x.shape, 3)  # YOLO heads: one channel at a time
+    boxes[..., 0] = x + 1
+    boxes[..., 2] = y * 2
+    boxes[..., 1] = x * y
+    return boxes * 2
+
+
+def boxes_read_half_filled(x: torch.Tensor) -> torch.Tensor:
+    boxes = torch.FloatTensor(*x.shape, 3)
+    boxes[..., 0] = x
+    return boxes[..., 0] + 1  # channels 1 and 2 are still garbage: a read is a break
+
+
+def test_a_tensor_filled_one_index_at_a_time_is_initialised() -> None:
+    ex = magpy.explain(boxes_filled_by_channel)(torch.randn(4), torch.randn(4))
+    assert (ex.graph_count, ex.graph_break_count) == (1, 0), str(ex)
+    H.assert_compiles_like_eager(
+        boxes_filled_by_channel, lambda i: ([torch.randn(2, 4), torch.randn(2, 4)], {}), calls=3
+    )
+    ex = magpy.explain(boxes_read_half_filled)(torch.randn(4))
+    assert [r.reason for r in ex.break_reasons] == [
+        "reads a tensor a legacy constructor left uninitialised (fill it first)"
+    ], str(ex)

@@ -18,7 +18,8 @@ import torch
 
 from magpy_refgraph import GuardKind
 
-from ._calls import load_attr, pure_call
+from ._annotations import classify
+from ._calls import _as_op, load_attr, pure_call
 from ._capture import is_value_type
 from ._frame import FrameMonitor, Inst
 from ._iteration import draw, exhaust, get_iter, iter_items, make_iterator
@@ -56,6 +57,10 @@ def _has_tensor(vals: list[Val]) -> bool:
     return any(isinstance(v.obj, torch.Tensor) for v in vals)
 
 
+# builtins that, given a tensor, call its own method: a tensor operation, not a value read
+_TENSOR_BUILTINS: dict[Any, Any] = {abs: torch.abs, pow: torch.pow}
+
+
 def _replayable(fn: Any) -> BuiltinHandler:
     def handle(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
         if _has_tensor([*pos, *kw.values()]) or kw:
@@ -63,6 +68,10 @@ def _replayable(fn: Any) -> BuiltinHandler:
                 # int(t.sum()): the value stays in the graph until Python needs it
                 reason = f"{fn.__name__}() of a tensor reads its value"
                 m.expect_outputs(inst, 1, lambda real: [read_value(m.cap, pos[0], real[0], reason)])
+                return
+            op = _TENSOR_BUILTINS.get(fn)
+            if op is not None and not kw and len(pos) == (2 if fn is pow else 1):
+                _as_op(m, inst, op, classify(op), pos, {})  # abs(t) is t.__abs__()
                 return
             if _has_tensor([*pos, *kw.values()]):
                 raise m.unsupported(f"{fn.__name__}() of a tensor reads its value")

@@ -61,10 +61,18 @@ def dispatch_call(
 
         construct_module(m, inst, fn, pos, kwargs)
         return
-    from ._objects import construct, is_replayable_class
+    from ._objects import (
+        construct,
+        construct_namedtuple,
+        is_namedtuple_class,
+        is_replayable_class,
+    )
 
     if is_replayable_class(fn):
         construct(m, inst, fn_val, pos, kwargs)
+        return
+    if is_namedtuple_class(fn):
+        construct_namedtuple(m, inst, fn_val, pos, kwargs)
         return
     special = BUILTIN_HANDLERS.get(id(fn))
     if special is not None and special[0] is fn:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import types
 from typing import Any
 
 import torch
@@ -41,6 +42,47 @@ def is_replayable_class(cls: Any) -> bool:
         and dataclasses.is_dataclass(cls)
         and not issubclass(cls, BaseException)
     )
+
+
+def is_namedtuple_class(cls: Any) -> bool:
+    """A ``collections.namedtuple``/``typing.NamedTuple`` class (or a subclass adding only
+    methods): building one runs nothing but ``tuple.__new__`` over its fields."""
+    if not (isinstance(cls, type) and issubclass(cls, tuple)):
+        return False
+    base = next((b for b in cls.__mro__ if "_fields" in b.__dict__), None)
+    new = getattr(base.__dict__.get("__new__"), "__func__", None) if base is not None else None
+    return (
+        isinstance(new, types.FunctionType)
+        and cls.__new__ is new
+        and new.__globals__.get("_tuple_new") == tuple.__new__
+        and cls.__init__ is tuple.__init__
+    )
+
+
+def construct_namedtuple(
+    m: FrameMonitor, inst: Inst, cls_val: Val, pos: list[Val], kwargs: dict[str, Val]
+) -> None:
+    """``cls(*pos, **kwargs)`` of a namedtuple class: a tuple of the (bound) arguments, with
+    their shadows as its items and attributes; the mock builds it again with ``cls(*items)``."""
+    cap = m.cap
+    cls = cls_val.obj
+    cap.observe_identity(cls_val)
+    fields: tuple[str, ...] = cls._fields
+
+    def make(real: list[Any]) -> list[Val]:
+        obj = real[0]
+        given = dict(zip(fields, pos, strict=False)) | kwargs
+        items = [
+            given.get(f) or item_shadow(m, x, cls.__name__)
+            for f, x in zip(fields, obj, strict=True)
+        ]
+        if any(i.obj is not x for i, x in zip(items, obj, strict=True)):
+            raise m.unsupported(f"{cls.__name__} built from values it does not hold")
+        val = cap.new(obj, items=items, extra={_CTOR: (cls, items, {})})
+        val.attrs = dict(zip(fields, items, strict=True))
+        return [val]
+
+    m.expect_outputs(inst, 1, make)
 
 
 def ctor_of(v: Val) -> tuple[type, list[Val], dict[str, Val]] | None:

@@ -71,7 +71,8 @@ class GraphRecorder:
         if self.speculating and is_random(target, args, kwargs):
             raise Unsupported("random numbers drawn after a tensor's value was assumed")
         node = self.graph.create_node(op, target, args, kwargs)
-        if any(a.meta.get("uninit") for a in node.all_input_nodes) and not _fills(node):
+        uninit = any(a.meta.get("uninit") for a in node.all_input_nodes)
+        if uninit and not _fills(node) and not _fills_a_slice(node):
             self.graph.erase_node(node)
             raise Unsupported(
                 "reads a tensor a legacy constructor left uninitialised (fill it first)"
@@ -178,6 +179,53 @@ def _fills(node: fx.Node) -> bool:
         return False
     first = node.args[0]
     return not any(a.meta.get("uninit") for a in node.all_input_nodes if a is not first)
+
+
+def _fills_a_slice(node: fx.Node) -> bool:
+    """``x[..., k] = v`` on a tensor a legacy constructor left uninitialised: one index of one
+    dim filled. The node carries what is left (``meta['uninit']``: dim and indices) until every
+    index of that dim is; True when the node is such a write."""
+    import operator
+
+    if node.op != "call_function" or node.target is not operator.setitem or len(node.args) != 3:
+        return False
+    dst, index, _value = node.args
+    if not isinstance(dst, fx.Node) or "uninit_shape" not in dst.meta:
+        return False
+    if any(a.meta.get("uninit") for a in node.all_input_nodes if a is not dst):
+        return False
+    shape = dst.meta["uninit_shape"]
+    hit = _one_index(index, shape)
+    state = dst.meta["uninit"]
+    if hit is None or (state is not True and state[0] != hit[0]):
+        return False
+    dim, k = hit
+    left = set(range(shape[dim])) if state is True else set(state[1])
+    left.discard(k)
+    node.meta["uninit_shape"] = shape
+    if left:
+        node.meta["uninit"] = (dim, frozenset(left))
+        node.meta["no_output"] = dst.meta.get("no_output")
+    return True
+
+
+def _one_index(index: object, shape: tuple[int, ...]) -> tuple[int, int] | None:
+    """``(dim, k)`` when ``index`` selects index ``k`` of one dim and all of the others
+    (``[..., k]``, ``[:, k]``, ``[k]``)."""
+    idx = index if isinstance(index, tuple) else (index,)
+    explicit = [i for i in idx if i is not Ellipsis]
+    if len(idx) - len(explicit) > 1 or len(explicit) > len(shape):
+        return None
+    full: list[object] = []
+    for i in idx:
+        full += [slice(None)] * (len(shape) - len(explicit)) if i is Ellipsis else [i]
+    full += [slice(None)] * (len(shape) - len(full))
+    ints = [(d, i) for d, i in enumerate(full) if type(i) is int]
+    if len(ints) != 1 or any(type(i) is not int and i != slice(None) for i in full):
+        return None
+    dim, k = ints[0]
+    assert isinstance(k, int)
+    return (dim, k % shape[dim]) if -shape[dim] <= k < shape[dim] else None
 
 
 def _data_dependent_shape(node: fx.Node) -> bool:

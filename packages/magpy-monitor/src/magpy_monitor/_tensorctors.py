@@ -113,6 +113,7 @@ def _construct(m: FrameMonitor, inst: Inst, args: list[Val], kw: dict[str, Val],
             shape = cap.to_arg(sizes) if sizes is not None else [cap.to_arg(a) for a in args]
             node = cap.rec.call("call_function", torch.empty, (tuple(shape),), opts)
             node.meta["uninit"] = True
+            node.meta["uninit_shape"] = tuple(out.shape)
             node.meta["no_output"] = _UNINIT
         return [cap.op_result(out, node)]
 
