@@ -185,6 +185,26 @@ def test_values_that_keep_changing_become_graph_breaks() -> None:
     assert checks_of(compiled) == []
 
 
+def sizes_through_a_tensor(x: torch.Tensor, p: torch.Tensor) -> tuple[Any, ...]:
+    b, c = torch.tensor(p.shape[:2]).tolist()  # (OCR heads read sizes back this way)
+    h, w = torch.tensor(x.size()[2:]).tolist()
+    signs = (x.sum(dim=(2, 3)) > 0).int().tolist()  # a 2-d list, returned as it is
+    return x.view(b, c, h * w).relu(), signs, p.view(b, c, -1).sum().tolist()
+
+
+def test_tolist_of_a_small_tensor_reads_each_element() -> None:
+    """``t.tolist()``: nested lists of numbers, each assumed only where Python needs it (here
+    the four sizes of the views; the returned lists come from the graph)."""
+    ex = magpy.explain(sizes_through_a_tensor)(torch.randn(2, 3, 4, 5), torch.randn(2, 3, 7))
+    assert (ex.graph_count, ex.graph_break_count, len(ex.assumptions)) == (1, 0, 4), str(ex)
+    compiled = magpy.compile(sizes_through_a_tensor, backend="eager")
+    for _ in range(4):
+        x, p = torch.randn(2, 3, 4, 5), torch.randn(2, 3, 7)
+        same(compiled(x, p), sizes_through_a_tensor(x, p))
+    st = magpy.stats(compiled)
+    assert (st.records, st.hits, st.assumption_misses) == (1, 3, 0), st
+
+
 # ---------------------------------------------------------------- where it must not assume
 class RunningNorm(nn.Module):
     def __init__(self) -> None:

@@ -230,7 +230,7 @@ def test_entry_context_manager_state_is_written_back(check: Any) -> None:
 def break_inside_block(x: torch.Tensor) -> tuple[torch.Tensor, int, int]:
     with Scale(2.0) as s:
         y = x * s.k
-        y.sum().tolist()  # a graph break inside the block
+        y.sum().numpy()  # a graph break inside the block
         y = y + 1
     return y, s.depth, s.exits
 
@@ -239,7 +239,7 @@ def test_break_inside_a_python_context_manager() -> None:
     """The mock rebuilds the object made in the run and its bound __exit__ for the frame that
     resumes inside the block."""
     reasons = _reasons(break_inside_block, torch.randn(3))
-    assert len(reasons) == 1 and "tolist" in reasons[0], reasons
+    assert len(reasons) == 1 and "numpy" in reasons[0], reasons
     magpy.reset()
     compiled = magpy.compile(break_inside_block, backend="eager")
     for _ in range(4):

@@ -19,7 +19,7 @@ from magpy_refgraph import Attr, Item
 from ._annotations import Annotation, Kind, classify, tensor_attr_kind
 from ._capture import FROZEN_MODULE_ROOTS, is_value_type
 from ._frame import CellBox, FrameMonitor, Inst, initial_fast
-from ._speculation import read_value, truth_of_tensor
+from ._speculation import read_list, read_value, truth_of_tensor
 from ._values import UNBOUND, Val
 
 __all__ = ["dispatch_call", "inline", "load_attr", "method_self", "subscr", "truthiness"]
@@ -124,7 +124,8 @@ def dispatch_call(
         pure_call(m, inst, pos, kwargs)
     elif ann.kind is Kind.VALUE_READ and _scalar_read(fn, pos, kwargs):
         reason = ann.reason or f"{_name(fn)} reads a tensor's value"
-        m.expect_outputs(inst, 1, lambda real: [read_value(cap, pos[0], real[0], reason)])
+        read = read_list if fn.__name__ == "tolist" else read_value
+        m.expect_outputs(inst, 1, lambda real: [read(cap, pos[0], real[0], reason)])
     elif ann.kind in (Kind.VALUE_READ, Kind.EFFECT):
         raise m.unsupported(ann.reason or f"{_name(fn)} is dynamic")
     elif isinstance(fn, types.FunctionType):
@@ -658,7 +659,7 @@ _SIZED = (
 )
 
 
-_SCALAR_READS = frozenset({"item", "__bool__", "__int__", "__float__", "__index__"})
+_SCALAR_READS = frozenset({"item", "tolist", "__bool__", "__int__", "__float__", "__index__"})
 
 
 def _scalar_read(fn: Any, pos: list[Val], kwargs: dict[str, Val]) -> bool:

@@ -22,6 +22,7 @@ a graph break.
 
 from __future__ import annotations
 
+import operator
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -40,6 +41,7 @@ __all__ = [
     "is_random",
     "pin",
     "python_number",
+    "read_list",
     "read_value",
     "speculated",
     "truth_of_tensor",
@@ -108,6 +110,38 @@ def read_value(cap: Capture, t: Val, result: Any, reason: str) -> Val:
         x = rec.call("call_method", "cpu", (x,), {})  # a Python number lives on the host
     x = python_number(cap, x, type(result), t.obj.is_floating_point())
     return Val(result, extra={"scalar_fx": x, "speculated": f"{reason} ({file}:{line})"})
+
+
+_MAX_LIST = 64  # elements of a ``t.tolist()`` read one by one (each may become a check)
+
+
+def read_list(cap: Capture, t: Val, result: Any, reason: str) -> Val:
+    """``t.tolist()`` of a small tensor (``torch.tensor(x.shape[2:]).tolist()``): nested lists
+    of numbers, each a read of one element (see ``read_value``)."""
+    obj = t.obj
+    if obj.ndim == 0:
+        return read_value(cap, t, result, reason)
+    if obj.ndim > 2 or obj.numel() > _MAX_LIST or not _plain(obj) or not cap.speculate:
+        raise _break(cap, reason)
+    file, line = cap.location or ("", 0)
+    where = f"{reason} ({file}:{line})"
+    rec = cap.rec
+    base = rec.call("call_method", "detach", (cap.to_arg(t),), {})
+    if obj.device.type != "cpu":
+        base = rec.call("call_method", "cpu", (base,), {})
+    floating = obj.is_floating_point()
+
+    def element(index: tuple[int, ...], value: Any) -> Val:
+        x = rec.call("call_function", operator.getitem, (base, index), {})
+        x = python_number(cap, x, type(value), floating)
+        return Val(value, extra={"scalar_fx": x, "speculated": where})
+
+    if obj.ndim == 1:
+        items = [element((i,), v) for i, v in enumerate(result)]
+    else:
+        rows = [[element((i, j), v) for j, v in enumerate(row)] for i, row in enumerate(result)]
+        items = [cap.new(real, items=row) for real, row in zip(result, rows, strict=True)]
+    return cap.new(result, items=items)
 
 
 def python_number(cap: Capture, x: Any, kind: type, floating: bool) -> Any:

@@ -188,7 +188,17 @@ class TestAnnotationsDriveCapture:
         assert result.failure.lineno == f.__code__.co_firstlineno + 1
 
     def test_value_read_stops_capture(self) -> None:
-        """x.tolist() (VALUE_READ) stops capture but returns the real list."""
-        result = capture(lambda t: t.tolist(), (torch.ones(2),), {})
+        """x.numpy() (VALUE_READ) stops capture but returns the real array; x.tolist() does
+        too when values are not assumed (``speculate=False``)."""
+        result = capture(lambda t: t.numpy(), (torch.ones(2),), {})
         assert isinstance(result.failure, Unsupported)
+        assert result.value.tolist() == [1.0, 1.0]
+        result = capture(lambda t: t.tolist(), (torch.ones(2),), {}, speculate=False)
+        assert isinstance(result.failure, Unsupported)
+        assert result.value == [1.0, 1.0]
+
+    def test_tolist_is_read_element_by_element(self) -> None:
+        result = capture(lambda t: t.tolist(), (torch.ones(2),), {})
+        assert result.failure is None and result.plan is not None
+        assert result.plan.checks == ()  # returned as it is: nothing assumed
         assert result.value == [1.0, 1.0]
