@@ -370,6 +370,14 @@ def _write(cap: Capture, base: Val, name: str, arg: Val | None) -> None:
     cap.writes.append(Write("callmethod", base, name, arg))
 
 
+def _write_each(cap: Capture, base: Val, name: str, operands: list[_Operand]) -> None:
+    """``base.name(v)`` replayed for each operand element, when ``base`` is an entry set."""
+    if base.external:
+        for o in operands:
+            for v in o.vals:
+                _write(cap, base, name, v)
+
+
 def _after(st: SetState, base: Val, fresh: bool, operands: list[_Operand]) -> str:
     """The history of a set after a change."""
     if base.external:
@@ -394,10 +402,7 @@ def _insert(
         if any(type(k) is _IdKey for o in operands for k in o.keys):
             raise m.unsupported("adding an object to a set from outside")
     _begin(cap, base, st, name)
-    if base.external:
-        for o in operands:
-            for v in o.vals:
-                _write(cap, base, "add", v)
+    _write_each(cap, base, "add", operands)
 
     def make(real: list[Any]) -> list[Val]:
         keys = dict(st.keys)
@@ -430,10 +435,7 @@ def _remove(
     if base.external and any(o.src is base for o in operands):
         raise m.unsupported("s -= s on a set from outside (eager clears it)")
     _begin(cap, base, st, name)
-    if base.external:
-        for o in operands:
-            for v in o.vals:
-                _write(cap, base, "discard", v)
+    _write_each(cap, base, "discard", operands)
 
     def make(real: list[Any]) -> list[Val]:
         keys = {k: v for k, v in st.keys.items() if k not in gone}
