@@ -6,6 +6,7 @@ Each Inductor compile takes 30-90 s on a 2-core machine, hence ``slow``; run wit
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -14,6 +15,8 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+import magpy
 
 pytestmark = [pytest.mark.inductor, pytest.mark.slow]
 
@@ -72,3 +75,24 @@ def test_inductor_returned_input_is_the_input_object(check: Callable[..., Any]) 
     x, w = torch.randn(3, 2), torch.randn(3, 2)
     a, y = compiled(x, w)
     assert a is x and y is not x
+
+
+def masked_mean(x: torch.Tensor) -> torch.Tensor:
+    kept = x[x > 0]  # an output shape that depends on the values
+    return kept.sum() / max(len(kept), 1)
+
+
+def test_a_graph_inductor_cannot_compile_runs_uncompiled() -> None:
+    """Inductor rejects ``x[mask]`` (a data-dependent output shape): the graph then runs as
+    is, with one warning, instead of the whole callable falling back to eager."""
+    compiled = magpy.compile(masked_mean, backend="inductor")
+    fixed = torch.tensor([1.0, -2.0, 3.0, 0.5])
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        H.assert_same(compiled(fixed), masked_mean(fixed))
+    ours = [w for w in seen if issubclass(w.category, magpy.MagPyWarning)]
+    assert len(ours) == 1 and "runs uncompiled" in str(ours[0].message), ours
+    for x in (fixed, fixed.clone(), torch.tensor([-1.0, 2.0, -3.0, 0.5])):
+        H.assert_same(compiled(x), masked_mean(x))
+    stats = magpy.stats(compiled)
+    assert (stats.fallbacks, stats.breaks, stats.records, stats.hits) == (0, 0, 2, 2), stats

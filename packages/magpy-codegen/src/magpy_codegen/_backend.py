@@ -24,7 +24,14 @@ import torch.fx as fx
 
 from magpy_refgraph import UnknownOptionError
 
-__all__ = ["BACKENDS", "ShapeGuard", "compile_graph", "resolve_backend", "shape_guard"]
+__all__ = [
+    "BACKENDS",
+    "UNCOMPILED",
+    "ShapeGuard",
+    "compile_graph",
+    "resolve_backend",
+    "shape_guard",
+]
 
 FAKE = "magpy_fake"  # placeholder meta set by the monitor: a fake tensor, maybe with symbols
 
@@ -78,11 +85,11 @@ def compile_graph(
     compiler = resolve_backend(backend)
     fakes = _symbolic_inputs(gm.graph)
     if fakes is None:
-        return gm, compiler(gm, list(example_inputs))
+        return gm, _compile_or_run(compiler, gm, list(example_inputs))
     if compiler is _eager:
         compiled = gm.forward
     elif compiler in (_inductor, _aot_eager):
-        compiled = compiler(gm, fakes)
+        compiled = _compile_or_run(compiler, gm, fakes)
     else:
         from torch._guards import TracingContext, tracing
 
@@ -92,6 +99,47 @@ def compile_graph(
             compiled = compiler(gm, list(example_inputs))
     gm.meta["magpy_shape_guard"] = ShapeGuard.of(fakes)
     return gm, compiled
+
+
+UNCOMPILED = "magpy_uncompiled"  # GraphModule meta: why the graph runs as is (see below)
+# what torch's compilers raise for operations whose output shape depends on tensor values
+_DATA_DEPENDENT_ERRORS = frozenset(
+    {"DynamicOutputShapeException", "DataDependentOutputException", "GuardOnDataDependentSymNode"}
+)
+
+
+def _compile_or_run(compiler: Backend, gm: fx.GraphModule, inputs: list[Any]) -> Callable[..., Any]:
+    """``compiler(gm, inputs)``; a graph that Inductor (or AOTAutograd) cannot compile because
+    an operation's output shape depends on tensor values (``nonzero``, ``x[mask]``) runs as is
+    instead, its operations one by one as in eager (``gm.meta[UNCOMPILED]`` says why)."""
+    try:
+        return compiler(gm, inputs)
+    except Exception as exc:
+        if compiler not in (_inductor, _aot_eager) or not _data_dependent_failure(exc):
+            raise
+        ops = sorted(
+            {
+                getattr(n.target, "__name__", str(n.target))
+                for n in gm.graph.nodes
+                if n.meta.get("dyn_shape")
+                and not any(a.meta.get("dyn_shape") for a in n.all_input_nodes)
+            }
+        )
+        gm.meta[UNCOMPILED] = (
+            f"{type(exc).__name__}: an operation's output shape depends on tensor values"
+            + (f" ({', '.join(ops[:3])})" if ops else "")
+        )
+        return gm.forward
+
+
+def _data_dependent_failure(exc: BaseException | None) -> bool:
+    seen = 0
+    while exc is not None and seen < 20:
+        if type(exc).__name__ in _DATA_DEPENDENT_ERRORS:
+            return True
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return False
 
 
 def shape_guard(graph: fx.GraphModule | fx.Graph) -> ShapeGuard | None:

@@ -11,7 +11,7 @@ import torch.fx as fx
 
 from magpy_refgraph import Plan
 
-from ._backend import Backend, compile_graph, shape_guard
+from ._backend import UNCOMPILED, Backend, compile_graph, shape_guard
 from ._generated import GeneratedCode, NameAllocator
 from ._guard import generate_guard
 from ._mock import generate_mock
@@ -32,6 +32,8 @@ class Record:
     graph_module: fx.GraphModule | None
     op_count: int
     hits: int = 0
+    # why the graph runs uncompiled, operation by operation (``_backend._compile_or_run``)
+    uncompiled: str | None = None
 
     @property
     def guard_source(self) -> str:
@@ -92,4 +94,5 @@ def build_record(
         mock_code=mock_code,
         graph_module=gm,
         op_count=op_count,
+        uncompiled=gm.meta.get(UNCOMPILED) if gm is not None else None,
     )

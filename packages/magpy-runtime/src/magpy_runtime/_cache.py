@@ -95,6 +95,8 @@ class CacheState:
     # graphs of callee pieces cut out of a segment by a break deeper in the chain; each is
     # compiled at the callee's entry site from the next call on (shown by ``magpy.explain``)
     pending_graphs: list[tuple[Any, Any, dict[str, Any]]] = attrs.field(factory=list)
+    # why graphs of this callable run uncompiled (the backend could not compile them)
+    uncompiled_reasons: list[str] = attrs.field(factory=list)
     _lock: threading.Lock = attrs.field(factory=threading.Lock)
     _warned: bool = False
 
@@ -113,6 +115,7 @@ class CacheState:
             self.dynamic_paths.clear()
             self.site_records.clear()
             self.pending_graphs.clear()
+            self.uncompiled_reasons.clear()
             self.break_reasons.clear()
             self.eager_reason = None
             self._warned = False
@@ -198,6 +201,7 @@ class CacheState:
             except Exception as exc:  # a backend failure is ours to absorb, not the user's
                 failure = InternalError(f"backend compile failed: {type(exc).__name__}: {exc}")
             else:
+                self.note_uncompiled(rec)
                 with self._lock:
                     if self.dynamic is not False:
                         self.dynamic_paths |= changed_scalars(rec.plan, self.records)
@@ -302,6 +306,20 @@ class CacheState:
                 self._go_eager(str(reason), warn=False)
         else:
             self._go_eager(f"internal error: {failure}", warn=True)
+
+    def note_uncompiled(self, rec: Record) -> None:
+        """``rec``'s graph runs as is because the backend could not compile it (one warning
+        per compiled callable; the reason stays in ``uncompiled_reasons``)."""
+        if rec.uncompiled is None:
+            return
+        self.uncompiled_reasons.append(rec.uncompiled)
+        if len(self.uncompiled_reasons) == 1:
+            warnings.warn(
+                f"magpy: a graph of {self.qualname} runs uncompiled (its operations one by "
+                f"one, as in eager): {rec.uncompiled}",
+                MagPyWarning,
+                stacklevel=5,
+            )
 
     def _go_eager(self, reason: str, *, warn: bool) -> None:
         self.fallbacks += 1

@@ -351,6 +351,7 @@ class _Host:
         except Exception as exc:
             self.on_failure(seg.code, seg.site, exc)
             return
+        state.note_uncompiled(rec)
         layout = Layout(seg.end, seg.stores, seg.nulls)
         with REGISTRY.lock:
             cs = REGISTRY.state(seg.code)
