@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import enum
 import importlib.util
 import os
 import sys
@@ -115,7 +116,12 @@ def assert_same(
     elif isinstance(want, dict):
         assert list(got) == list(want), f"{path}: keys {list(got)} != {list(want)}"
         for k in want:
-            assert_same(got[k], want[k], f"{path}[{k!r}]", rtol=rtol, atol=atol)
+            g, w = dict.__getitem__(got, k), dict.__getitem__(want, k)  # no user __getitem__
+            assert_same(g, w, f"{path}[{k!r}]", rtol=rtol, atol=atol)
+        if type(want) is not dict and hasattr(want, "__dict__"):
+            assert_same(vars(got), vars(want), f"vars({path})", rtol=rtol, atol=atol)
+    elif _plain_instance(want):  # a user object compared by identity: compare its state
+        assert_same(vars(got), vars(want), f"vars({path})", rtol=rtol, atol=atol)
     elif isinstance(want, list | tuple):
         assert len(got) == len(want), f"{path}: len {len(got)} != {len(want)}"
         for i, (g, w) in enumerate(zip(got, want, strict=True)):
@@ -124,6 +130,18 @@ def assert_same(
         assert abs(got - want) <= 1e-6 * max(1.0, abs(want)), f"{path}: {got} != {want}"
     else:
         assert got == want, f"{path}: {got!r} != {want!r}"
+
+
+def _plain_instance(obj: Any) -> bool:
+    """An instance of a user class that compares by identity and keeps its state in
+    ``__dict__`` (not a module, function, class or enum member)."""
+    cls = type(obj)
+    return (
+        cls.__eq__ is object.__eq__
+        and isinstance(getattr(obj, "__dict__", None), dict)
+        and not isinstance(obj, type | types.FunctionType | types.ModuleType | torch.nn.Module)
+        and not isinstance(obj, enum.Enum)
+    )
 
 
 def _tensor_leaves(obj: Any, out: list[torch.Tensor]) -> list[torch.Tensor]:

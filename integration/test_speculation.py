@@ -284,6 +284,75 @@ def test_assumptions_in_a_segment_after_a_break(capsys: pytest.CaptureFixture[st
     assert now.misses == last.misses and now.hits > last.hits, (last, now)
 
 
+def binned_weights(g: torch.Tensor, w: torch.Tensor, edges: torch.Tensor) -> Any:
+    """GHM-C loss weights (mmdetection): a loop of reads, each used in a branch and in a value
+    stored into a tensor made before a break."""
+    w.clamp_(0, 1)  # an update of an input in place: the read below is a break
+    out = torch.zeros_like(g)
+    tot = max(w.sum().item(), 1.0)
+    n = 0
+    for i in range(4):
+        inds = (g >= edges[i]) & (g < edges[i + 1])
+        num = inds.sum().item()
+        if num > 0:
+            out[inds] = tot / num  # an update of a segment's input: a break after the branch
+            n += 1
+    return out / max(n, 1), n
+
+
+def test_a_segment_cut_before_a_value_use_does_not_keep_the_value() -> None:
+    """Regression: the store ``out[inds] = tot / num`` pinned ``num`` (an exact-value check),
+    then broke; the segment was cut before the store, dropping the check, but ``num`` stayed a
+    constant of the record, so the next call with another count reused it unchecked."""
+    compiled = magpy.compile(binned_weights, backend="eager")
+    edges = torch.tensor([0.0, 0.25, 0.5, 0.75, 1.01])
+    rows = [[0.1, 0.3, 0.6, 0.9], [0.1, 0.3, 0.35, 0.9], [0.1, 0.1, 0.6, 0.6]]
+    rows += [[0.8, 0.3, 0.6, 0.9], [0.1, 0.3, 0.6, 0.9], [0.8, 0.9, 0.6, 0.3]]
+    for row in rows:
+        g, w = torch.tensor(row), torch.rand(4)
+        same(compiled(g, w.clone(), edges), binned_weights(g, w.clone(), edges))
+    assert magpy.stats(compiled).hits > 0
+
+
+def wing_loss(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    d = (target - pred).abs()
+    near, far = d[d < 0.5], d[d >= 0.5]  # shapes that depend on the values
+    return (torch.log1p(near).sum() + (far * 2 - 1).sum()) / (len(near) + len(far))
+
+
+def focal_loss(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    keep = y != 0
+    y = y[keep]
+    if len(y) == 0:
+        return torch.tensor(0.0)
+    x = x[keep]
+    rows = torch.arange(len(x))  # a size read from the mask, used by an operation
+    return -torch.log_softmax(x, dim=-1)[rows, y].mean()
+
+
+@pytest.mark.parametrize("fn", [wing_loss, focal_loss])
+def test_a_shape_that_depends_on_values_is_assumed(fn: Any) -> None:
+    """``len(x[mask])`` assumes the shape the run saw, checked by the graph; another count
+    misses (for ``focal_loss`` the graph's own ``arange`` fails first: a miss too)."""
+    torch.manual_seed(0)
+    fixed = (torch.rand(6, 3), torch.randint(0, 3, (6,)))
+    if fn is wing_loss:
+        fixed = (torch.rand(4, 4), torch.rand(4, 4))
+    ex = magpy.explain(fn)(*fixed)
+    assert (ex.graph_count, ex.graph_break_count) == (1, 0), str(ex)
+    assert len(ex.assumptions) == 2, str(ex)  # one per shape read
+    compiled = magpy.compile(fn, backend="eager")
+    for _ in range(3):
+        same(compiled(*fixed), fn(*fixed))
+    assert magpy.stats(compiled).hits == 2
+    other = (torch.rand(6, 3), torch.tensor([1, 0, 0, 2, 1, 0]))
+    if fn is wing_loss:
+        other = (torch.zeros(4, 4), torch.linspace(0, 1, 16).view(4, 4))
+    same(compiled(*other), fn(*other))
+    stats = magpy.stats(compiled)
+    assert (stats.assumption_misses, stats.fallbacks, stats.records) == (1, 0, 2), stats
+
+
 @pytest.mark.slow
 def test_an_assumption_through_inductor() -> None:
     compiled = magpy.compile(nan_checked, backend="inductor")

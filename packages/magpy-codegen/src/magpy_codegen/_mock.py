@@ -148,6 +148,12 @@ def generate_mock(
     writes = [w.writeback(x) for x in plan.writebacks]
     result = w.expr(plan.result)
     call = "    __magpy_outs = __magpy_graph(*inputs)" if has_graph else "    __magpy_outs = ()"
+    if has_graph and plan.checks:
+        # an operation of the graph may fail where an assumption does not hold (a size read
+        # from a mask, used by ``arange``): nothing was written yet, so that is a miss too;
+        # running the program again raises the error itself where it is the program's
+        failed = names.const(graph_failed)
+        call = f"    try:\n    {call}\n    except Exception as exc:\n        {failed}(exc)"
     if has_graph and fresh_outputs and plan.num_outputs and plan.inputs:
         # a compiler may hand back an input tensor itself as an output (x + 0 * r -> x);
         # eager made a new tensor there, so give the caller a copy
@@ -190,6 +196,10 @@ def _checks(plan: Plan, names: NameAllocator) -> list[str]:
 
 def speculation_miss(check: int) -> None:
     raise SpeculationMiss(check)
+
+
+def graph_failed(exc: Exception) -> None:
+    raise SpeculationMiss(-1) from exc
 
 
 def same_scalar(now: Any, assumed: Any) -> bool:

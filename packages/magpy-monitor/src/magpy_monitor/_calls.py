@@ -14,7 +14,7 @@ from typing import Any, cast
 
 import torch
 
-from magpy_refgraph import Attr, Item
+from magpy_refgraph import Attr, Const, Item
 
 from ._annotations import Annotation, Kind, classify, tensor_attr_kind
 from ._capture import FROZEN_MODULE_ROOTS, is_value_type
@@ -37,8 +37,9 @@ def dispatch_call(
 ) -> None:
     """Model ``fn(*pos, **kwargs)`` at a CALL instruction."""
     from ._builtins import BUILTIN_HANDLERS, METHOD_HANDLERS
-    from ._contexts import construct_context, context_exit, is_python_context_class
+    from ._contexts import context_exit, is_python_context_class
     from ._exceptions import GRAD_MODE_CLASSES, grad_context, grad_exit
+    from ._pyobjects import construct_object, is_plain_class
     from ._tensorctors import TENSOR_METHOD_HANDLERS, forward_call, forwards
 
     fn = fn_val.obj
@@ -79,8 +80,8 @@ def dispatch_call(
         cap.observe_identity(fn_val)
         special[1](m, inst, pos, kwargs)
         return
-    if isinstance(fn, type) and is_python_context_class(fn):
-        construct_context(m, inst, fn_val, pos, kwargs)  # `with Timer():`
+    if isinstance(fn, type) and (is_python_context_class(fn) or is_plain_class(fn)):
+        construct_object(m, inst, fn_val, pos, kwargs)  # `with Timer():`, `ModelOutput()`
         return
     if isinstance(fn, torch.nn.Module):
         from ._hooks import module_call
@@ -143,7 +144,9 @@ def dispatch_call(
         inline(m, inst, cap.const(call), [fn_val, *pos], kwargs)
     else:
         owner = getattr(fn, "__objclass__", None)
-        if owner is None and isinstance(fn, types.BuiltinMethodType):
+        if type(fn) is types.MethodWrapperType:  # super().__setitem__: bound, owner known
+            pos = [method_self(m, fn_val), *pos]
+        elif owner is None and isinstance(fn, types.BuiltinMethodType):
             owner = _native_owner(fn)
             pos = [method_self(m, fn_val), *pos]
         handler = METHOD_HANDLERS.get((owner, getattr(fn, "__name__", None)))
@@ -513,7 +516,10 @@ def load_attr(m: FrameMonitor, base: Val, name: str, real: Any) -> Val:
         cap.observe_identity(base)
         return cap.new(real, const=True)
     if base.attrs is not None and name in base.attrs:
-        return base.attrs[name]
+        found = base.attrs[name]
+        if found.obj is not real and not (is_value_type(real) and found.obj == real):
+            raise m.unsupported(f"attribute {name!r} changed where the monitor did not see it")
+        return found
     if isinstance(base.extra, dict) and "super" in base.extra:
         from ._special import super_attr
 
@@ -523,6 +529,14 @@ def load_attr(m: FrameMonitor, base: Val, name: str, real: Any) -> Val:
 
         if is_array(obj):
             return array_attr(m, base, name, real)  # a.T, a.shape of an array made by the run
+        if (
+            isinstance(obj, type)
+            and is_value_type(real)
+            and any(name in vars(k) for k in obj.__mro__)
+        ):
+            # a setting kept on a library class (``Distribution._validate_args``, changed by
+            # ``set_default_validate_args``): guarded where it lives, not frozen
+            return cap.child(cap.root(Const(obj), obj), Attr(name), real)
         return cap.new(real, const=True)
     if base.external:
         cap.observe_type(base)
@@ -555,6 +569,14 @@ def load_attr(m: FrameMonitor, base: Val, name: str, real: Any) -> Val:
 
     if ctor_of(base) is not None:
         return item_shadow(m, real, f"{type(obj).__name__}.{name}")
+    from ._pyobjects import is_pyobj, lookup
+
+    if is_pyobj(base) and name not in vars(obj) and lookup(type(obj), name) is real:
+        return load_attr(m, base.extra["pyobj"], name, real)  # a class attribute
+    if is_pyobj(base) and name == "__dict__":
+        from ._pyobjects import instance_dict
+
+        return instance_dict(m, base, real)
     raise m.unsupported(f"attribute {name!r} of a {type(obj).__name__} created during the run")
 
 
@@ -573,9 +595,11 @@ def subscr(m: FrameMonitor, inst: Inst, container: Val, key: Val) -> None:
         _tensor_op(m, inst, operator.getitem, [container, key])
         return
     from ._objects import ctor_of
+    from ._pyobjects import is_pyobj
 
     getitem = getattr(type(obj), "__getitem__", None)
-    if ctor_of(container) is not None and isinstance(getitem, types.FunctionType):
+    replayed = ctor_of(container) is not None or is_pyobj(container)
+    if replayed and isinstance(getitem, types.FunctionType):
         inline(m, inst, cap.const(getitem), [container, key], {})  # ModelOutput.__getitem__
         return
     if isinstance(container.items, list) and (
@@ -690,6 +714,8 @@ def truthiness(m: FrameMonitor, v: Val) -> bool:
             pass  # built by the run with known items: its length follows the program's path
         else:
             cap.observe(v)
+    elif _pyobj_truth(v):
+        pass  # an object built in the run, truthy by its known items (or always)
     elif getattr(type(obj), "__bool__", None) is not None:
         raise m.unsupported(f"truth value of a {type(obj).__name__} with __bool__")
     elif hasattr(type(obj), "__len__"):
@@ -697,3 +723,17 @@ def truthiness(m: FrameMonitor, v: Val) -> bool:
     else:
         cap.observe_type(v)
     return bool(obj)
+
+
+def _pyobj_truth(v: Val) -> bool:
+    """``bool(v)`` of an object built in the run follows from its shadow: no Python
+    ``__bool__``/``__len__``, and its items (if a mapping) are known."""
+    from ._pyobjects import is_pyobj, lookup
+
+    if not is_pyobj(v):
+        return False
+    cls = type(v.obj)
+    python = (types.FunctionType, types.MethodType)
+    if isinstance(lookup(cls, "__bool__"), python) or isinstance(lookup(cls, "__len__"), python):
+        return False
+    return isinstance(v.items, dict) or not hasattr(cls, "__len__")

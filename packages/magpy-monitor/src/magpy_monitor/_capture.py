@@ -36,7 +36,14 @@ from magpy_refgraph import (
 
 from ._recorder import GraphRecorder
 from ._shapes import ShapeTracker, check_arity, dynamic_dims, sym_node, tensor_meta
-from ._speculation import Assumption, assume_outcome, pin, python_number, speculated
+from ._speculation import (
+    Assumption,
+    assume_outcome,
+    assume_shape,
+    pin,
+    python_number,
+    speculated,
+)
 from ._values import AppendLog, Val
 
 __all__ = ["VALUE_TYPES", "Capture", "Write", "is_value_type"]
@@ -153,23 +160,39 @@ class Capture:
         self.location: tuple[str, int] | None = None
         # values of tensors read into Python that the record assumes (see _speculation)
         self.assumptions: list[Assumption] = []
+        self.assumed_consts: list[Val] = []  # made constants by assumptions (undone by cut)
+        # tensors of data-dependent shape whose shape is assumed: graph node -> assumption
+        self.assumed_shapes: dict[Any, Assumption] = {}
         self.speculate = True  # False: a value read is a graph break (it kept changing)
 
-    def mark(self) -> tuple[int, int, int, int, int]:
+    def mark(self) -> tuple[int, ...]:
         """A cheap marker of how far the capture got (to cut a segment at an earlier point):
-        graph nodes, writes, mutated tensors, in-place ops, assumptions."""
+        graph nodes, writes, mutated tensors, in-place ops, assumptions, values made
+        constants by an assumption."""
         return (
             len(self.rec.created),
             len(self.writes),
             len(self.mutated_tensors),
             self.mutations,
             len(self.assumptions),
+            len(self.assumed_consts),
         )
 
-    def cut(self, mark: tuple[int, int, int, int, int]) -> None:
-        """Drop the graph nodes and assumptions made after ``mark`` (no effects were)."""
+    def cut(self, mark: tuple[int, ...]) -> None:
+        """Drop the graph nodes and assumptions made after ``mark`` (no effects were): the
+        values those assumptions fixed are computed again (nothing checks them now)."""
         self.rec.truncate(mark[0])
         del self.assumptions[mark[4] :]
+        for val in self.assumed_consts[mark[5] :]:
+            val.const = False
+        del self.assumed_consts[mark[5] :]
+
+    def assumed_const(self, val: Val) -> None:
+        """``val`` is a constant of the record because an assumption checks it (directly, or
+        the values it is computed from)."""
+        if not val.const:
+            val.const = True
+            self.assumed_consts.append(val)
 
     # ------------------------------------------------------------------ value creation
     def const(self, obj: Any) -> Val:
@@ -280,7 +303,7 @@ class Capture:
             else:
                 for a in args:
                     self.observe(a)
-            val.const = True
+            self.assumed_const(val)  # (fixed by guards or by checks: a cut may undo a check)
             return
         if val.external and val.node is not None:
             self._observe_external(val)
@@ -392,7 +415,7 @@ class Capture:
                 return
             self.tensor_node(val)
         elif val.fx is not None and val.fx.meta.get("dyn_shape"):
-            raise Unsupported("reads the shape of a tensor whose shape depends on tensor values")
+            assume_shape(self, val)  # (a graph break where nothing can be assumed)
         if sizes and self.shapes is not None and val.fx is not None:
             self.shapes.specialise_tensor(self, val)
 
@@ -553,7 +576,11 @@ class Capture:
             if known is not None:
                 # the op handed back one of its arguments: an in-place update such as
                 # F.relu(x, inplace=True), or x.contiguous() returning x (then harmless)
-                if isinstance(node, fx.Node) and known.fx in node.all_input_nodes:
+                if (
+                    isinstance(node, fx.Node)
+                    and known.fx in node.all_input_nodes
+                    and _target_name(node) not in _SELF_WHEN_ALREADY_SO
+                ):
                     self.mutate_tensor(known, node)
                 return known
             node.meta["dtype"] = obj.dtype
@@ -637,6 +664,9 @@ class Capture:
         if base.attrs is None:
             base.attrs = {}
         base.attrs[name] = value
+        view = _dict_view(base)
+        if view is not None:  # its __dict__, read before: the same state
+            view[name] = (self.const(name), value)
 
     def del_attr(self, base: Val, name: str) -> None:
         """``del base.name`` executed by the program."""
@@ -646,12 +676,36 @@ class Capture:
             self.writes.append(Write("delattr", base, name, None))
         if base.attrs is not None:
             base.attrs.pop(name, None)
+        view = _dict_view(base)
+        if view is not None:
+            view.pop(name, None)
 
     def _store(self, base: Val, access: Access, value: Val, op: str) -> None:
         if base.external and base.node is not None:
             self.graph.write(base.node, access, self.node_of(value))
             self.written.add((base.node, access))
             self.writes.append(Write(op, base, access.key, value))
+
+
+# operations that hand back their argument, unchanged, when it already has the asked-for dtype,
+# device or layout: no in-place update
+_SELF_WHEN_ALREADY_SO = frozenset(
+    "long int float double half bfloat16 bool byte char short to type type_as contiguous cpu "
+    "cuda as_tensor asarray".split()
+)
+
+
+def _target_name(node: fx.Node) -> str:
+    target = node.target
+    return target if isinstance(target, str) else getattr(target, "__name__", "")
+
+
+def _dict_view(base: Val) -> dict[Any, Any] | None:
+    """The shadow items of ``base.__dict__`` when the run has read it (``_pyobjects``)."""
+    if isinstance(base.extra, dict) and "dict_val" in base.extra:
+        items: dict[Any, Any] = base.extra["dict_val"].items
+        return items
+    return None
 
 
 # comparisons and bit operations act on bools as bools; the other scalar ops treat them as ints

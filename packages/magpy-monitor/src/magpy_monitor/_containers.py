@@ -103,6 +103,19 @@ for _name in ("append", "extend", "insert", "pop", "clear", "reverse", "remove")
     METHOD_HANDLERS[(list, _name)] = _list_method(_name)
 
 
+def _list_copy(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    """``lst.copy()``: a new list holding the same values (known as they are)."""
+    if kw or len(pos) != 1:
+        raise m.unsupported("list.copy with arguments")
+    items = iter_items(m, pos[0])
+    if items is None:
+        raise m.unsupported("list.copy of a list of unknown contents")
+    m.expect_outputs(inst, 1, lambda real: [m.cap.new(real[0], items=list(items))])
+
+
+METHOD_HANDLERS[(list, "copy")] = _list_copy
+
+
 def _dict_method(name: str) -> Any:
     def handle(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
         cap = m.cap

@@ -32,43 +32,28 @@ from __future__ import annotations
 
 import types
 import warnings
-from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch.amp.autocast_mode import _enter_autocast, _exit_autocast
 from torch.cpu.amp.autocast_mode import autocast as cpu_autocast
 
-from magpy_refgraph import Attr, Build, BuildKind, Const, Constant, Recipe, Unsupported
+from magpy_refgraph import Attr, Const
 
 from ._builtins import register_builtin
 from ._calls import _closure, _fresh, bind_args
 from ._frame import FrameMonitor, Inst, initial_fast
+from ._pyobjects import lookup
 from ._values import Val
 
-__all__ = [
-    "before_with",
-    "construct_context",
-    "context_exit",
-    "is_python_context_class",
-    "object_recipe",
-]
+__all__ = ["before_with", "context_exit", "is_python_context_class"]
 
 _CTX = "ctx_state"  # Val.extra key of a modelled context manager
-OBJ = "ctx_obj"  # Val.extra key of a context-manager object built during the run (its class)
 EXIT = "ctx_exit"  # Val.extra key of the bound __exit__ of a modelled context manager
 
 
-def _lookup(cls: type, name: str) -> Any:
-    """``name`` as defined on ``cls`` or its bases (read without running descriptors)."""
-    for klass in cls.__mro__:
-        if name in vars(klass):
-            return vars(klass)[name]
-    return None
-
-
 def _python_protocol(cls: type) -> tuple[types.FunctionType, types.FunctionType] | None:
-    enter, exit_ = _lookup(cls, "__enter__"), _lookup(cls, "__exit__")
+    enter, exit_ = lookup(cls, "__enter__"), lookup(cls, "__exit__")
     if isinstance(enter, types.FunctionType) and isinstance(exit_, types.FunctionType):
         return enter, exit_
     return None
@@ -84,76 +69,8 @@ def is_python_context_class(cls: type) -> bool:
     metaclass: Any = type(cls)
     if any("__call__" in vars(meta) for meta in metaclass.__mro__ if meta is not type):
         return False
-    init = _lookup(cls, "__init__")
+    init = lookup(cls, "__init__")
     return init is object.__init__ or isinstance(init, types.FunctionType)
-
-
-def construct_context(
-    m: FrameMonitor, inst: Inst, cls_val: Val, pos: list[Val], kwargs: dict[str, Val]
-) -> None:
-    """``cls(*pos, **kwargs)`` of a Python context-manager class: follow its ``__init__``."""
-    cap = m.cap
-    cls = cls_val.obj
-    cap.observe_identity(cls_val)
-    init = _lookup(cls, "__init__")
-    if init is object.__init__:
-        if pos or kwargs:
-            raise m.unsupported(f"{cls.__name__}() takes no arguments")
-        m.expect_outputs(inst, 1, lambda real: [cap.new(real[0], extra={OBJ: cls})])
-        return
-    self_val = Val(None)  # the object exists once __init__'s frame starts
-    fn_val = cap.const(init)
-    bound = bind_args(m, fn_val, [self_val, *pos], kwargs)
-    closure = _closure(m, fn_val)
-
-    def start(frame: types.FrameType) -> FrameMonitor:
-        obj = frame.f_locals[init.__code__.co_varnames[0]]
-        if type(obj) is not cls:
-            raise m.unsupported(f"{cls.__name__}.__init__ called on a {type(obj).__name__}")
-        self_val.obj = obj
-        self_val.extra = {OBJ: cls}
-        cap.heap[id(obj)] = self_val
-        cap.keep.append(obj)
-        mon = FrameMonitor(cap, frame, initial_fast(cap, frame, _fresh(frame, bound), closure))
-        mon.func = init
-        return mon
-
-    def make(real: list[Any]) -> list[Val]:
-        if self_val.obj is not real[0]:
-            raise m.unsupported(f"{cls.__name__}.__init__ was not seen running")
-        return [self_val]
-
-    p = m.expect_outputs(inst, 1, make, opaque=True)
-    p.expect = (init.__code__, start)
-    p.on_result = lambda val: None  # __init__ returns None; the call gives the object
-
-
-def object_recipe(v: Val, recipe: Callable[[Val], Recipe]) -> Recipe:
-    """The mock's recipe for a context-manager object built during the run: a new object of
-    its class whose ``__dict__`` holds the rebuilt attributes the run gave it."""
-    obj, cls = v.obj, v.extra[OBJ]
-    attrs = v.attrs or {}
-    real = getattr(obj, "__dict__", None)
-    if (
-        type(obj) is not cls
-        or real is None
-        or any(vars(k).get("__slots__") for k in cls.__mro__)
-        or set(real) != set(attrs)
-        or any(attrs[k].obj is not real[k] or attrs[k] is v for k in attrs)
-    ):
-        raise Unsupported(f"cannot rebuild the {cls.__name__} made during the run")
-    names = tuple(attrs)
-    parts = (Constant(_rebuild_object), Constant(cls), Constant(names))
-    return Build(id(v), BuildKind.CALL, parts + tuple(recipe(attrs[k]) for k in names))
-
-
-def _rebuild_object(cls: type, names: tuple[str, ...], *values: Any) -> Any:
-    obj: Any = object.__new__(cls)
-    obj.__dict__.update(zip(names, values, strict=True))
-    return obj
-
-
-_rebuild_object.__name__ = "rebuild_context_object"
 
 
 def _follow_enter(m: FrameMonitor, inst: Inst, ctx: Val, enter: types.FunctionType) -> None:
@@ -189,7 +106,7 @@ def before_with(m: FrameMonitor, inst: Inst, ctx: Val) -> None:
         state.enter(m, inst, ctx)
         return
     cls = type(ctx.obj)
-    if _lookup(cls, "__enter__") in _NATIVE_ENTERS:
+    if lookup(cls, "__enter__") in _NATIVE_ENTERS:
         raise m.unsupported(f"`with` on a {cls.__name__} made outside the record")
     protocol = _python_protocol(cls)
     if protocol is None:
@@ -417,5 +334,5 @@ _NATIVE_CLASSES = (
     torch.autograd.profiler.record_function,
     *_AUTOCAST_CLASSES,
 )
-_NATIVE_ENTERS = tuple(_lookup(c, "__enter__") for c in _NATIVE_CLASSES)
-_NATIVE_EXITS = tuple(_lookup(c, "__exit__") for c in _NATIVE_CLASSES)
+_NATIVE_ENTERS = tuple(lookup(c, "__enter__") for c in _NATIVE_CLASSES)
+_NATIVE_EXITS = tuple(lookup(c, "__exit__") for c in _NATIVE_CLASSES)

@@ -21,6 +21,13 @@ from ._frameio import NULL
 from ._identity import guard_identity, identity_compare
 from ._iteration import get_iter, unpack
 from ._ndarrays import array_op, involves_array, store_array_item
+from ._pyobjects import (
+    is_pyobj,
+    load_attr_followed,
+    plain_store,
+    store_attr_followed,
+    store_item_followed,
+)
 from ._shapes import index_by_promoted_int
 from ._values import UNBOUND, Val
 
@@ -234,6 +241,8 @@ def _import_from(m: FrameMonitor, inst: Inst) -> None:
 def _load_attr(m: FrameMonitor, inst: Inst) -> None:
     (base,) = m.pop()
     name = m.code.co_names[inst.arg]
+    if is_pyobj(base) and load_attr_followed(m, inst, base, name):
+        return  # a property of an object built in the run: its getter is followed
     m.expect_outputs(inst, 1, lambda real: [load_attr(m, base, name, real[0])])
 
 
@@ -255,7 +264,10 @@ def _load_method(m: FrameMonitor, inst: Inst) -> None:
 @handler("STORE_ATTR")
 def _store_attr(m: FrameMonitor, inst: Inst) -> None:
     base, value = m.pop(2)[::-1]
-    store_attr(m, base, m.code.co_names[inst.arg], value)
+    name = m.code.co_names[inst.arg]
+    if is_pyobj(base) and store_attr_followed(m, inst, base, name, value):
+        return  # a Python __setattr__ or property setter of an object built in the run
+    store_attr(m, base, name, value)
     m.expect_outputs(inst, 0, lambda real: [])
 
 
@@ -268,6 +280,8 @@ def store_attr(m: FrameMonitor, base: Val, name: str, value: Val) -> None:
         return
     if isinstance(base.extra, dict) and "ctor" in base.extra:
         raise m.unsupported(f"setting attribute {name!r} of a dataclass built during the run")
+    if is_pyobj(base) and not plain_store(type(base.obj), name):
+        raise m.unsupported(f"setattr on a {type(base.obj).__name__} runs Python code")
     m.cap.set_attr(base, name, value)
 
 
@@ -504,6 +518,8 @@ def _store_subscr(m: FrameMonitor, inst: Inst) -> None:
             effect=True,
         )
         cap.mutate_tensor(container, node)
+    elif is_pyobj(container) and store_item_followed(m, inst, container, key, value):
+        return  # an object built in the run: its Python __setitem__, or its own items
     else:
         cap.observe(key)
         _store_item(m, container, key, value)
@@ -515,7 +531,14 @@ def _store_item(m: FrameMonitor, container: Val, key: Val, value: Val) -> None:
     obj = container.obj
     from ._collections import DICT_TYPES, deque, put_item
 
-    if type(obj) in (list, deque) and isinstance(container.items, list):
+    if type(obj) is list and isinstance(key.obj, slice) and isinstance(container.items, list):
+        items = list(container.items)
+        try:  # x[::2] = a: the same assignment on the shadow items (or the same error)
+            items[key.obj] = unpack(m, value, None)
+        except (TypeError, ValueError) as exc:
+            raise m.unsupported(f"slice assignment that raises ({exc})") from None
+        container.items[:] = items
+    elif type(obj) in (list, deque) and isinstance(container.items, list):
         container.items[key.obj] = value
     elif type(obj) in DICT_TYPES and isinstance(container.items, dict):
         put_item(container.items, key, value)

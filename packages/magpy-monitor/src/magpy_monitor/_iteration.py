@@ -100,6 +100,10 @@ def iter_items(m: FrameMonitor, v: Val) -> list[Val] | None:
     return None
 
 
+def _holds_tensor(d: dict[Any, Any]) -> bool:
+    return any(isinstance(x, torch.Tensor) for x in d.values())
+
+
 def _view_items(m: FrameMonitor, v: Val) -> list[Val]:
     cap = m.cap
     kind, base = v.extra["view"], v.extra["base"]
@@ -108,6 +112,9 @@ def _view_items(m: FrameMonitor, v: Val) -> list[Val]:
     elif base.external and type(base.obj) in _DICT_TYPES:
         cap.observe_keys(base)
         pairs = [(cap.const(k), cap.child(base, Item(k), x)) for k, x in base.obj.items()]
+    elif base.const and type(base.obj) in _DICT_TYPES and not _holds_tensor(base.obj):
+        # a constant of the program (a class attribute of torch's): so are its items
+        pairs = [(cap.const(k), cap.new(x, const=True)) for k, x in base.obj.items()]
     else:
         raise m.unsupported(f"iterating dict.{kind}() of a dict of unknown contents")
     if kind == "keys":
@@ -445,6 +452,15 @@ def unpack_pending(m: FrameMonitor, inst: Inst, v: Val, n: int) -> None:
     from ._highorder import unpack_lazy  # (it imports this module)
 
     if unpack_lazy(m, inst, v, n):
+        return
+    known = iter_items(m, v)
+    if known is not None and len(known) != n:
+        # the instruction raises ValueError (its length is guarded); a ``try`` of the program
+        # may handle it (``try: _, b, n, h = x.size()`` / ``except: x = x.unsqueeze(0)``)
+        def never(real: list[Any]) -> list[Val]:
+            raise m.unsupported(f"unpacking {len(known)} values into {n} did not raise")
+
+        m.expect_outputs(inst, n, never)
         return
     items = unpack(m, v, n)
     m.expect_outputs(inst, n, lambda real: list(reversed(items)))

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import types
 from typing import Any
 
@@ -139,6 +140,9 @@ _construct.__name__ = "construct_dataclass"
 def ctor_recipe(v: Val, recipe: Any) -> Recipe | None:
     """The mock's recipe for a replayed construction (``recipe``: the planner's, per value)."""
     found = ctor_of(v)
+    if found is None and isinstance(v.extra, dict) and "partial" in v.extra:
+        func, given, keywords = v.extra["partial"]  # functools.partial built during the run
+        found = (functools.partial, [func, *given], keywords)
     if found is None:
         return None
     cls, pos, kwargs = found

@@ -45,6 +45,7 @@ from magpy_refgraph import (
 from ._capture import Capture, is_value_type
 from ._frameio import NULL
 from ._objects import ctor_recipe
+from ._pyobjects import is_pyobj, object_recipe
 from ._values import Val
 
 __all__ = ["build_plan"]
@@ -123,6 +124,8 @@ class _Planner:
         replayed = ctor_recipe(v, self.recipe)
         if replayed is not None:
             return replayed
+        if is_pyobj(v):  # an instance of a plain class built in the run
+            return object_recipe(v, self.recipe)
         if v.items is not None:
             return self._build(v)
         if v.const or is_value_type(obj):
@@ -155,10 +158,6 @@ class _Planner:
                 raise Unsupported(f"a segment ending inside a {type(v.obj.__self__).__name__}")
             fn, fn_args = again
             return Apply(Constant(fn), tuple(Constant(a) for a in fn_args))
-        if "ctx_obj" in extra:  # a context-manager object built during the run
-            from ._contexts import object_recipe
-
-            return object_recipe(v, self.recipe)
         if "exit_of" in extra:  # a Python context manager's bound __exit__
             return Apply(Constant(getattr), (self.recipe(extra["exit_of"]), Constant("__exit__")))
         if "lazy_range" in extra:  # an untouched iterator over a range of a dynamic length

@@ -19,6 +19,7 @@ import dis
 import sys
 import threading
 import types
+import weakref
 from typing import Any, Protocol, cast
 
 import attrs
@@ -395,6 +396,8 @@ def _arm_finder(host: SegmentHost, frame: types.FrameType) -> None:
                 _release()
                 return None
             return finder
+        if lasti in _after_kw_names(f.f_code):
+            return finder  # a call's keyword names live outside the stack: not a site
         depth = view.depth()
         stack = tuple(view.peek(i) for i in range(depth - 1, -1, -1))
         if any(x is NULL for x in stack):
@@ -418,6 +421,24 @@ def _arm_finder(host: SegmentHost, frame: types.FrameType) -> None:
     frame.f_trace = finder
     frame.f_trace_opcodes = True
     frame.f_trace_lines = False
+
+
+_KW_NAMES_TAILS: weakref.WeakKeyDictionary[types.CodeType, frozenset[int]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _after_kw_names(code: types.CodeType) -> frozenset[int]:
+    """Offsets of the PRECALL and CALL that follow a KW_NAMES in ``code``."""
+    found = _KW_NAMES_TAILS.get(code)
+    if found is None:
+        tails: set[int] = set()
+        insts = [i for i in dis.get_instructions(code) if i.opname != "CACHE"]
+        for i, inst in enumerate(insts):
+            if inst.opname == "KW_NAMES":
+                tails.update(x.offset for x in insts[i + 1 : i + 3])
+        found = _KW_NAMES_TAILS[code] = frozenset(tails)
+    return found
 
 
 def _finder_global(frame: types.FrameType, event: str, arg: Any) -> None:

@@ -56,6 +56,8 @@ def super_attr(m: FrameMonitor, base: Val, name: str, real: Any) -> Val:
     self_val: Val = base.extra["super"]
     if type(real) is types.MethodType and real.__self__ is self_val.obj:
         return Val(real, extra={"self": self_val})
+    if type(real) is types.MethodWrapperType and real.__self__ is self_val.obj:
+        return Val(real, extra={"self": self_val})  # super().__setitem__, a native slot
     return m.cap.new(real, const=True)
 
 
@@ -126,3 +128,29 @@ def _structured_result(m: FrameMonitor, obj: Any, node: Any) -> Val:
     if obj is None:
         return cap.const(None)
     raise m.unsupported(f"module returned a {type(obj).__name__}")
+
+
+@register_builtin(torch.equal)
+def _equal(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    """``torch.equal(a, b)``: a Python bool read from tensor values. Of tensors that differ in
+    shape, dtype or device (guarded) it is False without reading them; otherwise it is
+    ``(a == b).all()`` in the graph, read like ``.item()`` (see ``_speculation``)."""
+    from ._speculation import python_number, speculate_read
+
+    cap = m.cap
+    if kw or len(pos) != 2 or not all(isinstance(v.obj, torch.Tensor) for v in pos):
+        raise m.unsupported("torch.equal of unusual arguments")
+    a, b = pos
+    for v in pos:
+        cap.guard_meta(v)
+    same_meta = (a.obj.shape, a.obj.dtype, a.obj.device) == (b.obj.shape, b.obj.dtype, b.obj.device)
+
+    def make(real: list[Any]) -> list[Val]:
+        if not same_meta:
+            return [cap.const(real[0])]
+        node = cap.rec.call("call_function", torch.eq, (cap.tensor_node(a), cap.tensor_node(b)), {})
+        node = cap.rec.call("call_method", "all", (node,), {})
+        reason = "torch.equal reads tensor values into Python"
+        return [speculate_read(cap, python_number(cap, node, bool, False), real[0], reason)]
+
+    m.expect_outputs(inst, 1, make)

@@ -101,15 +101,22 @@ def read_value(cap: Capture, t: Val, result: Any, reason: str) -> Val:
     """
     if type(result) not in (int, float, bool) or not _plain(t.obj) or not cap.speculate:
         raise _break(cap, reason)  # complex, sparse...; or speculation is off here
-    # nothing is assumed yet: only a use of the value that leaves the graph assumes it
-    file, line = cap.location or ("", 0)
     rec = cap.rec
     x = rec.call("call_method", "detach", (cap.to_arg(t),), {})
     x = rec.call("call_method", "reshape", (x, ()), {})
     if t.obj.device.type != "cpu":
         x = rec.call("call_method", "cpu", (x,), {})  # a Python number lives on the host
     x = python_number(cap, x, type(result), t.obj.is_floating_point())
-    return Val(result, extra={"scalar_fx": x, "speculated": f"{reason} ({file}:{line})"})
+    return speculate_read(cap, x, result, reason)
+
+
+def speculate_read(cap: Capture, node: Any, result: Any, reason: str) -> Val:
+    """The Python number ``result`` read from the graph's 0-d (CPU) node ``node``. Nothing is
+    assumed yet: only a use of the value that leaves the graph assumes it."""
+    if not cap.speculate:
+        raise _break(cap, reason)
+    file, line = cap.location or ("", 0)
+    return Val(result, extra={"scalar_fx": node, "speculated": f"{reason} ({file}:{line})"})
 
 
 _MAX_LIST = 64  # elements of a ``t.tolist()`` read one by one (each may become a check)
@@ -174,7 +181,7 @@ def truth_of_tensor(cap: Capture, t: Val, reason: str) -> bool:
 def pin(cap: Capture, val: Val) -> None:
     """A use of speculated ``val``'s exact value outside the graph: assume that value."""
     assume(cap, val.extra["scalar_fx"], val.obj, val.extra["speculated"], truth=False)
-    val.const = True
+    cap.assumed_const(val)
 
 
 def assume_outcome(cap: Capture, val: Val) -> bool:
@@ -186,8 +193,30 @@ def assume_outcome(cap: Capture, val: Val) -> bool:
     leaf = _first_read(val)
     assume(cap, node, bool(val.obj), f"a branch on {leaf.extra['speculated']}", truth=True)
     if type(val.obj) is bool:
-        val.const = True  # the outcome is the value
+        cap.assumed_const(val)  # the outcome is the value
     return True
+
+
+_SHAPE_READ = "reads the shape of a tensor whose shape depends on tensor values"
+
+
+def assume_shape(cap: Capture, val: Val) -> None:
+    """The program reads the shape of ``val``, a tensor whose shape depends on tensor values
+    (``y = y[mask]; len(y)``): assume the shape the run saw, checked in the graph."""
+    node = val.fx
+    done = cap.assumed_shapes.get(node)
+    if done is not None and done in cap.assumptions:
+        return  # (unless a segment cut dropped it)
+    shape = list(val.obj.shape)
+    rec = cap.rec
+    if not cap.speculate:
+        raise _break(cap, _SHAPE_READ)
+    sizes = rec.call("call_function", torch._shape_as_tensor, (node,), {})
+    want = rec.call("call_method", "new_tensor", (sizes, shape), {})
+    same = rec.call("call_method", "eq", (sizes, want), {})
+    same = rec.call("call_method", "all", (same,), {})
+    assume(cap, same, True, f"{_SHAPE_READ} (shape {tuple(shape)})", truth=True)
+    cap.assumed_shapes[node] = cap.assumptions[-1]
 
 
 def _first_read(val: Val) -> Val:

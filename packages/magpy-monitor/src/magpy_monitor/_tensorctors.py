@@ -306,8 +306,29 @@ def _part(m: FrameMonitor, base: Val, name: str) -> Val:
     raise m.unsupported(f"a {type(base.obj).__name__} created during the run")
 
 
+def _new_partial(m: FrameMonitor, inst: Inst, pos: list[Val], kwargs: dict[str, Val]) -> None:
+    """``functools.partial(func, *args, **keywords)`` built during the run: its shadow keeps
+    the parts' shadows (a call is followed as ``func(*args, *more, **keywords, **kw)``); the
+    mock builds it again from them."""
+    if not pos or type(pos[0].obj) is functools.partial:
+        raise m.unsupported("functools.partial of a partial (its parts are merged)")
+    cap = m.cap
+
+    def make(real: list[Any]) -> list[Val]:
+        return [cap.new(real[0], extra={PARTIAL: (pos[0], pos[1:], dict(kwargs))})]
+
+    m.expect_outputs(inst, 1, make)
+
+
+PARTIAL = "partial"  # Val.extra key of a partial built during the run: (func, args, keywords)
+BUILTIN_HANDLERS[id(functools.partial)] = (functools.partial, _new_partial)
+
+
 def _partial(m: FrameMonitor, fn_val: Val, pos: list[Val], kwargs: dict[str, Val]) -> Forward:
     cap = m.cap
+    if isinstance(fn_val.extra, dict) and PARTIAL in fn_val.extra:
+        func, given, keywords = fn_val.extra[PARTIAL]
+        return func, [*given, *pos], {**keywords, **kwargs}
     cap.observe_type(fn_val)
     func = _part(m, fn_val, "func")
     args = _part(m, fn_val, "args")

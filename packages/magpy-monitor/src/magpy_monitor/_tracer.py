@@ -110,12 +110,14 @@ class Monitor:
         raise top.unsupported(f"unexpected call of {frame.f_code.co_qualname} from {p.inst}")
 
     def _callback(self, top: FrameMonitor, frame: types.FrameType, fn_val: Val) -> FrameMonitor:
-        """A Python callable called by native code: bind its arguments by identity."""
+        """A Python callable called by native code: bind its arguments by identity (or as
+        the callable's own ``bind(frame)`` says, when its shadow has one)."""
         code = frame.f_code
         n = code.co_argcount + code.co_kwonlyargcount
         n += bool(code.co_flags & 0x04) + bool(code.co_flags & 0x08)
-        bound: dict[str, Val] = {}
-        for name in code.co_varnames[:n]:
+        bind = fn_val.extra.get("bind") if isinstance(fn_val.extra, dict) else None
+        bound: dict[str, Val] = bind(frame) if bind is not None else {}
+        for name in code.co_varnames[:n] if bind is None else ():
             obj = frame.f_locals[name]
             known = self.cap.known(obj)
             if known is None:

@@ -1,0 +1,308 @@
+"""Instances of plain Python classes built inside the compiled region.
+
+Model code builds its own small objects: output holders (``ModelOutput``, an ``OrderedDict``
+subclass whose ``__setitem__``/``__setattr__`` mirror items and attributes), boxes passed
+between helpers, caches stored on the module. The monitor follows their construction and every
+Python ``__init__``/``__setattr__``/``__setitem__``/property they run; the mock rebuilds them
+without running the class's code, so they can be returned and stored outside.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import OrderedDict
+from typing import Any
+
+import _integration_helpers as H
+import pytest
+import torch
+
+import magpy
+
+
+def _graphs(fn: Any, *args: Any) -> tuple[int, list[str]]:
+    ex = magpy.explain(fn)(*args)
+    return ex.graph_count, [r.reason for r in ex.break_reasons]
+
+
+# ---------------------------------------------------------------------- ModelOutput
+class ModelOutput(OrderedDict):  # type: ignore[type-arg]
+    """benchmark_VAE's output type: items and attributes mirror each other."""
+
+    def __getitem__(self, k: Any) -> Any:
+        if isinstance(k, str):
+            return {key: v for key, v in self.items()}[k]
+        return self.to_tuple()[k]
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        super().__setitem__(name, value)
+        super().__setattr__(name, value)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        super().__setitem__(key, value)
+        super().__setattr__(key, value)
+
+    def to_tuple(self) -> tuple[Any, ...]:
+        return tuple(self[k] for k in self.keys())
+
+
+class Decoder(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = torch.nn.ModuleList([torch.nn.Linear(4, 8), torch.nn.Linear(8, 4)])
+
+    def forward(self, z: torch.Tensor, levels: list[int] | None = None) -> ModelOutput:
+        output = ModelOutput()
+        out = z
+        for i, layer in enumerate(self.layers):
+            out = layer(out).relu()
+            if levels is not None and i + 1 in levels:
+                output[f"layer_{i + 1}"] = out
+        output["reconstruction"] = out.reshape(z.shape[0], 2, 2)
+        output.norm = output["reconstruction"].norm() + output[0].sum()
+        return output
+
+
+class Encoder(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.mu = torch.nn.Linear(4, 3)
+        self.var = torch.nn.Linear(4, 3)
+
+    def forward(self, x: torch.Tensor) -> tuple[ModelOutput, torch.Tensor]:
+        out = ModelOutput(embedding=self.mu(x), log_covariance=self.var(x), depth=2)
+        return out, out.embedding * out["log_covariance"].exp() + out.depth
+
+
+def test_model_output_filled_after_construction(check: Any) -> None:
+    """Items stored through the Python ``__setitem__`` (and its ``super()`` calls) and an
+    attribute through the Python ``__setattr__``: one graph; the mock rebuilds the object with
+    the same items, attributes and type."""
+    check(Decoder(), H.randn_inputs((3, 4)), calls=4)
+    check(Decoder(), lambda i: ((torch.randn(3, 4), [1, 2]), {}), calls=3)
+    assert _graphs(Decoder(), torch.randn(3, 4)) == (1, [])
+
+
+def test_model_output_built_from_keywords(check: Any) -> None:
+    """``OrderedDict.__init__(**kw)`` stores each keyword through the Python ``__setitem__``."""
+    check(Encoder(), H.randn_inputs((2, 4)), calls=4)
+    assert _graphs(Encoder(), torch.randn(2, 4)) == (1, [])
+
+
+class Registry(dict):  # type: ignore[type-arg]
+    def __setitem__(self, key: Any, value: Any) -> None:
+        super().__setitem__(key, value * 2)
+
+
+def registry(x: torch.Tensor) -> Registry:
+    r = Registry(a=x)  # dict.__init__ stores directly: no doubling
+    r["b"] = x  # STORE_SUBSCR runs the Python __setitem__: doubled
+    return r
+
+
+def test_dict_subclass_init_does_not_run_python_setitem(check: Any) -> None:
+    """``dict.__init__`` (unlike ``OrderedDict.__init__``) bypasses a Python ``__setitem__``."""
+    check(registry, H.randn_inputs((3,)), calls=3)
+    out = magpy.compile(registry, backend="eager")(torch.ones(2))
+    assert torch.equal(out["a"], torch.ones(2)) and torch.equal(out["b"], 2 * torch.ones(2))
+
+
+# ---------------------------------------------------------------------- plain classes
+class Box:
+    scale = 2.0
+
+    def __init__(self, x: torch.Tensor, shift: float = 1.0) -> None:
+        self.x = x
+        self.shift = shift
+        self._cached: torch.Tensor | None = None
+
+    @property
+    def value(self) -> torch.Tensor:
+        if self._cached is None:
+            self._cached = self.x * self.scale + self.shift
+        return self._cached
+
+    @value.setter
+    def value(self, v: torch.Tensor) -> None:
+        self._cached = v.clone()
+
+    def doubled(self) -> Box:
+        return Box(self.value * 2, shift=self.shift)
+
+
+def boxes(x: torch.Tensor) -> tuple[Box, Box, torch.Tensor]:
+    a = Box(x)
+    b = a.doubled()
+    b.value = b.value.relu()
+    return a, a if x.shape[0] > 2 else b, a.value + b.value
+
+
+def test_plain_class_with_properties_and_methods(check: Any) -> None:
+    """``__init__``, a property getter and setter, a method building another instance, and a
+    class attribute: one graph; outputs are rebuilt with the run's aliasing."""
+    check(boxes, H.randn_inputs((3, 4)), calls=4)
+    assert _graphs(boxes, torch.randn(3, 4)) == (1, [])
+    a, same, _ = magpy.compile(boxes, backend="eager")(torch.randn(3, 4))
+    assert same is a and type(a) is Box
+
+
+def test_class_attribute_read_is_guarded() -> None:
+    """``self.scale`` found on the class is read from the class, so changing it is seen."""
+    compiled = magpy.compile(boxes, backend="eager")
+    x = torch.randn(3, 4)
+    try:
+        for scale in (2.0, 2.0, 5.0, 5.0):
+            Box.scale = scale
+            H.assert_same(compiled(x), boxes(x))
+    finally:
+        Box.scale = 2.0
+    assert magpy.stats(compiled).records == 2
+
+
+class Cache(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+        self.last: Box | None = None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.last = Box(self.lin(x), shift=0.5)
+        return self.last.value
+
+
+def test_object_stored_on_the_module() -> None:
+    """A new object stored outside is rebuilt by the mock and written to the module."""
+    model = Cache()
+    compiled = magpy.compile(model, backend="eager")
+    for _ in range(3):
+        x = torch.randn(2, 4)
+        out = compiled(x)
+        last = model.last
+        assert isinstance(last, Box) and last.shift == 0.5
+        assert torch.allclose(last.x, model.lin(x)) and torch.allclose(out, last.value)
+    assert magpy.stats(compiled).records == 1 and magpy.stats(compiled).hits == 2
+
+
+def truth(x: torch.Tensor, fill: bool) -> torch.Tensor:
+    out = ModelOutput()
+    if fill:
+        out["x"] = x
+    return x + 1 if out else x - 1
+
+
+def test_truth_of_a_built_mapping(check: Any) -> None:
+    check(truth, lambda i: ((torch.randn(3), i % 2 == 0), {}), calls=4, expect_records=2)
+
+
+# ---------------------------------------------------------------------- still breaks
+class Lazy:
+    def __init__(self, x: torch.Tensor) -> None:
+        self.x = x
+
+    def __getattr__(self, name: str) -> Any:
+        return self.x
+
+
+class Slotted:
+    __slots__ = ("x",)
+
+    def __init__(self, x: torch.Tensor) -> None:
+        self.x = x
+
+
+@pytest.mark.parametrize("cls", [Lazy, Slotted], ids=["__getattr__", "__slots__"])
+def test_classes_the_shadow_cannot_hold_break(cls: type) -> None:
+    """A Python ``__getattr__`` or ``__slots__``: a graph break, and results stay eager's."""
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return cls(x * 2).x + 1
+
+    graphs, reasons = _graphs(fn, torch.randn(3))
+    assert graphs == 2 and cls.__name__ in reasons[0]
+    compiled = magpy.compile(fn, backend="eager")
+    for _ in range(3):
+        x = torch.randn(3)
+        assert torch.equal(compiled(x), fn(x))
+
+
+# ---------------------------------------------------------------------- functools.partial
+def _dice(a: torch.Tensor, b: torch.Tensor, eps: float = 1e-7, p: int = 2) -> torch.Tensor:
+    return (2 * (a * b).sum() + eps) / (a.pow(p).sum() + b.sum() + eps)
+
+
+def _apply(fn: Any, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return fn(a, b)
+
+
+def partials(a: torch.Tensor, b: torch.Tensor, eps: float) -> tuple[torch.Tensor, Any]:
+    fn = functools.partial(_dice, eps=eps)
+    add_a = functools.partial(torch.add, a)
+    return _apply(fn, a, b) + add_a(b).sum(), fn
+
+
+def test_partial_built_in_the_run(check: Any) -> None:
+    """``functools.partial`` made in the region (catalyst's metrics): calls through it are
+    followed, and a returned partial is rebuilt with the same parts."""
+    check(partials, lambda i: ((torch.rand(3), torch.rand(3), 1e-5), {}), calls=3)
+    assert _graphs(partials, torch.rand(3), torch.rand(3), 1e-5) == (1, [])
+    _, fn = magpy.compile(partials, backend="eager")(torch.rand(3), torch.rand(3), 0.5)
+    assert (fn.func, fn.args, fn.keywords) == (_dice, (), {"eps": 0.5})
+
+
+# ---------------------------------------------------------------------- torch.distributions
+class Policy(torch.nn.Module):
+    """A policy head: a distribution built in ``forward`` (argument validation on, as by
+    default), its ``lazy_property`` ``probs``, ``log_prob`` and ``entropy``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.head = torch.nn.Linear(4, 3)
+
+    def forward(self, x: torch.Tensor, action: torch.Tensor) -> Any:
+        dist = torch.distributions.Categorical(logits=self.head(x))
+        return dist.log_prob(action), dist.probs, dist.entropy()
+
+
+def gaussian(mu: torch.Tensor, scale: torch.Tensor, x: torch.Tensor) -> Any:
+    dist = torch.distributions.Normal(mu, scale)
+    return dist.log_prob(x), dist.mean, dist.entropy()
+
+
+def test_distributions_built_in_forward(check: Any) -> None:
+    """The validation of the arguments (``constraint.check(v).all()``) is an assumption
+    checked on every call; ``action.long()`` of an int64 action is not an update in place."""
+    check(Policy(), lambda i: ((torch.randn(5, 4), torch.randint(0, 3, (5,))), {}), calls=3)
+    assert _graphs(Policy(), torch.randn(5, 4), torch.randint(0, 3, (5,)))[0] == 1
+    check(gaussian, lambda i: ((torch.randn(3), torch.rand(3) + 0.1, torch.randn(3)), {}))
+    assert _graphs(gaussian, torch.randn(3), torch.rand(3) + 0.1, torch.randn(3))[0] == 1
+
+
+def validated(mu: torch.Tensor, scale: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    return torch.distributions.Normal(mu, scale, validate_args=True).log_prob(x)
+
+
+def test_distribution_argument_errors_reach_the_user() -> None:
+    """A scale that fails validation on a later call: the assumption misses and the program
+    runs again, raising torch's own ``ValueError``; later calls still hit."""
+    compiled = magpy.compile(validated, backend="eager")
+    good = (torch.randn(3), torch.rand(3) + 0.1, torch.randn(3))
+    H.assert_same(compiled(*good), validated(*good))
+    with pytest.raises(ValueError, match="scale"):
+        compiled(torch.randn(3), -torch.rand(3) - 0.1, torch.randn(3))
+    H.assert_same(compiled(*good), validated(*good))
+    assert magpy.stats(compiled).hits == 1
+
+
+def test_the_default_validation_setting_is_guarded() -> None:
+    """``Distribution.set_default_validate_args`` changes a class attribute the run read."""
+    compiled = magpy.compile(gaussian, backend="eager")
+    bad = (torch.randn(3), -torch.rand(3) - 0.1, torch.randn(3))
+    before = torch.distributions.Distribution._validate_args
+    try:
+        torch.distributions.Distribution.set_default_validate_args(False)
+        H.assert_same(compiled(*bad), gaussian(*bad))  # no validation: NaN log-probabilities
+        torch.distributions.Distribution.set_default_validate_args(True)
+        with pytest.raises(ValueError, match="scale"):
+            compiled(*bad)
+    finally:
+        torch.distributions.Distribution.set_default_validate_args(before)
