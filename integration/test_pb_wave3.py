@@ -10,6 +10,8 @@
 
 from __future__ import annotations
 
+import functools
+import warnings
 from typing import Any
 
 import _integration_helpers as H
@@ -122,3 +124,97 @@ def test_a_break_at_a_call_with_keywords_resumes_after_it() -> None:
         H.assert_same(got, pick_steps(x, 3, i % 2 == 0))
     stats = magpy.stats(compiled)
     assert stats.fallbacks == 0 and stats.hits > 0, stats
+
+
+def still_volatile(x: torch.Tensor) -> torch.Tensor:
+    return x if x.volatile else x * 2  # removed attribute: False, with a UserWarning
+
+
+def test_tensor_volatile_is_false_with_its_warning() -> None:
+    """``t.volatile`` (removed in PyTorch 0.4) is always False and warns: the warning is
+    replayed by the mock, at the program's line, on every hit."""
+    compiled = magpy.compile(still_volatile, backend="eager")
+    for _ in range(3):
+        x = torch.randn(3)
+        with warnings.catch_warnings(record=True) as got:
+            warnings.simplefilter("always")
+            out = compiled(x)
+        with warnings.catch_warnings(record=True) as want:
+            warnings.simplefilter("always")
+            H.assert_same(out, still_volatile(x))
+        assert [(str(w.message), w.lineno) for w in got] == [
+            (str(w.message), w.lineno) for w in want
+        ]
+        assert len(want) == 1 and "volatile" in str(want[0].message)
+    assert magpy.stats(compiled).hits == 2
+
+
+class ProjectedLSTM(torch.nn.LSTM):
+    """pytorch_forecasting's LSTM/GRU: a subclass whose forward calls ``super().forward``."""
+
+    def __init__(self) -> None:
+        super().__init__(4, 8, batch_first=True)
+        self.proj = torch.nn.Linear(8, 2)
+
+    def forward(self, x: torch.Tensor, hx: Any = None) -> Any:  # type: ignore[override]
+        out, (h, _c) = super().forward(x * 2, hx)
+        return self.proj(out), h
+
+
+def test_super_forward_of_an_lstm_is_one_node(check: Any) -> None:
+    """``nn.LSTM.forward`` called on the module (not through ``__call__``) is recorded as one
+    graph node like the module call, instead of following its weight bookkeeping (weakrefs)."""
+    check(ProjectedLSTM(), H.randn_inputs((2, 5, 4)), calls=3)
+    assert _graphs(ProjectedLSTM(), torch.randn(2, 5, 4)) == (1, [])
+
+
+def multi_apply(func: Any, *args: Any, **kwargs: Any) -> tuple[list[Any], ...]:
+    """mmdetection's helper: ``func`` over each level, results regrouped per output."""
+    pfunc = functools.partial(func, **kwargs) if kwargs else func
+    map_results = map(pfunc, *args)
+    return tuple(map(list, zip(*map_results)))  # noqa: B905  (as the library writes it)
+
+
+class Head(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.cls = torch.nn.Conv2d(4, 2, 1)
+        self.reg = torch.nn.Conv2d(4, 3, 1)
+
+    def forward_single(self, x: torch.Tensor, scale: float = 1.0) -> tuple[torch.Tensor, ...]:
+        return self.cls(x), self.reg(x) * scale
+
+    def forward(self, feats: Any) -> Any:
+        if isinstance(feats, torch.Tensor):
+            return multi_apply(self.forward_single, feats)  # over the rows of a tensor
+        return multi_apply(self.forward_single, feats, scale=0.5)
+
+
+def test_multi_apply_over_levels(check: Any) -> None:
+    """``zip(*map(f, xs))`` with a bound method ``f`` (followed, not run inside the graph):
+    over a tensor's rows and over a tuple of feature maps."""
+    check(Head(), H.randn_inputs((3, 4, 5, 5)), calls=3)
+    levels = lambda i: (((torch.randn(2, 4, 8, 8), torch.randn(2, 4, 4, 4)),), {})  # noqa: E731
+    check(Head(), levels, calls=3)
+    ex = magpy.explain(Head())((torch.randn(2, 4, 8, 8), torch.randn(2, 4, 4, 4)))
+    assert (ex.graph_count, ex.graph_break_count) == (1, 0), str(ex)
+    assert "forward_single" not in str(ex.ops_per_graph), str(ex)
+
+
+def callbacks_over_numbers(x: torch.Tensor, xs: list[int]) -> torch.Tensor:
+    shifted = list(map(lambda v: v + 1, xs))
+    order = sorted(xs, key=lambda v: -v)
+    digits = functools.reduce(lambda a, b: a * 10 + b, xs)
+    return x * shifted[1] + order[0] + digits
+
+
+def test_numbers_passed_to_callbacks_keep_their_origin() -> None:
+    """Regression: native code (``map``, ``sorted``, ``reduce``) calling a Python function
+    back bound each number by identity, as a constant: ``list(map(f, xs))`` kept returning the
+    first call's values when ``xs`` changed. Each call's arguments are now the known items."""
+    compiled = magpy.compile(callbacks_over_numbers, backend="eager")
+    x = torch.ones(2)
+    for xs in ([1, 2], [1, 2], [5, 7], [5, 7], [9, 3]):
+        H.assert_same(compiled(x, xs), callbacks_over_numbers(x, xs))
+    stats = magpy.stats(compiled)
+    assert (stats.records, stats.hits, stats.breaks) == (3, 2, 0), stats

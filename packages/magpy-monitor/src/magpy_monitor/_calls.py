@@ -129,6 +129,11 @@ def dispatch_call(
         m.expect_outputs(inst, 1, lambda real: [read(cap, pos[0], real[0], reason)])
     elif ann.kind in (Kind.VALUE_READ, Kind.EFFECT):
         raise m.unsupported(ann.reason or f"{_name(fn)} is dynamic")
+    elif isinstance(fn, types.FunctionType) and _opaque_forward(fn, pos):
+        from ._special import opaque_module_call
+
+        cap.observe_identity(fn_val)  # super().forward(x) in a subclass of nn.LSTM...
+        opaque_module_call(m, inst, pos[0], pos[1:], kwargs, forward=fn)
     elif isinstance(fn, types.FunctionType):
         cap.observe_identity(fn_val)
         inline(m, inst, fn_val, pos, kwargs)
@@ -153,6 +158,17 @@ def dispatch_call(
         if handler is None:
             raise m.unsupported(f"call to {_name(fn)}: native code without an annotation")
         handler(m, inst, pos, kwargs)
+
+
+def _opaque_forward(fn: Any, pos: list[Val]) -> bool:
+    """``fn`` is the forward of an RNN (or another module recorded as one node), called on a
+    module from outside without hooks of its own."""
+    from ._special import OPAQUE_FORWARDS
+
+    if fn not in OPAQUE_FORWARDS or not pos or not pos[0].external:
+        return False
+    mod = pos[0].obj
+    return isinstance(mod, torch.nn.Module) and not (mod._forward_hooks or mod._forward_pre_hooks)
 
 
 def _modelled_function(cls: Any) -> bool:
@@ -511,6 +527,11 @@ def load_attr(m: FrameMonitor, base: Val, name: str, real: Any) -> Val:
             return cap.op_result(real, node)
         if callable(real) and getattr(real, "__self__", None) is obj:
             return Val(real, extra={"self": base})
+        if name == "volatile" and real is False:  # removed: always False, with a warning
+            from ._warn import record_warning
+
+            record_warning(m, _VOLATILE_REMOVED, UserWarning, m.frame)
+            return cap.const(False)
         raise m.unsupported(f"tensor attribute {name!r} is not supported")
     if isinstance(obj, types.ModuleType) and obj.__name__.split(".")[0] in FROZEN_MODULE_ROOTS:
         cap.observe_identity(base)
@@ -581,6 +602,7 @@ def load_attr(m: FrameMonitor, base: Val, name: str, real: Any) -> Val:
 
 
 _STRUCTSEQ_LIKE: tuple[type, ...] = (torch.finfo, torch.iinfo)
+_VOLATILE_REMOVED = "volatile was removed (Variable.volatile is always False)"
 
 
 def subscr(m: FrameMonitor, inst: Inst, container: Val, key: Val) -> None:

@@ -18,6 +18,7 @@ from ._calls import dispatch_call, load_attr, subscr, truthiness
 from ._capture import FROZEN_MODULE_ROOTS, is_value_type
 from ._frame import LAZY, FrameMonitor, Inst, handler
 from ._frameio import NULL
+from ._highorder import call_with_lazy_star
 from ._identity import guard_identity, identity_compare
 from ._iteration import get_iter, unpack
 from ._ndarrays import array_op, involves_array, store_array_item
@@ -856,7 +857,6 @@ def _call_function_ex(m: FrameMonitor, inst: Inst) -> None:
     parts = m.pop(3 + has_kw)
     fn, star = parts[1], parts[2]
     kw = parts[3] if has_kw else None
-    pos = unpack(m, star, None)
     kwargs: dict[str, Val] = {}
     if kw is not None:
         if isinstance(kw.items, dict):
@@ -866,7 +866,8 @@ def _call_function_ex(m: FrameMonitor, inst: Inst) -> None:
             kwargs = {k: m.cap.child(kw, Item(k), v) for k, v in kw.obj.items()}
         else:
             raise m.unsupported("**kwargs from a mapping of unknown contents")
-    dispatch_call(m, inst, fn, pos, kwargs)
+    if not call_with_lazy_star(m, inst, fn, star, kwargs):
+        dispatch_call(m, inst, fn, unpack(m, star, None), kwargs)
 
 
 @handler(

@@ -14,7 +14,7 @@ import functools
 import itertools
 import operator
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -34,15 +34,18 @@ def _lazy(v: Val) -> dict[str, Any] | None:
     return v.extra if isinstance(v.extra, dict) and "lazy" in v.extra else None
 
 
-def consume(m: FrameMonitor, inst: Inst, src: Val, then: Then) -> Pending:
+def consume(
+    m: FrameMonitor, inst: Inst, src: Val, then: Then, *, in_order: bool = False
+) -> Pending:
     """Model a native call that iterates ``src`` completely, then builds its result.
 
     ``then(items, real_result, pending)`` runs at bind time with the shadows of every value the
     iteration produced (known up front, yielded by a generator, or returned by callbacks).
+    ``in_order``: the real result holds those values in order (``list(x)``, ``tuple(x)``).
     """
     lazy = _lazy(src)
     if lazy is not None:
-        return _consume_lazy(m, inst, src, lazy, then)
+        return _consume_lazy(m, inst, src, lazy, then, in_order=in_order)
     items = None if is_generator(src) else iter_items(m, src)
     if items is None and not is_generator(src):
         raise m.unsupported(f"iterating a {type(src.obj).__name__} of unknown contents")
@@ -65,6 +68,36 @@ def unpack_lazy(m: FrameMonitor, inst: Inst, src: Val, n: int) -> bool:
     return True
 
 
+def call_with_lazy_star(
+    m: FrameMonitor, inst: Inst, fn: Val, star: Val, kwargs: dict[str, Val]
+) -> bool:
+    """``zip(*map(f, xs))`` (CALL_FUNCTION_EX over a ``map``/``filter`` made in the run, as in
+    mmdetection's ``multi_apply``): CPython makes the argument tuple natively, calling ``f``
+    back for each item, then calls ``zip``; the call is modelled once its arguments are known.
+    False: ``star`` is not such an object, or the callee is not one of the native builtins
+    that run no Python of their own."""
+    lazy = _lazy(star)
+    if lazy is None or fn.obj not in (zip, list, tuple):
+        return False
+
+    def then(items: list[Val], real: Any, p: Pending) -> Val:
+        from ._calls import dispatch_call
+
+        depth = len(m.stack)
+        m.pending = None
+        dispatch_call(m, inst, fn, list(items), kwargs)
+        call = cast("Pending | None", m.pending)  # (set by the call's handler)
+        m.pending = None
+        if call is None:  # the handler knew the result up front and pushed it
+            (val,) = m.pop(len(m.stack) - depth)
+            return val
+        (val,) = call.make([real])
+        return val
+
+    _consume_lazy(m, inst, star, lazy, then)
+    return True
+
+
 def _consume_lazy(
     m: FrameMonitor,
     inst: Inst,
@@ -72,8 +105,11 @@ def _consume_lazy(
     lazy: dict[str, Any],
     then: Any,
     outputs: int | None = None,
+    *,
+    in_order: bool = False,
 ) -> Pending:
-    """``outputs``: the instruction pushes that many values (``then`` returns them), else one."""
+    """``outputs``: the instruction pushes that many values (``then`` returns them), else one.
+    ``in_order``: the instruction's result holds the produced values in order."""
     fn_val: Val = lazy["fn"]
     items: list[Val] | None = lazy["items"]
     if items is None:
@@ -89,6 +125,10 @@ def _consume_lazy(
                 _native_apply(m, fn_val.obj, [v], real=r)
                 for v, r in zip(items, real[::-1], strict=True)
             ]
+        elif native and in_order and lazy["lazy"] == "map" and len(real[0]) == len(items):
+            # (the very objects native code made: tuple(map(list, rows)))
+            pairs = zip(items, real[0], strict=True)
+            results = [_native_apply(m, fn_val.obj, [v], real=r) for v, r in pairs]
         elif native:
             results = [_native_apply(m, fn_val.obj, [v]) for v in items]
         else:
@@ -107,13 +147,62 @@ def _consume_lazy(
 
     p = m.expect_outputs(inst, 1 if outputs is None else outputs, make)
     if not native:
-        p.callbacks[fn_val.obj.__code__] = fn_val
+        follow_callbacks(m, p, fn_val, lambda k: [items[k]] if k < len(items) else [])
     return p
+
+
+def follow_callbacks(
+    m: FrameMonitor, p: Pending, fn_val: Val, args_of: Callable[[int], list[Val]]
+) -> None:
+    """Native code will call Python ``fn_val`` back, the ``k``-th time with the values whose
+    shadows ``args_of(k)`` gives (``map``: the k-th item): each callee frame is bound to those
+    shadows, so a number passed keeps where it came from (binding by identity could not tell
+    two equal ints apart). A call with other arguments stops capture."""
+    import types
+
+    from ._calls import _fresh, bind_args, method_self
+
+    fn = fn_val.obj
+    lead: list[Val] = []
+    keywords: dict[str, Val] = {}
+    target, target_val = fn, fn_val
+    if type(fn) is functools.partial:
+        from ._tensorctors import _partial
+
+        target_val, lead, keywords = _partial(m, fn_val, [], {})
+        target = target_val.obj
+    if isinstance(target, types.MethodType):
+        lead = [method_self(m, target_val), *lead]
+        target = target.__func__
+    if not isinstance(target, types.FunctionType):
+        raise m.unsupported(f"native code calling back a {type(target).__name__}")
+    calls = [0]
+
+    def bind(frame: types.FrameType) -> dict[str, Val]:
+        k = calls[0]
+        calls[0] += 1
+        bound = bind_args(m, m.cap.const(target), [*lead, *args_of(k)], dict(keywords))
+        bound = _fresh(frame, bound)
+        for name, v in bound.items():
+            real = frame.f_locals.get(name)
+            if real is not v.obj and not (is_value_type(real) and _same_value(real, v.obj)):
+                raise m.unsupported(f"{target.__qualname__} called back with other arguments")
+        return bound
+
+    p.callbacks[target.__code__] = Val(target, extra={"bind": bind})
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    return type(a) is type(b) and (a == b or (a != a and b != b))
 
 
 def _is_python(fn: Any) -> bool:
     import types
 
+    if type(fn) is functools.partial:  # functools.partial(f, ...) of a Python f
+        fn = fn.func
+    if isinstance(fn, types.MethodType):  # a bound Python method: its frame is followed
+        return isinstance(fn.__func__, types.FunctionType)
     return isinstance(fn, types.FunctionType)
 
 
@@ -126,6 +215,8 @@ def _native_apply(m: FrameMonitor, fn: Any, args: list[Val], real: Any = None) -
     cap = m.cap
     if real is None:
         real = fn(*(a.obj for a in args))
+    if fn in (list, tuple) and len(args) == 1 and isinstance(args[0].items, list):
+        return cap.new(real, items=list(args[0].items))  # list(row): the same values
     if any(isinstance(a.obj, torch.Tensor) for a in args):
         node = cap.rec.call("call_function", fn, tuple(cap.to_arg(a) for a in args), {})
         return cap.op_result(real, node)
@@ -169,7 +260,7 @@ def _seq_builder(m: FrameMonitor) -> Then:
 def _as_seq(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> bool:
     """list(x)/tuple(x) over generators and lazy iterators; False if not applicable."""
     if len(pos) == 1 and (is_generator(pos[0]) or _lazy(pos[0]) is not None):
-        consume(m, inst, pos[0], _seq_builder(m))
+        consume(m, inst, pos[0], _seq_builder(m), in_order=True)
         return True
     return False
 
@@ -235,7 +326,8 @@ def _sorted(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> 
             return [cap.new(real[0], items=_match_order(items, real[0]))]
 
         p = m.expect_outputs(inst, 1, make)
-        p.callbacks[key.obj.__code__] = key
+        # (sorted computes every key first, in the iterable's order)
+        follow_callbacks(m, p, key, lambda k: [items[k]] if k < len(items) else [])
         return
     if key is not None and key.obj is not None:
         cap.observe(key)
@@ -268,7 +360,13 @@ def _reduce(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> 
             return [p.callback_results[-1]]
 
         p = m.expect_outputs(inst, 1, make)
-        p.callbacks[fn_val.obj.__code__] = fn_val
+        seq = ([init] if init is not None else []) + list(items)
+
+        def step(k: int) -> list[Val]:  # fn(acc, next): acc is the previous call's result
+            acc = seq[0] if k == 0 else p.callback_results[k - 1]
+            return [acc, seq[k + 1]] if k + 1 < len(seq) else []
+
+        follow_callbacks(m, p, fn_val, step)
         return
 
     def then(items: list[Val], real: Any, p: Pending) -> Val:
@@ -286,6 +384,12 @@ def _lazy_handler(kind: str) -> Callable[[FrameMonitor, Inst, list[Val], dict[st
         if len(pos) != 2 or kw:
             raise m.unsupported(f"{kind}() over several iterables")
         fn_val = pos[0]
+        if isinstance(pos[1].obj, torch.Tensor):
+            from ._tensorrows import map_rows
+
+            m.cap.observe_identity(fn_val)
+            map_rows(m, inst, kind, fn_val, pos[1])  # map(f, t): f over the rows of t
+            return
         items = iter_items(m, pos[1])
         if items is None:
             raise m.unsupported(f"{kind}() over an iterable of unknown contents")

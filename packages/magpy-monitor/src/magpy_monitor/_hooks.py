@@ -79,12 +79,13 @@ def module_call(
 ) -> None:
     """Model ``module(*pos, **kwargs)``."""
     from ._calls import inline
-    from ._special import OPAQUE_MODULES, opaque_module_call
+    from ._special import OPAQUE_FORWARDS, OPAQUE_MODULES, opaque_module_call
 
     mod: torch.nn.Module = fn_val.obj
     cap = m.cap
     if (
         isinstance(mod, OPAQUE_MODULES)
+        and type(mod).forward in OPAQUE_FORWARDS  # (a subclass's own forward is followed)
         and not (mod._forward_hooks or mod._forward_pre_hooks)
         and _unsupported_hooks(mod) is None
         and fn_val.external

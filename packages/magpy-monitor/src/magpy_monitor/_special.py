@@ -22,7 +22,7 @@ from ._builtins import BUILTIN_HANDLERS, register_builtin
 from ._frame import CellBox, FrameMonitor, Inst
 from ._values import Val
 
-__all__ = ["OPAQUE_MODULES", "opaque_module_call"]
+__all__ = ["OPAQUE_FORWARDS", "OPAQUE_MODULES", "opaque_module_call"]
 
 OPAQUE_MODULES: tuple[type, ...] = (
     torch.nn.RNNBase,
@@ -83,10 +83,25 @@ def _variable(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -
 BUILTIN_HANDLERS[id(torch.autograd.Variable)] = (torch.autograd.Variable, _variable)
 
 
+# the forwards of torch's opaque modules, called as ``super().forward(x)`` by a subclass
+OPAQUE_FORWARDS: frozenset[Any] = frozenset(
+    vars(cls)["forward"]
+    for cls in vars(torch.nn).values()
+    if isinstance(cls, type) and issubclass(cls, OPAQUE_MODULES) and "forward" in vars(cls)
+)
+
+
 def opaque_module_call(
-    m: FrameMonitor, inst: Inst, fn_val: Val, pos: list[Val], kwargs: dict[str, Val]
+    m: FrameMonitor,
+    inst: Inst,
+    fn_val: Val,
+    pos: list[Val],
+    kwargs: dict[str, Val],
+    *,
+    forward: Any = None,
 ) -> None:
-    """Record a call of a module whose code we do not follow as one graph node."""
+    """Record a call of a module whose code we do not follow as one graph node
+    (``forward``: that function of its class, called on it, instead of the whole call)."""
     cap = m.cap
     mod = fn_val.obj
     cap.observe_identity(fn_val)
@@ -104,7 +119,7 @@ def opaque_module_call(
         cap.observe(cap.child(fn_val, Attr(k), getattr(mod, k)))
 
     def call_module(*args: Any, **kw: Any) -> Any:
-        return mod(*args, **kw)
+        return mod(*args, **kw) if forward is None else forward(mod, *args, **kw)
 
     call_module.__name__ = f"call_{type(mod).__name__}"
 

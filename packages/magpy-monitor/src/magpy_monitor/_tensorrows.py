@@ -17,7 +17,7 @@ from ._frame import FrameMonitor, Inst
 from ._iteration import draw, iter_items, make_iterator
 from ._values import Val
 
-__all__ = ["is_row_source", "unpack_ex_rows", "zip_rows"]
+__all__ = ["is_row_source", "map_rows", "unpack_ex_rows", "zip_rows"]
 
 
 def is_row_source(v: Val) -> bool:
@@ -95,6 +95,22 @@ def zip_rows(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) ->
                 raise m.unsupported("zip(strict=True) of unequal lengths raises ValueError")
         tuples = [cap.new(tuple(v.obj for v in row), items=row) for row in rows]
         return [make_iterator(m, real[0], tuples, feeds=feeds)]
+
+    m.expect_outputs(inst, 1, make)
+
+
+def map_rows(m: FrameMonitor, inst: Inst, kind: str, fn_val: Val, v: Val) -> None:
+    """``map(f, t)``/``filter(f, t)`` of a tensor: over the rows of the iterator ``map`` made
+    with ``Tensor.__iter__``."""
+    _check_iterable(m, v)
+
+    def make(real: list[Any]) -> list[Val]:
+        try:
+            it = real[0].__reduce__()[1][1]  # map -> (map, (fn, iterator)); filter alike
+        except Exception as exc:
+            raise m.unsupported(f"{kind} over a tensor gave an unknown iterator") from exc
+        rows = _rows(m, v, _iterator_rows(m, it)).items
+        return [m.cap.new(real[0], extra={"lazy": kind, "fn": fn_val, "items": rows})]
 
     m.expect_outputs(inst, 1, make)
 

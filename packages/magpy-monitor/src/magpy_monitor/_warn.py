@@ -42,7 +42,7 @@ from ._capture import Capture, Write
 from ._frame import FrameMonitor, Inst
 from ._values import Val
 
-__all__ = ["SYNTHETIC_CODES", "note_catch_warnings", "replay_warning"]
+__all__ = ["SYNTHETIC_CODES", "note_catch_warnings", "record_warning", "replay_warning"]
 
 _WARN_PARAMS = ("message", "category", "stacklevel", "source")
 # code of MagPy's own stand-ins that a call was given instead of the program's callable (see
@@ -173,6 +173,18 @@ def _warn(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> No
         raise m.unsupported(
             f"warnings.warn(stacklevel={stacklevel}) names a frame outside the compiled code"
         )
+    record_warning(m, message, category, target)
+    m.expect_outputs(inst, 1, lambda real: [cap.const(real[0])])
+
+
+def record_warning(
+    m: FrameMonitor, message: str, category: type[Warning], target: types.FrameType
+) -> None:
+    """The run issued ``message`` attributed to ``target`` (a monitored frame): the mock
+    replays it on every hit (see the module doc)."""
+    cap = m.cap
+    if cap in _BLOCKS:
+        raise m.unsupported("a warning in a record with a `warnings.catch_warnings()` block")
     glob = target.f_globals
     module = glob.get("__name__")
     if "__name__" not in glob or not (module is None or isinstance(module, str)):
@@ -190,7 +202,6 @@ def _warn(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> No
     target_fn = cap.root(Const(replay_warning), replay_warning)
     cap.writes.append(Write("callmethod", target_fn, "__call__", cap.new(fields, items=items)))
     _WARNED.add(cap)
-    m.expect_outputs(inst, 1, lambda real: [cap.const(real[0])])
 
 
 BUILTIN_HANDLERS[id(warnings.warn)] = (warnings.warn, _warn)
