@@ -218,17 +218,31 @@ class RunningNorm(nn.Module):
         return x
 
 
-def test_no_assumption_in_a_graph_that_updates_outside_tensors() -> None:
-    """A miss would have run the in-place update twice: the read is a break instead."""
+def bump_then_check(x: torch.Tensor) -> torch.Tensor:
+    x[0].add_(1)  # an input updated in place through a view
+    return x * 2 if x.sum() > 0 else -x
+
+
+def test_assumptions_in_a_graph_that_updates_outside_tensors() -> None:
+    """The graph updates tensors from outside (a buffer; an input through a view) before its
+    check: the mock copies them first and puts them back on a miss, so the update runs once."""
     ex = magpy.explain(RunningNorm())(torch.randn(4))
-    assert ex.graph_break_count == 1, str(ex)
-    assert "in place" in ex.break_reasons[0].reason
+    assert (ex.graph_count, ex.graph_break_count) == (1, 0), str(ex)
     model, ref = RunningNorm(), RunningNorm()
     compiled = magpy.compile(model, backend="eager")
-    for i in range(5):
+    for i in range(6):
         x = torch.randn(4) * (5 if i % 2 else 1)
         same(compiled(x), ref(x))
-    same(model.seen, ref.seen)
+        same(model.seen, ref.seen)
+    assert magpy.stats(compiled).assumption_misses >= 1
+    compiled_fn = magpy.compile(bump_then_check, backend="eager")
+    for i in range(6):
+        x = torch.randn(4) * (-5 if i % 2 else 5)
+        x2 = x.clone()
+        same(compiled_fn(x), bump_then_check(x2))
+        same(x, x2)
+    stats = magpy.stats(compiled_fn)
+    assert stats.records == 2 and stats.hits == 4 and stats.breaks == 0, stats
 
 
 def noisy_branch(x: torch.Tensor) -> torch.Tensor:
@@ -238,17 +252,37 @@ def noisy_branch(x: torch.Tensor) -> torch.Tensor:
     return -y
 
 
-def test_no_assumption_after_random_numbers() -> None:
-    """A miss would draw the random numbers twice: eager's stream would differ."""
+def test_assumptions_after_random_numbers_restore_the_generator_on_a_miss() -> None:
+    """The graph draws before its checks: a miss puts torch's RNG state back, so the program
+    run again (and every later draw) sees the numbers eager sees."""
     ex = magpy.explain(noisy_branch)(torch.randn(6))
-    assert ex.graph_break_count == 1 and "random" in ex.break_reasons[0].reason, str(ex)
+    assert (ex.graph_count, ex.graph_break_count) == (1, 0), str(ex)
     compiled = magpy.compile(noisy_branch, backend="eager")
-    for i in range(4):
+    for i in range(8):
         x = torch.randn(6)
         torch.manual_seed(i)
-        got = compiled(x)
+        got, after = compiled(x), torch.rand(3)
         torch.manual_seed(i)
-        same(got, noisy_branch(x))
+        same((got, after), (noisy_branch(x), torch.rand(3)))
+    stats = magpy.stats(compiled)
+    assert stats.records == 2 and stats.assumption_misses >= 1 and stats.hits >= 5, stats
+
+
+def own_generator_branch(x: torch.Tensor, g: torch.Generator) -> torch.Tensor:
+    y = x * torch.rand(x.shape, generator=g)
+    return y if y.sum() > 0 else -y
+
+
+def test_drawing_from_the_programs_generator_is_a_break() -> None:
+    """A ``torch.Generator`` the program passes can be neither a constant of the graph nor
+    restored on a miss: the draw is a break, and the numbers are eager's."""
+    ex = magpy.explain(own_generator_branch)(torch.randn(6), torch.Generator().manual_seed(0))
+    assert ex.graph_break_count >= 1 and "Generator" in ex.break_reasons[0].reason, str(ex)
+    compiled = magpy.compile(own_generator_branch, backend="eager")
+    for i in range(3):
+        x = torch.randn(6)
+        got = compiled(x, torch.Generator().manual_seed(i))
+        same(got, own_generator_branch(x, torch.Generator().manual_seed(i)))
 
 
 def test_speculation_can_be_turned_off() -> None:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import torch
+
 from magpy_refgraph import (
     AdvanceIter,
     AppendItem,
@@ -138,13 +140,20 @@ def generate_mock(
     qualname: str = "",
     roots: str = "call",
     fresh_outputs: bool = False,
+    restore_rng: bool = False,
+    restore_inputs: tuple[int, ...] = (),
 ) -> GeneratedCode:
     """The mock of ``plan`` as generated source (function ``__magpy_mock``).
+
+    ``restore_rng``: the graph draws random numbers; a miss of a check puts the generators'
+    state back (the program then runs again and draws what eager draws). ``restore_inputs``:
+    the inputs (indices) the graph updates in place; a miss puts their values back.
 
     ``fresh_outputs``: the backend may return an input tensor object as an output; copy it.
     """
     w = _MockWriter(names, roots)
-    checks = _checks(plan, names)
+    undo = "__magpy_undo" if has_graph and (restore_rng or restore_inputs) else "None"
+    checks = _checks(plan, names, undo)
     writes = [w.writeback(x) for x in plan.writebacks]
     result = w.expr(plan.result)
     call = "    __magpy_outs = __magpy_graph(*inputs)" if has_graph else "    __magpy_outs = ()"
@@ -153,7 +162,11 @@ def generate_mock(
         # from a mask, used by ``arange``): nothing was written yet, so that is a miss too;
         # running the program again raises the error itself where it is the program's
         failed = names.const(graph_failed)
-        call = f"    try:\n    {call}\n    except Exception as exc:\n        {failed}(exc)"
+        if undo != "None":  # what the graph changes that a miss must put back
+            save = f"{names.const(save_state)}(inputs, {tuple(restore_inputs)!r}, {restore_rng})"
+            call = f"    {undo} = {save}\n{call}"
+        call = call.replace("\n", "\n    ")
+        call = f"    try:\n    {call}\n    except Exception as exc:\n        {failed}(exc, {undo})"
     if has_graph and fresh_outputs and plan.num_outputs and plan.inputs:
         # a compiler may hand back an input tensor itself as an output (x + 0 * r -> x);
         # eager made a new tensor there, so give the caller a copy
@@ -175,7 +188,7 @@ def generate_mock(
     return GeneratedCode("\n".join(src), dict(names.consts), "mock")
 
 
-def _checks(plan: Plan, names: NameAllocator) -> list[str]:
+def _checks(plan: Plan, names: NameAllocator, rng: str) -> list[str]:
     """Lines comparing the graph's outputs with the values the capture assumed; they run
     before anything is built or written, so a miss leaves no trace."""
     if not plan.checks:
@@ -190,16 +203,42 @@ def _checks(plan: Plan, names: NameAllocator) -> list[str]:
         else:
             cond = f"not {same}({out}.item(), {names.const(c.expected)})"
         where = " ".join(c.where.split())
-        lines.append(f"    if {cond}: {miss}({i})  # {where}")
+        lines.append(f"    if {cond}: {miss}({i}, {rng})  # {where}")
     return lines
 
 
-def speculation_miss(check: int) -> None:
+def speculation_miss(check: int, undo: Any = None) -> None:
+    if undo is not None:
+        restore_state(undo)
     raise SpeculationMiss(check)
 
 
-def graph_failed(exc: Exception) -> None:
+def graph_failed(exc: Exception, undo: Any = None) -> None:
+    if undo is not None:
+        restore_state(undo)
     raise SpeculationMiss(-1) from exc
+
+
+def save_state(inputs: Any, updated: tuple[int, ...], rng: bool) -> Any:
+    """What the graph is about to change, for a miss to put back: copies of the inputs it
+    updates in place, and the state of torch's default generators (CPU, and every CUDA
+    device once CUDA is up) when it draws random numbers."""
+    copies = [(inputs[i], inputs[i].detach().clone()) for i in updated]
+    if not rng:
+        return copies, None
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
+    return copies, (torch.get_rng_state(), cuda)
+
+
+def restore_state(state: Any) -> None:
+    copies, rng = state
+    with torch.no_grad():
+        for t, saved in copies:
+            t.copy_(saved)
+    if rng is not None:
+        torch.set_rng_state(rng[0])
+        if rng[1] is not None:
+            torch.cuda.set_rng_state_all(rng[1])
 
 
 def same_scalar(now: Any, assumed: Any) -> bool:

@@ -54,6 +54,8 @@ def build_record(
     roots: str = "call",
     grad_enabled: bool | None = None,
     ambient: tuple[Any, Any] | None = None,
+    restore_rng: bool = False,
+    restore_inputs: tuple[int, ...] = (),
 ) -> Record:
     """Generate the guard and mock of ``plan`` and compile ``graph`` with ``backend``."""
     op_count = sum(1 for n in graph.nodes if n.op in ("call_function", "call_method"))
@@ -81,6 +83,8 @@ def build_record(
         qualname=qualname,
         roots=roots,
         fresh_outputs=backend != "eager",
+        restore_rng=restore_rng,
+        restore_inputs=restore_inputs,
     )
     if compiled is not None:
         mock_code.globals["__magpy_graph"] = compiled

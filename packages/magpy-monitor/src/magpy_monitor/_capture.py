@@ -40,6 +40,7 @@ from ._speculation import (
     Assumption,
     assume_outcome,
     assume_shape,
+    draws_random,
     pin,
     python_number,
     speculated,
@@ -161,6 +162,8 @@ class Capture:
         # values of tensors read into Python that the record assumes (see _speculation)
         self.assumptions: list[Assumption] = []
         self.assumed_consts: list[Val] = []  # made constants by assumptions (undone by cut)
+        self.updated: set[Any] = set()  # storages the graph writes into (see mutated_inputs)
+        self.updated_unknown = False
         # tensors of data-dependent shape whose shape is assumed: graph node -> assumption
         self.assumed_shapes: dict[Any, Assumption] = {}
         self.speculate = True  # False: a value read is a graph break (it kept changing)
@@ -186,6 +189,32 @@ class Capture:
         for val in self.assumed_consts[mark[5] :]:
             val.const = False
         del self.assumed_consts[mark[5] :]
+
+    @property
+    def mutated_inputs(self) -> tuple[int, ...]:
+        """Indices of the graph inputs (``rec.example_inputs``) whose memory the graph updates
+        in place (directly, or through a view: ``x[0].add_(1)``)."""
+        ids = {id(v.obj) for v in self.mutated_tensors}
+        return tuple(
+            i
+            for i, t in enumerate(self.rec.example_inputs)
+            if id(t) in ids or (isinstance(t, torch.Tensor) and _storage(t) in self.updated)
+        )
+
+    def _note_storage_update(self, t: Any) -> None:
+        """An operation of the graph writes into ``t``'s memory."""
+        key = _storage(t) if isinstance(t, torch.Tensor) else None
+        if key is None:
+            if self.assumptions:
+                raise Unsupported("in-place update of a tensor without storage after a value read")
+            self.updated_unknown = True  # (no storage to compare: no assumption may follow)
+        else:
+            self.updated.add(key)
+
+    @property
+    def draws_random(self) -> bool:
+        """The graph draws random numbers from the default generators (see _speculation)."""
+        return draws_random(self)
 
     def assumed_const(self, val: Val) -> None:
         """``val`` is a constant of the record because an assumption checks it (directly, or
@@ -605,12 +634,9 @@ class Capture:
         if val.fx is not None and val.fx.meta.get("copied_view"):
             # x[t] with a promoted index is recorded as a copy (index_select), not a view
             raise Unsupported("in-place update of x[i] indexed by a value that changes per call")
-        if val.external and self.assumptions:
-            raise Unsupported(
-                "in-place update of a tensor from outside after a tensor's value was assumed"
-            )
         node.meta["effect"] = True
         self.mutations += 1
+        self._note_storage_update(val.obj)
         val.fx = node
         if val.external and val.node is not None:
             self.graph.update_in_place(val.node, "in-place tensor op")
@@ -698,6 +724,14 @@ _SELF_WHEN_ALREADY_SO = frozenset(
 def _target_name(node: fx.Node) -> str:
     target = node.target
     return target if isinstance(target, str) else getattr(target, "__name__", "")
+
+
+def _storage(t: torch.Tensor) -> Any:
+    """An identity of ``t``'s memory (None for tensors without one: sparse, nested...)."""
+    try:
+        return (t.device, t.untyped_storage().data_ptr())
+    except (RuntimeError, NotImplementedError):
+        return None
 
 
 def _dict_view(base: Val) -> dict[Any, Any] | None:

@@ -10,8 +10,6 @@ import torch.fx as fx
 
 from magpy_refgraph import Path, Unsupported
 
-from ._speculation import is_random
-
 __all__ = ["GraphRecorder"]
 
 _NAME = re.compile(r"[^0-9a-zA-Z_]+")
@@ -34,7 +32,6 @@ class GraphRecorder:
         self.created: list[fx.Node] = []
         self._insert_before: fx.Node | None = None
         self._targets: set[str] = set()
-        self.speculating = False  # a value was assumed: the graph must stay re-runnable
 
     def placeholder(self, path: Path, example: torch.Tensor) -> fx.Node:
         """A new graph input read from ``path`` (placeholders stay ahead of every operation)."""
@@ -68,8 +65,9 @@ class GraphRecorder:
         effect: bool = False,
     ) -> fx.Node:
         """Append one ``call_function``/``call_method`` node."""
-        if self.speculating and is_random(target, args, kwargs):
-            raise Unsupported("random numbers drawn after a tensor's value was assumed")
+        if any(isinstance(a, torch.Generator) for a in (*args, *kwargs.values())):
+            # (a Generator cannot be a constant of the graph's code, nor restored on a miss)
+            raise Unsupported("random numbers drawn from a torch.Generator the program passes")
         node = self.graph.create_node(op, target, args, kwargs)
         uninit = any(a.meta.get("uninit") for a in node.all_input_nodes)
         if uninit and not _fills(node) and not _fills_a_slice(node):

@@ -15,9 +15,11 @@ What is assumed is as little as the program used:
   the outputs; a branch on arithmetic over it assumes the outcome; any other use of its value
   (a shape, a dict key, an effect) assumes the exact value.
 
-A graph that updates a tensor from outside in place, or draws random numbers, could not be
-run a second time after a miss without changing what eager would do: there a value read stays
-a graph break.
+A graph that updates a tensor from outside in place could not be run a second time after a
+miss without changing what eager would do: there a value read stays a graph break. A graph that
+draws random numbers is fine: its record saves the default generators' state before the graph
+runs and puts it back on a miss (``draws_random``), so the program run again draws what eager
+draws.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Assumption",
     "assume_outcome",
+    "draws_random",
     "is_random",
     "pin",
     "python_number",
@@ -231,16 +234,23 @@ def assume(cap: Capture, node: Any, expected: Any, reason: str, *, truth: bool) 
     _check_possible(cap, reason)
     file, line = cap.location or ("", 0)
     cap.assumptions.append(Assumption(node, expected, truth, f"{file}:{line}"))
-    cap.rec.speculating = True
 
 
 def _check_possible(cap: Capture, reason: str) -> None:
     if not cap.speculate:
         raise _break(cap, f"{reason} (not assumed here: turned off, or values kept changing)")
-    if cap.mutated_tensors:
-        raise _break(cap, f"{reason}, in a graph that updates a tensor from outside in place")
-    if any(is_random(n.target, n.args, n.kwargs) for n in cap.rec.created):
-        raise _break(cap, f"{reason}, in a graph that draws random numbers")
+    if cap.updated_unknown:
+        raise _break(cap, f"{reason}, in a graph that updates a tensor without storage in place")
+    # (a miss leaves no trace: the mock copies the inputs the graph updates in place and the
+    # default generators' state before the graph runs, and puts them back; see
+    # Capture.mutated_inputs and draws_random. A torch.Generator the program passes is a break)
+
+
+def draws_random(cap: Capture) -> bool:
+    """The graph draws random numbers: a record that checks assumptions saves the default
+    generators' state before its graph runs and puts it back on a miss, so running the program
+    again draws what eager draws."""
+    return any(is_random(n.target, n.args, n.kwargs) for n in cap.rec.created)
 
 
 def _plain(t: torch.Tensor) -> bool:

@@ -195,6 +195,8 @@ class CacheState:
                     qualname=self.qualname,
                     grad_enabled=result.capture.grad_enabled,
                     ambient=(ambient_state, result.capture.ambient),
+                    restore_rng=result.capture.draws_random,
+                    restore_inputs=result.capture.mutated_inputs,
                 )
             except MagPyError as exc:
                 failure = exc

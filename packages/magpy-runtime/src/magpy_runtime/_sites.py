@@ -347,6 +347,8 @@ class _Host:
                 roots="frame",
                 grad_enabled=seg.capture.grad_enabled,
                 ambient=(ambient_state, seg.capture.ambient),
+                restore_rng=seg.capture.draws_random,
+                restore_inputs=seg.capture.mutated_inputs,
             )
         except Exception as exc:
             self.on_failure(seg.code, seg.site, exc)
