@@ -218,3 +218,34 @@ def test_numbers_passed_to_callbacks_keep_their_origin() -> None:
         H.assert_same(compiled(x, xs), callbacks_over_numbers(x, xs))
     stats = magpy.stats(compiled)
     assert (stats.records, stats.hits, stats.breaks) == (3, 2, 0), stats
+
+
+class PackedEncoder(torch.nn.Module):
+    """StackPropagation-SLU's encoder: pack, a bidirectional LSTM, unpack, cut each row."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lstm = torch.nn.LSTM(4, 3, batch_first=True, bidirectional=True)
+
+    def forward(self, x: torch.Tensor, lens: Any) -> torch.Tensor:
+        packed = torch.nn.utils.rnn.pack_padded_sequence(x, lens, batch_first=True)
+        hidden, _ = self.lstm(packed)
+        padded, _ = torch.nn.utils.rnn.pad_packed_sequence(hidden, batch_first=True)
+        return torch.cat([padded[i][: lens[i], :] for i in range(len(lens))], dim=0)
+
+
+def packed(x: torch.Tensor, lens: list[int]) -> Any:
+    return torch.nn.utils.rnn.pack_padded_sequence(x * 2, lens, batch_first=True)
+
+
+def test_packed_sequences(check: Any) -> None:
+    """``PackedSequence`` (a namedtuple with a Python ``__new__``) is built by following its
+    ``__new__`` down to ``tuple.__new__``; an LSTM over it is one node that gets it rebuilt;
+    lengths as a list are guarded, as a tensor they stay in the graph."""
+    as_list = lambda i: ((torch.rand(4, 4, 4), [4, 3, 2, 2]), {})  # noqa: E731
+    as_tensor = lambda i: ((torch.rand(4, 4, 4), torch.tensor([4, 3, 2, 2])), {})  # noqa: E731
+    check(PackedEncoder(), as_list, calls=3)
+    check(PackedEncoder(), as_tensor, calls=3)
+    assert _graphs(PackedEncoder(), *as_tensor(0)[0]) == (1, [])
+    out = check(packed, as_list, calls=3)(torch.rand(4, 4, 4), [4, 3, 2, 2])
+    assert type(out) is torch.nn.utils.rnn.PackedSequence and out.unsorted_indices is None

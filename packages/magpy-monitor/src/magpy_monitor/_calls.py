@@ -65,8 +65,10 @@ def dispatch_call(
     from ._objects import (
         construct,
         construct_namedtuple,
+        follow_tuple_new,
         is_namedtuple_class,
         is_replayable_class,
+        python_tuple_new,
     )
 
     if is_replayable_class(fn):
@@ -74,6 +76,9 @@ def dispatch_call(
         return
     if is_namedtuple_class(fn):
         construct_namedtuple(m, inst, fn_val, pos, kwargs)
+        return
+    if python_tuple_new(fn) is not None:
+        follow_tuple_new(m, inst, fn_val, pos, kwargs)  # PackedSequence(data, batch_sizes)
         return
     special = BUILTIN_HANDLERS.get(id(fn))
     if special is not None and special[0] is fn:

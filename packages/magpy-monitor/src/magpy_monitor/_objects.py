@@ -26,7 +26,7 @@ import torch
 
 from magpy_refgraph import Build, BuildKind, Constant, Recipe
 
-from ._builtins import METHOD_HANDLERS
+from ._builtins import BUILTIN_HANDLERS, METHOD_HANDLERS
 from ._capture import is_value_type
 from ._frame import FrameMonitor, Inst
 from ._values import Val
@@ -58,6 +58,64 @@ def is_namedtuple_class(cls: Any) -> bool:
         and new.__globals__.get("_tuple_new") == tuple.__new__
         and cls.__init__ is tuple.__init__
     )
+
+
+def python_tuple_new(cls: Any) -> types.FunctionType | None:
+    """The Python ``__new__`` of a tuple subclass that defines one over a namedtuple
+    (``PackedSequence``), when ``cls(...)`` is that call and nothing more (no Python
+    ``__init__``, no metaclass ``__call__``)."""
+    if not (isinstance(cls, type) and issubclass(cls, tuple)) or is_namedtuple_class(cls):
+        return None
+    if type(cls) is not type or cls.__init__ is not tuple.__init__:
+        return None
+    for klass in cls.__mro__:
+        new = vars(klass).get("__new__")
+        if new is not None:
+            func = getattr(new, "__func__", new)  # (a staticmethod)
+            return func if isinstance(func, types.FunctionType) else None
+    return None
+
+
+def follow_tuple_new(
+    m: FrameMonitor, inst: Inst, cls_val: Val, pos: list[Val], kwargs: dict[str, Val]
+) -> None:
+    """``cls(...)`` of such a class: its ``__new__`` is followed like a call with ``cls``
+    first; ``tuple.__new__`` at the bottom builds the instance (``_tuple_new``)."""
+    from ._calls import inline
+
+    cap = m.cap
+    cap.observe_identity(cls_val)
+    new = python_tuple_new(cls_val.obj)
+    assert new is not None
+    inline(m, inst, cap.const(new), [cls_val, *pos], kwargs)
+
+
+def _tuple_new(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    """``tuple.__new__(cls, iterable)`` (a namedtuple's ``__new__``): a ``cls`` instance over
+    the iterable's values, rebuilt by the mock the same way (no Python ``__new__`` runs)."""
+    from ._iteration import iter_items
+
+    if kw or len(pos) != 2 or not (isinstance(pos[0].obj, type) and issubclass(pos[0].obj, tuple)):
+        raise m.unsupported("tuple.__new__ with unusual arguments")
+    m.cap.observe_identity(pos[0])
+    items = iter_items(m, pos[1])
+    if items is None:
+        raise m.unsupported("tuple.__new__ over an iterable of unknown contents")
+
+    def make(real: list[Any]) -> list[Val]:
+        if len(real[0]) != len(items) or any(
+            v.obj is not x for v, x in zip(items, real[0], strict=True)
+        ):
+            raise m.unsupported("tuple.__new__ built other values than it was given")
+        val = m.cap.new(real[0], items=list(items))
+        fields = getattr(type(real[0]), "_fields", ())
+        val.attrs = dict(zip(fields, items, strict=False))
+        return [val]
+
+    m.expect_outputs(inst, 1, make)
+
+
+BUILTIN_HANDLERS[id(tuple.__new__)] = (tuple.__new__, _tuple_new)
 
 
 def construct_namedtuple(

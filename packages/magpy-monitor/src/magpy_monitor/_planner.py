@@ -44,7 +44,7 @@ from magpy_refgraph import (
 
 from ._capture import Capture, is_value_type
 from ._frameio import NULL
-from ._objects import ctor_recipe
+from ._objects import ctor_recipe, python_tuple_new
 from ._pyobjects import is_pyobj, object_recipe
 from ._values import Val
 
@@ -234,6 +234,10 @@ class _Planner:
                 b = Build(key, BuildKind.CALL, (Constant(t), inner, Constant(obj.maxlen)))
             elif t is slice:
                 b = Build(key, BuildKind.SLICE, parts)
+            elif issubclass(t, tuple) and python_tuple_new(t) is not None:
+                # (PackedSequence: its Python __new__ is not run again, tuple.__new__ is)
+                tup = Build(-key, BuildKind.TUPLE, parts)
+                b = Build(key, BuildKind.CALL, (Constant(tuple.__new__), Constant(t), tup))
             elif issubclass(t, tuple) and hasattr(t, "_fields"):
                 b = Build(key, BuildKind.NAMEDTUPLE, parts, (t,))
             elif issubclass(t, tuple):  # structseq such as torch.return_types.max

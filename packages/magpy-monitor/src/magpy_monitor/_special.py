@@ -118,18 +118,35 @@ def opaque_module_call(
     for k in ("training",):
         cap.observe(cap.child(fn_val, Attr(k), getattr(mod, k)))
 
+    # a PackedSequence argument travels as the tuple of its fields, rebuilt for the call
+    packed = {i: type(a.obj) for i, a in enumerate(pos) if _packed(a)}
+
     def call_module(*args: Any, **kw: Any) -> Any:
+        if packed:
+            args = tuple(
+                tuple.__new__(packed[i], a) if i in packed else a for i, a in enumerate(args)
+            )
         return mod(*args, **kw) if forward is None else forward(mod, *args, **kw)
 
     call_module.__name__ = f"call_{type(mod).__name__}"
 
     def make(real: list[Any]) -> list[Val]:
-        args = tuple(cap.to_arg(a) for a in pos)
+        args = tuple(
+            tuple(cap.to_arg(x) for x in a.items) if i in packed else cap.to_arg(a)
+            for i, a in enumerate(pos)
+        )
         kw = {k: cap.to_arg(v) for k, v in kwargs.items()}
         node = cap.rec.call("call_function", call_module, args, kw)
         return [_structured_result(m, real[0], node)]
 
     m.expect_outputs(inst, 1, make)
+
+
+def _packed(v: Val) -> bool:
+    """A ``PackedSequence`` (a tuple subclass with a Python ``__new__``) of known fields."""
+    from ._objects import python_tuple_new
+
+    return python_tuple_new(type(v.obj)) is not None and isinstance(v.items, list)
 
 
 def _structured_result(m: FrameMonitor, obj: Any, node: Any) -> Val:
