@@ -41,9 +41,8 @@ from torch.cpu.amp.autocast_mode import autocast as cpu_autocast
 from magpy_refgraph import Attr, Const
 
 from ._builtins import register_builtin
-from ._calls import _closure, _fresh, bind_args
-from ._frame import FrameMonitor, Inst, initial_fast
-from ._pyobjects import lookup
+from ._frame import FrameMonitor, Inst
+from ._pyobjects import follow, lookup
 from ._values import Val
 
 __all__ = ["before_with", "context_exit", "is_python_context_class"]
@@ -74,28 +73,14 @@ def is_python_context_class(cls: type) -> bool:
 
 
 def _follow_enter(m: FrameMonitor, inst: Inst, ctx: Val, enter: types.FunctionType) -> None:
-    cap = m.cap
     if ctx.external:
-        cap.observe_type(ctx)
-    fn_val = cap.const(enter)
-    bound = bind_args(m, fn_val, [ctx], {})
-    closure = _closure(m, fn_val)
-    entered: list[Val] = []
+        m.cap.observe_type(ctx)
 
-    def start(frame: types.FrameType) -> FrameMonitor:
-        mon = FrameMonitor(cap, frame, initial_fast(cap, frame, _fresh(frame, bound), closure))
-        mon.func = enter
-        return mon
-
-    def make(real: list[Any]) -> list[Val]:
-        if not entered:
-            raise m.unsupported(f"{type(ctx.obj).__name__}.__enter__ was not seen running")
+    def outputs(real: list[Any], entered: Val) -> list[Val]:
         # the bound __exit__: called like any method of ctx (the mock can rebuild it from ctx)
-        return [Val(real[0], extra={"self": ctx, "exit_of": ctx}), entered[0]]
+        return [Val(real[0], extra={"self": ctx, "exit_of": ctx}), entered]
 
-    p = m.expect_outputs(inst, 2, make, opaque=True)
-    p.expect = (enter.__code__, start)
-    p.on_result = entered.append
+    follow(m, inst, enter, [ctx], 2, outputs)
 
 
 # ---------------------------------------------------------------------- BEFORE_WITH, __exit__

@@ -34,6 +34,7 @@ from ._values import Val
 __all__ = [
     "PYOBJ",
     "construct_object",
+    "follow",
     "instance_dict",
     "is_plain_class",
     "is_pyobj",
@@ -191,10 +192,17 @@ def _native_init(
     p.callbacks[code] = Val(setitem, extra={"bind": bind})
 
 
-def _follow(
-    m: FrameMonitor, inst: Inst, fn: types.FunctionType, args: list[Val], n_out: int
+def follow(
+    m: FrameMonitor,
+    inst: Inst,
+    fn: types.FunctionType,
+    args: list[Val],
+    n_out: int,
+    outputs: Callable[[list[Any], Val], list[Val]] | None = None,
 ) -> None:
-    """Inline ``fn(*args)``, called natively by ``inst``: ``n_out`` 1 pushes its result."""
+    """Inline ``fn(*args)``, called natively by ``inst`` (a Python ``__setattr__``, a
+    property getter, ``__enter__``). ``inst`` pushes ``n_out`` values: ``outputs(real,
+    result)`` gives their shadows (by default: ``fn``'s result when ``n_out`` is 1)."""
     from ._calls import _closure, _fresh, bind_args
 
     cap = m.cap
@@ -211,7 +219,7 @@ def _follow(
     def make(real: list[Any]) -> list[Val]:
         if not seen:
             raise m.unsupported(f"{fn.__qualname__} was called but its frame was not seen")
-        return seen[:n_out]
+        return outputs(real, seen[0]) if outputs is not None else seen[:n_out]
 
     p = m.expect_outputs(inst, n_out, make, opaque=True)
     p.expect = (fn.__code__, start)
@@ -233,7 +241,7 @@ def load_attr_followed(m: FrameMonitor, inst: Inst, base: Val, name: str) -> boo
     if isinstance(desc, property):
         if not isinstance(desc.fget, types.FunctionType):
             raise m.unsupported(f"property {cls.__name__}.{name} is not Python")
-        _follow(m, inst, desc.fget, [base], 1)
+        follow(m, inst, desc.fget, [base], 1)
         return True
     get = lookup(type(desc), "__get__")
     if not isinstance(get, types.FunctionType):
@@ -243,7 +251,7 @@ def load_attr_followed(m: FrameMonitor, inst: Inst, base: Val, name: str) -> boo
     # the descriptor is part of the (identity-guarded) class, like its methods: reading it
     # again through the class would run its ``__get__``
     desc_val = m.cap.new(desc, const=True)
-    _follow(m, inst, get, [desc_val, base, base.extra[PYOBJ]], 1)
+    follow(m, inst, get, [desc_val, base, base.extra[PYOBJ]], 1)
     return True
 
 
@@ -253,11 +261,11 @@ def store_attr_followed(m: FrameMonitor, inst: Inst, base: Val, name: str, value
     cls = type(base.obj)
     setattr_ = lookup(cls, "__setattr__")
     if isinstance(setattr_, types.FunctionType):
-        _follow(m, inst, setattr_, [base, m.cap.const(name), value], 0)
+        follow(m, inst, setattr_, [base, m.cap.const(name), value], 0)
         return True
     desc = lookup(cls, name)
     if isinstance(desc, property) and isinstance(desc.fset, types.FunctionType):
-        _follow(m, inst, desc.fset, [base, value], 0)
+        follow(m, inst, desc.fset, [base, value], 0)
         return True
     if hasattr(type(desc), "__set__"):
         raise m.unsupported(f"setting {cls.__name__}.{name}, a {type(desc).__name__}")
@@ -269,7 +277,7 @@ def store_item_followed(m: FrameMonitor, inst: Inst, base: Val, key: Val, value:
     (True); a mapping's native one stores into the shadow's items (True); else False."""
     setitem = lookup(type(base.obj), "__setitem__")
     if isinstance(setitem, types.FunctionType):
-        _follow(m, inst, setitem, [base, key, value], 0)
+        follow(m, inst, setitem, [base, key, value], 0)
         return True
     if isinstance(base.items, dict):
         from ._collections import put_item
