@@ -249,3 +249,23 @@ def test_packed_sequences(check: Any) -> None:
     assert _graphs(PackedEncoder(), *as_tensor(0)[0]) == (1, [])
     out = check(packed, as_list, calls=3)(torch.rand(4, 4, 4), [4, 3, 2, 2])
     assert type(out) is torch.nn.utils.rnn.PackedSequence and out.unsorted_indices is None
+
+
+def positive_mean(label: torch.Tensor, score: torch.Tensor) -> Any:
+    mask = (label > 0.5).float()
+    count = max(torch.sum(mask), 1)  # mmaction's loss: a tensor or the int 1
+    return (mask * score).sum() / count, count
+
+
+def test_max_of_a_tensor_and_a_number(check: Any) -> None:
+    """``max(t.sum(), 1)`` compares a tensor with a number: the outcome is assumed, and the
+    result is the item Python picked (the tensor, or the very int)."""
+    full, empty = torch.ones(6), torch.zeros(6)
+    check(
+        positive_mean,
+        lambda i: ((full if i % 2 else empty, torch.rand(6)), {}),
+        calls=4,
+        expect_records=2,
+    )
+    assert _graphs(positive_mean, full, torch.rand(6)) == (1, [])
+    assert magpy.compile(positive_mean, backend="eager")(empty, torch.rand(6))[1] == 1

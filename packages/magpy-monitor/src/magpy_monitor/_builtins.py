@@ -471,19 +471,65 @@ def _sum(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> Non
     m.expect_outputs(inst, 1, make)
 
 
-@register_builtin(min, max)
-def _min_max(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
-    if _has_tensor([*pos, *kw.values()]):
-        raise m.unsupported("min()/max() over tensors compares tensor values")
-    if len(pos) == 1:
-        items = iter_items(m, pos[0])
-        if items is None:
-            raise m.unsupported("min()/max() over an iterable of unknown contents")
-        if _has_tensor(items):
-            raise m.unsupported("min()/max() over tensors compares tensor values")
-        exhaust(m, pos[0])
-        pos = items
-    pure_call(m, inst, pos, kw)
+def _min_max(maximum: bool) -> BuiltinHandler:
+    def handle(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+        if len(pos) == 1:
+            items = iter_items(m, pos[0])
+            if items is None:
+                raise m.unsupported("min()/max() over an iterable of unknown contents")
+            exhaust(m, pos[0])
+            pos = items
+        if _has_tensor([*pos, *kw.values()]):
+            _pick_extreme(m, inst, pos, kw, maximum)
+            return
+        pure_call(m, inst, pos, kw)
+
+    return handle
+
+
+BUILTIN_HANDLERS[id(min)] = (min, _min_max(False))
+BUILTIN_HANDLERS[id(max)] = (max, _min_max(True))
+
+
+def _pick_extreme(
+    m: FrameMonitor, inst: Inst, items: list[Val], kw: dict[str, Val], maximum: bool
+) -> None:
+    """``max(1.0, t.sum())`` (mmaction's ``max(torch.sum(mask), 1)``): Python keeps the first
+    item and replaces it by each later one that compares greater (``>``; ``<`` for ``min``).
+    Each comparison that involves a tensor is a branch on a tensor's value: its outcome is
+    assumed (``_speculation``); the result is the item it picked, the very object."""
+    from ._speculation import truth_of_tensor
+
+    cap = m.cap
+    if kw or not items:
+        raise m.unsupported("min()/max() over tensors with key= or default=")
+    op = operator.gt if maximum else operator.lt
+    best = items[0]
+    for item in items[1:]:
+        if not (isinstance(item.obj, torch.Tensor) or isinstance(best.obj, torch.Tensor)):
+            cap.observe(item)
+            cap.observe(best)
+            outcome = bool(op(item.obj, best.obj))
+        else:
+            for v in (item, best):
+                if isinstance(v.obj, torch.Tensor) and v.obj.numel() != 1:
+                    raise m.unsupported("min()/max() of a tensor of several elements")
+            real = op(item.obj, best.obj)
+            if not isinstance(real, torch.Tensor):
+                raise m.unsupported("min()/max() comparison that gives no tensor")
+            node = cap.rec.call("call_function", op, (cap.to_arg(item), cap.to_arg(best)), {})
+            reason = "min()/max() compares tensor values"
+            outcome = truth_of_tensor(cap, cap.op_result(real, node), reason)
+        if outcome:
+            best = item
+    chosen = best
+
+    def make(real: list[Any]) -> list[Val]:
+        if real[0] is not chosen.obj:
+            raise m.unsupported("min()/max() picked another item than the comparisons said")
+        return [chosen]
+
+    m.expect_outputs(inst, 1, make)
 
 
 def _effect(name: str) -> BuiltinHandler:
