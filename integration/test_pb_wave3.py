@@ -269,3 +269,25 @@ def test_max_of_a_tensor_and_a_number(check: Any) -> None:
     )
     assert _graphs(positive_mean, full, torch.rand(6)) == (1, [])
     assert magpy.compile(positive_mean, backend="eager")(empty, torch.rand(6))[1] == 1
+
+
+class FreshIndices(torch.nn.Module):
+    """multimodal's BroadcastedPositionEmbedding: a property that builds a new tensor per read."""
+
+    @property
+    def indices(self) -> torch.Tensor:
+        return torch.arange(4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + len(self.indices) + self.indices.sum()
+
+
+def test_a_property_giving_a_new_object_per_read_breaks_cleanly(check: Any) -> None:
+    """Regression: the second read of ``self.indices`` was an internal error (the callable then
+    ran eagerly for good, with a warning); it is a graph break, and the results stay eager's."""
+    compiled = magpy.compile(FreshIndices(), backend="eager")
+    for _ in range(3):
+        x = torch.randn(3)
+        H.assert_same(compiled(x), FreshIndices()(x))
+    stats = magpy.stats(compiled)
+    assert stats.fallbacks == 0 and stats.hits > 0, stats

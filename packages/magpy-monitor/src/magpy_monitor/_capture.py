@@ -272,6 +272,10 @@ class Capture:
                 val = cast("Val | None", existing.meta.get("val"))
                 if val is not None and (val.obj is obj or is_value_type(obj)):
                     return val
+                if val is not None and (base.node, access) not in self.written:
+                    # unchanged, yet another object: computed on every read (a property)
+                    where = self.paths[base.node].child(access)
+                    raise Unsupported(f"{where} gives a new object on every read (a property?)")
             if (base.node, access) not in self.written:
                 base_path = self.paths[base.node]
                 return self._external(base.node, access, obj, base_path.child(access))
