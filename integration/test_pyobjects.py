@@ -277,6 +277,23 @@ def test_distributions_built_in_forward(check: Any) -> None:
     assert _graphs(gaussian, torch.randn(3), torch.rand(3) + 0.1, torch.randn(3))[0] == 1
 
 
+def independent(mu: torch.Tensor, scale: torch.Tensor, x: torch.Tensor) -> Any:
+    dist = torch.distributions.Independent(torch.distributions.Normal(mu, scale), 1)
+    return dist.log_prob(x), dist.entropy(), dist
+
+
+def test_a_class_with_typing_generic_in_its_bases(check: Any) -> None:
+    """``Independent`` has ``typing.Generic`` in its MRO, whose ``__slots__`` is empty: its
+    instances still keep everything in ``__dict__`` (pfrl's Gaussian heads)."""
+    check(
+        independent, lambda i: ((torch.randn(2, 3), torch.rand(2, 3) + 0.1, torch.randn(2, 3)), {})
+    )
+    assert _graphs(independent, torch.randn(2, 3), torch.rand(2, 3) + 0.1, torch.randn(2, 3)) == (
+        1,
+        [],
+    )
+
+
 def validated(mu: torch.Tensor, scale: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     return torch.distributions.Normal(mu, scale, validate_args=True).log_prob(x)
 

@@ -81,7 +81,9 @@ def is_plain_class(cls: Any) -> bool:
     if any("__call__" in vars(meta) for meta in metaclass.__mro__ if meta is not type):
         return False
     heap = [k for k in cls.__mro__ if k.__flags__ & _HEAPTYPE]
-    if any("__slots__" in vars(k) for k in heap):
+    # slot attributes live outside ``__dict__`` (an empty ``__slots__``, as ``typing.Generic``
+    # has, adds none)
+    if not cls.__dictoffset__ or any(vars(k).get("__slots__", ()) for k in heap):
         return False
     if any(isinstance(lookup(cls, name), types.FunctionType) for name in _UNFOLLOWED):
         return False
