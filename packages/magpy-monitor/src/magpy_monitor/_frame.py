@@ -134,12 +134,18 @@ def localsplus_names(code: types.CodeType) -> list[str]:
 
 
 class CellBox:
-    """The shadow of a closure cell: the ``Val`` it holds (or ``UNBOUND``)."""
+    """The shadow of a closure cell: the ``Val`` it holds (or ``UNBOUND``).
 
-    __slots__ = ("content", "name", "scope")
+    ``scope`` is the function from outside the run whose closure holds the cell; ``fresh``
+    says the cell was made when a frame of the run started (a cell variable of its code).
+    """
 
-    def __init__(self, content: Any, name: str = "", scope: Any = None) -> None:
-        self.content, self.name, self.scope = content, name, scope
+    __slots__ = ("content", "fresh", "name", "scope")
+
+    def __init__(
+        self, content: Any, name: str = "", scope: Any = None, *, fresh: bool = False
+    ) -> None:
+        self.content, self.name, self.scope, self.fresh = content, name, scope, fresh
 
 
 class Pending:
@@ -444,19 +450,30 @@ def initial_fast(
         elif name in cellvars:
             real_cell = view.local(i)
             content = fast[i] if i < len(argnames) else UNBOUND
-            fast[i] = cap.new(real_cell, extra=CellBox(content, name))
+            fast[i] = cap.new(real_cell, extra=CellBox(content, name, fresh=True))
     return fast
 
 
-def segment_fast(cap: Capture, frame: types.FrameType) -> list[Any]:
-    """Shadow locals for a segment starting mid-frame: every local is read lazily from SN#0."""
+def segment_fast(cap: Capture, frame: types.FrameType, *, at_entry: bool = False) -> list[Any]:
+    """Shadow locals for a segment starting mid-frame: every local is read lazily from SN#0.
+
+    A segment starting at the function's entry (``at_entry``) owns its frame's cell variables
+    as a whole-call run does: nothing else can have captured them yet.
+    """
+    from magpy_refgraph import Local
+
     code = frame.f_code
     names = localsplus_names(code)
     view = StackView(frame)
     cells = set(code.co_cellvars) | set(code.co_freevars)
+    n_args = code.co_argcount + code.co_kwonlyargcount
+    n_args += bool(code.co_flags & 0x04) + bool(code.co_flags & 0x08)
     fast: list[Any] = []
     for i, name in enumerate(names):
-        if name in cells:
+        if at_entry and name in code.co_cellvars:
+            content = cap.root(Local(name), frame.f_locals[name]) if i < n_args else UNBOUND
+            fast.append(cap.new(view.local(i), extra=CellBox(content, name, fresh=True)))
+        elif name in cells:
             fast.append(cap.new(view.local(i), extra=CellBox(LAZY, name)))
         else:
             fast.append(LAZY)

@@ -43,6 +43,7 @@ from magpy_refgraph import (
 )
 
 from ._capture import Capture, is_value_type
+from ._closures import function_recipe, is_made_function
 from ._frameio import NULL
 from ._objects import ctor_recipe, python_tuple_new
 from ._pyobjects import is_pyobj, object_recipe
@@ -126,6 +127,8 @@ class _Planner:
             return replayed
         if is_pyobj(v):  # an instance of a plain class built in the run
             return object_recipe(v, self.recipe)
+        if is_made_function(v):  # a nested def or lambda: a new function for every call
+            return function_recipe(v, self.recipe)
         if v.items is not None:
             return self._build(v)
         if v.const or is_value_type(obj):

@@ -130,7 +130,8 @@ class SegmentMonitor(Monitor):
         self.site = site
         self.frame = frame
         self.code, self.info = _original(host, frame.f_code)
-        mon = FrameMonitor(cap, frame, segment_fast(cap, frame), kind="segment")
+        fast = segment_fast(cap, frame, at_entry=site < 0)
+        mon = FrameMonitor(cap, frame, fast, kind="segment")
         mon.stack = [cap.root(Local(f"$s{i}"), v) for i, v in enumerate(stack)]
         self.root = mon
         self.finished_segment = False

@@ -1,0 +1,136 @@
+"""Functions and classes made inside the compiled region and handed out of it.
+
+A nested ``def`` or ``lambda`` is a new function on every call, closing over *that* call's
+variables: the mock builds a new one each time (with new cells), never the recorded run's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+import magpy
+
+
+def _graphs(fn: Any, *args: Any) -> tuple[int, list[str]]:
+    ex = magpy.explain(fn)(*args)
+    return ex.graph_count, [r.reason for r in ex.break_reasons]
+
+
+# ---------------------------------------------------------------------- closures that leave
+def scaler(x: torch.Tensor, k: float) -> tuple[torch.Tensor, Callable[[torch.Tensor], Any]]:
+    return x + 1, lambda t: t * k
+
+
+def test_a_returned_closure_sees_this_calls_variables() -> None:
+    """The closure multiplies by each call's ``k`` (not by the recorded run's), and every call
+    gives a new function; ``k`` is never read in the region, so one record serves all."""
+    compiled = magpy.compile(scaler, backend="eager")
+    made = []
+    for k in (2.0, 3.0, 4.0):
+        x = torch.randn(3)
+        out, fn = compiled(x, k)
+        assert torch.equal(out, x + 1)
+        assert torch.equal(fn(x), x * k)
+        made.append(fn)
+    assert len({id(f) for f in made}) == 3
+    stats = magpy.stats(compiled)
+    assert (stats.records, stats.hits) == (1, 2)
+    assert _graphs(scaler, torch.randn(3), 2.0) == (1, [])
+
+
+def counter(x: torch.Tensor) -> tuple[Any, Any, torch.Tensor]:
+    total = x.sum()
+
+    def add(v: torch.Tensor) -> None:
+        nonlocal total
+        total = total + v
+
+    def get() -> torch.Tensor:
+        return total
+
+    return add, get, total * 2
+
+
+def test_closures_sharing_a_variable_share_it_again() -> None:
+    """``add`` and ``get`` close over one cell, holding a tensor the graph computed: the
+    rebuilt pair shares one new cell per call."""
+    compiled = magpy.compile(counter, backend="eager")
+    pairs = []
+    for _ in range(3):
+        x = torch.randn(4)
+        add, get, doubled = compiled(x)
+        assert torch.allclose(get(), x.sum()) and torch.allclose(doubled, 2 * x.sum())
+        add(torch.tensor(1.0))
+        assert torch.allclose(get(), x.sum() + 1)
+        pairs.append((add, get))
+    first_add, first_get = pairs[0]
+    assert torch.allclose(first_get(), pairs[0][1]())  # the first call's cell is its own
+    assert first_add.__closure__[0] is not pairs[1][0].__closure__[0]  # type: ignore[index]
+    assert magpy.stats(compiled).records == 1
+
+
+def with_defaults(x: torch.Tensor, *, scale: float = 2.0) -> Any:
+    shift = x.mean()
+
+    def apply(t: torch.Tensor, s: float = scale, *, m: torch.Tensor = shift) -> torch.Tensor:
+        """Scale, then shift."""
+        return t * s + m
+
+    return apply
+
+
+def test_defaults_and_keyword_defaults_are_this_calls() -> None:
+    compiled = magpy.compile(with_defaults, backend="eager")
+    for scale in (2.0, 2.0, 5.0):
+        x = torch.randn(3)
+        fn = compiled(x, scale=scale)
+        assert torch.allclose(fn(x), x * scale + x.mean())
+        assert fn.__name__ == "apply" and fn.__doc__ == "Scale, then shift."
+        assert fn.__qualname__ == "with_defaults.<locals>.apply"
+        assert fn.__annotations__ == with_defaults(x).__annotations__
+
+
+class Hooked(torch.nn.Module):
+    """A module that keeps a function made in ``forward`` (a post-processing hook)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 3)
+        self.post: Any = None
+
+    def forward(self, x: torch.Tensor, gain: float) -> torch.Tensor:
+        y = self.lin(x)
+        self.post = lambda t: t * gain + y.detach().mean()
+        return y
+
+
+def test_a_function_stored_outside_is_new_on_every_call() -> None:
+    mod = Hooked()
+    compiled = magpy.compile(mod, backend="eager")
+    seen = []
+    for gain in (1.0, 3.0, 3.0):
+        x = torch.randn(2, 3)
+        y = compiled(x, gain)
+        assert torch.allclose(mod.post(x), x * gain + y.detach().mean())
+        seen.append(mod.post)
+    assert len({id(f) for f in seen}) == 3
+    assert magpy.stats(compiled).records == 1
+
+
+def tagged(x: torch.Tensor) -> Any:
+    def inner(t: torch.Tensor) -> torch.Tensor:
+        return t + 1
+
+    inner.tag = "changed"  # type: ignore[attr-defined]
+    return x * 2, inner
+
+
+def test_a_function_changed_after_it_was_made_stays_correct() -> None:
+    compiled = magpy.compile(tagged, backend="eager")
+    for _ in range(3):
+        x = torch.randn(3)
+        out, fn = compiled(x)
+        assert torch.equal(out, x * 2) and fn.tag == "changed" and torch.equal(fn(x), x + 1)
