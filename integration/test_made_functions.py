@@ -134,3 +134,110 @@ def test_a_function_changed_after_it_was_made_stays_correct() -> None:
         x = torch.randn(3)
         out, fn = compiled(x)
         assert torch.equal(out, x * 2) and fn.tag == "changed" and torch.equal(fn(x), x + 1)
+
+
+# ---------------------------------------------------------------------- class statements
+SCALE = 2.0
+
+
+class Base:
+    def __init__(self, bias: torch.Tensor) -> None:
+        self.bias = bias
+
+    def offset(self) -> torch.Tensor:
+        return self.bias * SCALE
+
+
+def local_class(x: torch.Tensor, k: float) -> tuple[torch.Tensor, str]:
+    class Affine(Base):
+        """An affine map made per call."""
+
+        gain: float = SCALE
+        shift = k  # the enclosing function's variable (LOAD_CLASSDEREF)
+        tmp = [n * 2 for n in range(3)]  # noqa: RUF012  (deleted below)
+        total = sum(tmp)
+        del tmp
+
+        def __init__(self, bias: torch.Tensor) -> None:
+            super().__init__(bias)
+
+        def __call__(self, t: torch.Tensor) -> torch.Tensor:
+            return t * self.gain + self.shift + self.offset() + self.total
+
+    fn = Affine(x.mean())
+    return fn(x), f"{Affine.__name__}:{Affine.__annotations__['gain']}:{Affine.__doc__}"
+
+
+def test_a_class_statement_in_the_region(check: Any) -> None:
+    """The class body runs under the monitor: names it reads from outside are guarded (the
+    global ``SCALE``, the argument ``k``), so a hit need not build the class at all."""
+    check(local_class, lambda i: ((torch.randn(3), 0.5), {}), calls=3)
+    assert _graphs(local_class, torch.randn(3), 0.5) == (1, [])
+    global SCALE
+    compiled = magpy.compile(local_class, backend="eager")
+    x = torch.randn(3)
+    assert torch.allclose(compiled(x, 0.5)[0], local_class(x, 0.5)[0])
+    SCALE = 3.0
+    try:
+        assert torch.allclose(compiled(x, 0.5)[0], local_class(x, 0.5)[0])
+        assert magpy.stats(compiled).records == 2
+    finally:
+        SCALE = 2.0
+
+
+def escaping_class(x: torch.Tensor) -> tuple[torch.Tensor, Any, Any]:
+    class Box:
+        def __init__(self, v: torch.Tensor) -> None:
+            self.v = v
+
+    return x * 2, Box, Box(x)
+
+
+def test_a_class_that_leaves_the_region_is_new_on_every_call() -> None:
+    """Eager makes a new class per call: the mock cannot hand out the recorded one, so this is
+    a graph break (after the multiplication), and every call gets its own class."""
+    _, reasons = _graphs(escaping_class, torch.randn(3))
+    assert reasons and "Box" in reasons[0]
+    compiled = magpy.compile(escaping_class, backend="eager")
+    seen = []
+    for _ in range(3):
+        x = torch.randn(3)
+        out, cls, box = compiled(x)
+        assert torch.equal(out, x * 2) and type(box) is cls and box.v is x
+        seen.append(cls)
+    assert len({id(c) for c in seen}) == 3
+
+
+class WithHook:
+    seen: list[str] = []  # noqa: RUF012
+
+    def __init_subclass__(cls) -> None:
+        WithHook.seen.append(cls.__name__)
+
+
+def subclass_hook(x: torch.Tensor) -> torch.Tensor:
+    class Child(WithHook):
+        pass
+
+    return x + len(WithHook.seen)
+
+
+def meta_class(x: torch.Tensor) -> torch.Tensor:
+    import abc
+
+    class Abstract(metaclass=abc.ABCMeta):  # noqa: B024
+        scale = 3
+
+    return x * Abstract.scale
+
+
+def test_class_statements_the_monitor_does_not_follow_stay_correct() -> None:
+    """A Python ``__init_subclass__`` (an effect outside), a metaclass other than ``type``:
+    graph breaks, with eager's results."""
+    for fn in (subclass_hook, meta_class):
+        compiled = magpy.compile(fn, backend="eager")
+        for _ in range(3):
+            x = torch.randn(3)
+            expected = fn(x)
+            assert torch.equal(compiled(x), expected + (1 if fn is subclass_hook else 0))
+        assert magpy.stats(compiled).breaks >= 1

@@ -603,6 +603,10 @@ def load_attr(m: FrameMonitor, base: Val, name: str, real: Any) -> Val:
         from ._pyobjects import instance_dict
 
         return instance_dict(m, base, real)
+    if isinstance(base.extra, dict) and "made_class" in base.extra:
+        from ._classes import class_attr
+
+        return class_attr(m, base, name, real)
     raise m.unsupported(f"attribute {name!r} of a {type(obj).__name__} created during the run")
 
 

@@ -25,7 +25,9 @@ calls it too, before returning). Grad-mode contexts are handled in ``_exceptions
   entered and left by ``torch.amp._enter_autocast``/``_exit_autocast`` nodes of the graph, so
   its operations run with autocast off whatever the caller's state.
 
-An exception raised inside a ``with`` block is a graph break (``WITH_EXCEPT_START``).
+An exception raised inside a ``with`` block (``WITH_EXCEPT_START``) calls ``__exit__`` with
+it: a Python ``__exit__`` is followed, a grad mode is restored; for the context managers
+modelled here it is a graph break.
 """
 
 from __future__ import annotations

@@ -78,14 +78,19 @@ def on_exception(m: FrameMonitor, exc: BaseException) -> bool:
     if entry is None:
         m.unwinding = True
         return False
+    _enter_handler(m, entry, m.cap.known(exc) or m.cap.new(exc, const=True))
+    return True
+
+
+def _enter_handler(m: FrameMonitor, entry: Any, exc_val: Val) -> None:
+    """Cut the shadow stack to the handler's depth; the handler starts with ``lasti`` (if the
+    entry says so) and the exception pushed."""
     del m.stack[entry.depth :]
-    exc_val = m.cap.known(exc) or m.cap.new(exc, const=True)
 
     def make(real: list[Any]) -> list[Val]:
         return [m.cap.const(real[0]), exc_val] if entry.lasti else [exc_val]
 
     m.pending = Pending(Inst.__new__(Inst), 1 + bool(entry.lasti), make)
-    return True
 
 
 @handler("RAISE_VARARGS")
@@ -95,7 +100,15 @@ def _raise(m: FrameMonitor, inst: Inst) -> None:
 
 @handler("RERAISE")
 def _reraise(m: FrameMonitor, inst: Inst) -> None:
-    m.pop(1 + bool(inst.arg))
+    """Raise the exception on top again (a ``finally`` or ``with`` cleanup). CPython unwinds
+    straight from here, with no ``exception`` event: the frame's handler is entered now, or
+    the frame is left by the exception."""
+    (exc,) = m.pop()  # (the lasti below it, if any, is only read)
+    entry = _handler_for(m.code, inst.offset)
+    if entry is None:
+        m.unwinding = True
+        return
+    _enter_handler(m, entry, exc)
 
 
 @handler("PUSH_EXC_INFO")
@@ -181,7 +194,17 @@ def grad_exit(m: FrameMonitor, inst: Inst, fn_val: Val, pos: list[Val]) -> None:
 
 @handler("WITH_EXCEPT_START")
 def _with_except_start(m: FrameMonitor, inst: Inst) -> None:
-    raise m.unsupported("exception raised inside a `with` block")
+    """An exception left a ``with`` block: ``__exit__(type, exc, tb)`` is called like a CALL
+    (a Python ``__exit__`` is followed; torch's grad modes are restored in the graph) and its
+    result, which decides whether the exception is swallowed, is pushed."""
+    from ._calls import dispatch_call
+
+    exit_fn, exc = m.stack[-4], m.stack[-1]
+    err = exc.obj
+    if not isinstance(err, BaseException):
+        raise m.unsupported("WITH_EXCEPT_START without an exception")
+    tb = m.cap.new(err.__traceback__, const=True)
+    dispatch_call(m, inst, exit_fn, [m.cap.const(type(err)), exc, tb], {})
 
 
 def reenter_grad_context(cls: Any, mode: bool, prev: bool) -> Any:

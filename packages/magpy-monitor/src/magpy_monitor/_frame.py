@@ -219,6 +219,7 @@ class FrameMonitor:
         self.stored: set[int] = set()
         self.pre: tuple[Any, ...] | None = None
         self.func: Any = None
+        self.namespace: Val | None = None  # a class body's namespace (LOAD_NAME/STORE_NAME)
         self.entry_mark = len(cap.rec.created)  # operations recorded before this frame began
         self.exhausted: Any = None  # the iterator a FOR_ITER of this frame last found empty
         self.entry_fast = list(fast)  # the locals it began with (a callee piece's inputs)

@@ -137,8 +137,8 @@ def _delete_fast(m: FrameMonitor, inst: Inst) -> None:
     m.stored.add(inst.arg)
 
 
-@handler("LOAD_DEREF", "LOAD_CLASSDEREF")
-def _load_deref(m: FrameMonitor, inst: Inst) -> None:
+@handler("LOAD_DEREF")
+def load_deref(m: FrameMonitor, inst: Inst) -> None:
     box = m.cell(inst.arg)
     if box.content is LAZY:
         box.content = m.lazy_local(box.name)
@@ -176,17 +176,20 @@ def _load_global(m: FrameMonitor, inst: Inst) -> None:
     globals_ = m.frame.f_globals
 
     def make(real: list[Any]) -> list[Val]:
-        obj = real[-1]
-        module = str(globals_.get("__name__", ""))
-        if module.split(".")[0] in FROZEN_MODULE_ROOTS and not isinstance(obj, _MUTABLE):
-            val = m.cap.const(obj)  # torch's (and the stdlib's) own globals are stable
-        elif name in globals_:
-            val = m.cap.root(Global(name, scope=globals_), obj)
-        else:
-            val = m.cap.root(Builtin(name), obj)
+        val = global_value(m, globals_, name, real[-1])
         return [Val(NULL, const=True), val] if null else [val]
 
     m.expect_outputs(inst, 1 + null, make)
+
+
+def global_value(m: FrameMonitor, globals_: dict[str, Any], name: str, obj: Any) -> Val:
+    """The shadow of global (or builtin) ``name``, whose real value is ``obj``."""
+    module = str(globals_.get("__name__", ""))
+    if module.split(".")[0] in FROZEN_MODULE_ROOTS and not isinstance(obj, _MUTABLE):
+        return m.cap.const(obj)  # torch's (and the stdlib's) own globals are stable
+    if name in globals_:
+        return m.cap.root(Global(name, scope=globals_), obj)
+    return m.cap.root(Builtin(name), obj)
 
 
 @handler("STORE_GLOBAL")
@@ -197,15 +200,7 @@ def _store_global(m: FrameMonitor, inst: Inst) -> None:
     m.expect_outputs(inst, 0, lambda real: [])
 
 
-@handler(
-    "DELETE_GLOBAL",
-    "STORE_NAME",
-    "LOAD_NAME",
-    "DELETE_NAME",
-    "IMPORT_STAR",
-    "SETUP_ANNOTATIONS",
-    "LOAD_BUILD_CLASS",
-)
+@handler("IMPORT_STAR")
 def _unsupported_scope(m: FrameMonitor, inst: Inst) -> None:
     raise m.unsupported(f"{inst.opname} is not supported yet")
 
@@ -880,14 +875,8 @@ def _call_function_ex(m: FrameMonitor, inst: Inst) -> None:
     "END_ASYNC_FOR",
     "PREP_RERAISE_STAR",
     "CHECK_EG_MATCH",
-    "MATCH_CLASS",
-    "MATCH_MAPPING",
-    "MATCH_SEQUENCE",
-    "MATCH_KEYS",
-    "GET_LEN",
     "COPY_FREE_VARS",
     "MAKE_CELL",
-    "DELETE_DEREF",
     "PRINT_EXPR",
     "LOAD_METHOD_UNSUPPORTED",
 )

@@ -27,6 +27,7 @@ from magpy_refgraph import (
     Check,
     Constant,
     DelAttr,
+    DelItem,
     FromPath,
     GraphOut,
     GuardKind,
@@ -43,6 +44,7 @@ from magpy_refgraph import (
 )
 
 from ._capture import Capture, is_value_type
+from ._classes import MADE_CLASS, class_escapes
 from ._closures import function_recipe, is_made_function
 from ._frameio import NULL
 from ._objects import ctor_recipe, python_tuple_new
@@ -129,6 +131,8 @@ class _Planner:
             return object_recipe(v, self.recipe)
         if is_made_function(v):  # a nested def or lambda: a new function for every call
             return function_recipe(v, self.recipe)
+        if isinstance(v.extra, dict) and MADE_CLASS in v.extra:
+            raise class_escapes(v)
         if v.items is not None:
             return self._build(v)
         if v.const or is_value_type(obj):
@@ -263,6 +267,8 @@ class _Planner:
         if op == "setglobal":  # target: the module's globals dict itself
             assert value is not None
             return SetItem(Constant(target.obj), Constant(key), self.recipe(value))
+        if op == "delglobal":
+            return DelItem(Constant(target.obj), Constant(key))
         tgt = FromPath(self.cap.paths[target.node])
         if op == "setattr":
             assert value is not None

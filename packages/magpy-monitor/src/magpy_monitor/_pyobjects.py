@@ -360,7 +360,10 @@ def object_recipe(v: Val, recipe: Callable[[Val], Recipe]) -> Recipe:
     """The mock's recipe for ``v``: a new instance of its class holding the rebuilt items and
     attributes the run gave it (checked against the real object's state)."""
     obj = v.obj
-    cls = v.extra[PYOBJ].obj
+    cls_val: Val = v.extra[PYOBJ]
+    if isinstance(cls_val.extra, dict) and "made_class" in cls_val.extra:
+        raise Unsupported(f"an instance of the class {cls_val.obj.__qualname__} made in the run")
+    cls = cls_val.obj
     attrs = v.attrs or {}
     real = getattr(obj, "__dict__", None)
     if (

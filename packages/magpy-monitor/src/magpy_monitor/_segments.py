@@ -169,7 +169,8 @@ class SegmentMonitor(Monitor):
         (val,) = mon.pop()
         try:
             self._commit(mon, None, val, mon.stack)
-        except Unsupported:
+        except Unsupported as exc:  # the return cannot be replayed (what it gives out)
+            self.host.on_break(exc, [(self.code, None)])
             self.host.on_empty(self.code, self.site)
         except MagPyError as err:
             self.failure = err

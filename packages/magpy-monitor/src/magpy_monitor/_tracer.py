@@ -20,13 +20,16 @@ from magpy_refgraph import InternalError, MagPyError, Unsupported
 
 from . import (  # noqa: F401  (modules that register handlers)
     _checkpoint,
+    _classes,
     _collections,
     _containers,
     _contexts,
+    _deletes,
     _exceptions,
     _globalstate,
     _handlers,
     _highorder,
+    _match,
     _ndarrays,
     _pyenv,
     _sets,
