@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import collections
 import functools
 import warnings
 from typing import Any
@@ -291,3 +292,25 @@ def test_a_property_giving_a_new_object_per_read_breaks_cleanly(check: Any) -> N
         H.assert_same(compiled(x), FreshIndices()(x))
     stats = magpy.stats(compiled)
     assert stats.fallbacks == 0 and stats.hits > 0, stats
+
+
+class MetaLinear(torch.nn.Linear):
+    """pytorch-meta's MetaModule: parameters passed in, or taken from the module through
+    ``OrderedDict(self.named_parameters())`` (a generator consumed by native code)."""
+
+    def forward(self, x: torch.Tensor, params: Any = None) -> Any:
+        if params is None:
+            params = dict(self.named_parameters())
+        ordered = collections.OrderedDict(self.named_parameters())
+        every = (*self.parameters(),)
+        listed = [0]
+        listed.extend(p.numel() for p in self.parameters())
+        out = torch.nn.functional.linear(x, params["weight"], params.get("bias", None))
+        return out + ordered["bias"] + every[1], listed
+
+
+def test_generators_consumed_by_native_code(check: Any) -> None:
+    """``dict(gen)``, ``OrderedDict(gen)``, ``(*gen,)`` and ``list.extend(gen)``: the
+    generator's frame is followed as the native consumer resumes it."""
+    check(MetaLinear(3, 2), lambda i: ((torch.randn(4, 3),), {}), calls=3)
+    assert _graphs(MetaLinear(3, 2), torch.randn(4, 3)) == (1, [])

@@ -20,10 +20,44 @@ from typing import Any
 
 from magpy_refgraph import Build, BuildKind, Constant, Recipe, Unsupported
 
-from ._frame import LAZY, CellBox
+from ._frame import LAZY, CellBox, FrameMonitor, Inst, handler
 from ._values import UNBOUND, Val
 
 __all__ = ["function_recipe", "is_made_function"]
+
+
+@handler("MAKE_FUNCTION")
+def _make_function(m: FrameMonitor, inst: Inst) -> None:
+    flags = inst.arg
+    n = 1 + sum(bool(flags & b) for b in (0x01, 0x02, 0x04, 0x08))
+    parts = m.pop(n)
+    extras: dict[str, Val | None] = {"defaults": None, "kwdefaults": None, "closure": None}
+    i = 0
+    for bit, key in (
+        (0x01, "defaults"),
+        (0x02, "kwdefaults"),
+        (0x04, "annotations"),
+        (0x08, "closure"),
+    ):
+        if flags & bit:
+            extras[key] = parts[i]
+            i += 1
+
+    def make(real: list[Any]) -> list[Val]:
+        closure = extras["closure"]
+        cells = list(closure.items) if closure is not None else None
+        return [
+            m.cap.new(
+                real[0],
+                extra={
+                    "closure": cells,
+                    "defaults": extras["defaults"],
+                    "kwdefaults": extras["kwdefaults"],
+                },
+            )
+        ]
+
+    m.expect_outputs(inst, 1, make)
 
 
 def is_made_function(v: Val) -> bool:

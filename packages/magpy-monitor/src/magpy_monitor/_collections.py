@@ -18,7 +18,7 @@ from . import _containers  # noqa: F401  (registers the dict methods reused here
 from ._builtins import BUILTIN_HANDLERS, METHOD_HANDLERS
 from ._capture import is_value_type
 from ._frame import FrameMonitor, Inst
-from ._iteration import unpack
+from ._iteration import consume_generator, is_generator, unpack
 from ._values import Val
 
 __all__ = ["DICT_TYPES", "missing_item", "put_item"]
@@ -81,6 +81,16 @@ def _check_items(m: FrameMonitor, real: Any, items: Items) -> None:
 
 
 def _ordered_dict(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    if len(pos) == 1 and is_generator(pos[0]):  # OrderedDict(self.named_parameters())
+
+        def finish(yielded: list[Val], real: list[Any]) -> list[Val]:
+            pairs = m.cap.new(list(yielded), items=list(yielded))
+            items = _items_from(m, [pairs], kw)
+            _check_items(m, real[0], items)
+            return [m.cap.new(real[0], items=dict(items))]
+
+        consume_generator(m, inst, pos[0], 1, finish)
+        return
     items = _items_from(m, pos, kw)
 
     def make(real: list[Any]) -> list[Val]:

@@ -17,7 +17,7 @@ from magpy_refgraph import Item
 from ._builtins import METHOD_HANDLERS, _plain_data
 from ._capture import Capture
 from ._frame import FrameMonitor, Inst, handler
-from ._iteration import iter_items, unpack
+from ._iteration import consume_generator, is_generator, iter_items, unpack
 from ._values import Val
 
 __all__ = ["materialize"]
@@ -71,6 +71,14 @@ def _list_method(name: str) -> Any:
         result: Val | None = None
         if name == "append":
             items.append(args[0])
+        elif name == "extend" and is_generator(args[0]):
+
+            def finish(yielded: list[Val], real: list[Any]) -> list[Val]:
+                items.extend(yielded)
+                return [cap.const(None)]
+
+            consume_generator(m, inst, args[0], 1, finish)
+            return
         elif name == "extend":
             items.extend(unpack(m, args[0], None))
         elif name == "insert":

@@ -20,7 +20,7 @@ from ._frame import LAZY, FrameMonitor, Inst, handler
 from ._frameio import NULL
 from ._highorder import call_with_lazy_star
 from ._identity import guard_identity, identity_compare
-from ._iteration import get_iter, unpack
+from ._iteration import consume_generator, get_iter, is_generator, iter_items, unpack
 from ._ndarrays import array_op, involves_array, store_array_item
 from ._pyobjects import (
     is_pyobj,
@@ -640,10 +640,18 @@ def _list_extend(m: FrameMonitor, inst: Inst) -> None:
 
         set_update_inst(m, inst, target, it)
         return
-    items = unpack(m, it, None)
     if not isinstance(target.items, list):
         raise m.unsupported(f"{inst.opname} on a container of unknown contents")
-    target.items.extend(items)
+    items = target.items
+    if is_generator(it):  # [*gen], (*self.parameters(),)
+
+        def finish(yielded: list[Val], real: list[Any]) -> list[Val]:
+            items.extend(yielded)
+            return []
+
+        consume_generator(m, inst, it, 0, finish)
+        return
+    items.extend(unpack(m, it, None))
 
 
 @handler("DICT_MERGE", "DICT_UPDATE")
@@ -666,7 +674,10 @@ def _dict_merge(m: FrameMonitor, inst: Inst) -> None:
 @handler("LIST_TO_TUPLE")
 def _list_to_tuple(m: FrameMonitor, inst: Inst) -> None:
     (lst,) = m.pop()
-    m.expect_outputs(inst, 1, lambda real: [_new_with_items(m, real[0], list(lst.items))])
+    items = iter_items(m, lst)  # (a list from before the segment: read from outside)
+    if items is None:
+        raise m.unsupported("a tuple of a list of unknown contents")
+    m.expect_outputs(inst, 1, lambda real: [_new_with_items(m, real[0], items)])
 
 
 @handler("FORMAT_VALUE")
@@ -784,40 +795,6 @@ def _unpack_sequence(m: FrameMonitor, inst: Inst) -> None:
 
 
 # ---------------------------------------------------------------------- functions and calls
-@handler("MAKE_FUNCTION")
-def _make_function(m: FrameMonitor, inst: Inst) -> None:
-    flags = inst.arg
-    n = 1 + sum(bool(flags & b) for b in (0x01, 0x02, 0x04, 0x08))
-    parts = m.pop(n)
-    extras: dict[str, Val | None] = {"defaults": None, "kwdefaults": None, "closure": None}
-    i = 0
-    for bit, key in (
-        (0x01, "defaults"),
-        (0x02, "kwdefaults"),
-        (0x04, "annotations"),
-        (0x08, "closure"),
-    ):
-        if flags & bit:
-            extras[key] = parts[i]
-            i += 1
-
-    def make(real: list[Any]) -> list[Val]:
-        closure = extras["closure"]
-        cells = list(closure.items) if closure is not None else None
-        return [
-            m.cap.new(
-                real[0],
-                extra={
-                    "closure": cells,
-                    "defaults": extras["defaults"],
-                    "kwdefaults": extras["kwdefaults"],
-                },
-            )
-        ]
-
-    m.expect_outputs(inst, 1, make)
-
-
 @handler("PRECALL")
 def _precall(m: FrameMonitor, inst: Inst) -> None:
     import types

@@ -24,6 +24,7 @@ from ._values import Val
 
 __all__ = [
     "advance",
+    "consume_generator",
     "draw",
     "exhaust",
     "for_iter",
@@ -32,6 +33,7 @@ __all__ = [
     "is_known_iterator",
     "iter_items",
     "next_value",
+    "pairs_of",
     "send",
     "unpack",
     "unpack_pending",
@@ -45,6 +47,32 @@ _INDEXABLE_MODULES = (torch.nn.ModuleList, torch.nn.Sequential, torch.nn.Paramet
 def is_generator(v: Val) -> bool:
     """True for the shadow of a generator the monitor follows."""
     return isinstance(v.extra, dict) and "gen" in v.extra
+
+
+def consume_generator(
+    m: FrameMonitor,
+    inst: Inst,
+    gen: Val,
+    n_out: int,
+    finish: Callable[[list[Val], list[Any]], list[Val]],
+) -> None:
+    """``inst`` runs the followed generator ``gen`` to its end natively (``dict(gen)``,
+    ``[*gen]``): its frame is monitored as it resumes, and ``finish(yielded, real)`` makes the
+    instruction's ``n_out`` outputs from the values it yielded."""
+    p = m.expect_outputs(inst, n_out, lambda real: finish(list(p.yields), real))
+    p.gen = gen
+
+
+def pairs_of(m: FrameMonitor, values: list[Val], what: str) -> list[tuple[Val, Val]]:
+    """The ``(key, value)`` shadows of ``values``, each a pair of known items (``dict(pairs)``)."""
+    out = []
+    for pair in values:
+        if not (isinstance(pair.items, list) and len(pair.items) == 2):
+            raise m.unsupported(f"{what} of pairs of unknown contents")
+        k, v = pair.items
+        m.cap.observe(k)
+        out.append((k, v))
+    return out
 
 
 def is_known_iterator(v: Val) -> bool:

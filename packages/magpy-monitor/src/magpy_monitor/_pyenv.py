@@ -24,7 +24,7 @@ from ._builtins import BUILTIN_HANDLERS, METHOD_HANDLERS
 from ._calls import pure_call
 from ._capture import Capture, is_value_type
 from ._frame import FrameMonitor, Inst
-from ._iteration import exhaust, iter_items
+from ._iteration import consume_generator, exhaust, is_generator, iter_items, pairs_of
 from ._values import Val
 
 __all__ = ["check_context_vars"]
@@ -126,15 +126,22 @@ def _dict_ctor(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) 
             items.update(
                 {k: (cap.const(k), cap.child(src, Item(k), x)) for k, x in src.obj.items()}
             )
+        elif is_generator(src):  # dict(self.named_parameters())
+
+            def finish(yielded: list[Val], real: list[Any]) -> list[Val]:
+                for k, v in pairs_of(m, yielded, "dict()"):
+                    items[k.obj] = (k, v)
+                for name, v in kw.items():
+                    items[name] = (cap.const(name), v)
+                return [cap.new(real[0], items=items)]
+
+            consume_generator(m, inst, src, 1, finish)
+            return
         else:
             pairs = iter_items(m, src)
             if pairs is None:
                 raise m.unsupported(f"dict() of a {type(src.obj).__name__}")
-            for pair in pairs:
-                if not (isinstance(pair.items, list) and len(pair.items) == 2):
-                    raise m.unsupported("dict() of pairs of unknown contents")
-                k, v = pair.items
-                cap.observe(k)
+            for k, v in pairs_of(m, pairs, "dict()"):
                 items[k.obj] = (k, v)
             exhaust(m, src)
     for name, v in kw.items():

@@ -21,6 +21,7 @@ from magpy_refgraph import InternalError, MagPyError, Unsupported
 from . import (  # noqa: F401  (modules that register handlers)
     _checkpoint,
     _classes,
+    _closures,
     _collections,
     _containers,
     _contexts,

@@ -405,14 +405,6 @@ CORPUS: list[Any] = [
         "genexp_star_unpacked",
         lambda: genexp_star_unpacked,
         lambda: (_x(), _y()),
-        marks=pytest.mark.xfail(
-            strict=True,
-            reason=(
-                "LIST_EXTEND of a generator is not modelled: `(*(gen),)` stops capture "
-                "with Unsupported('unpacking a generator'), while tuple(gen) and "
-                "`a, b = gen` are captured"
-            ),
-        ),
     ),
 ]
 
