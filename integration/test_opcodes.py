@@ -43,7 +43,7 @@ def arith(x: torch.Tensor, n: int, d: dict[str, int]) -> Any:
     both = n and 5
     either = n or 7
     has = "k" in d
-    if n > 2:
+    if n > 2:  # noqa: SIM108  (the jumps are the point)
         a = a * 2
     else:
         a = a / 2
@@ -219,7 +219,7 @@ def scopes(x: torch.Tensor) -> torch.Tensor:
     cell = x * 2
 
     def read() -> torch.Tensor:
-        return cell
+        return cell  # noqa: F821  (deleted after the call: DELETE_DEREF)
 
     y = read()
     del cell
@@ -408,8 +408,6 @@ def _program_codes(fn: Callable[..., Any]) -> Iterator[types.CodeType]:
                 helper = globals().get(name)
                 if isinstance(helper, types.FunctionType) and name.startswith("_"):
                     todo.append(helper)
-                elif isinstance(helper, type) and name.startswith("_"):
-                    todo += [v for v in vars(helper).values() if isinstance(v, types.FunctionType)]
                 elif isinstance(helper, type) and helper.__module__ == __name__:
                     todo += [v for v in vars(helper).values() if isinstance(v, types.FunctionType)]
 

@@ -305,7 +305,7 @@ class MetaLinear(torch.nn.Linear):
         every = (*self.parameters(),)
         listed = [0]
         listed.extend(p.numel() for p in self.parameters())
-        out = torch.nn.functional.linear(x, params["weight"], params.get("bias", None))
+        out = torch.nn.functional.linear(x, params["weight"], params.get("bias"))
         return out + ordered["bias"] + every[1], listed
 
 

@@ -194,13 +194,77 @@ def test_truth_of_a_built_mapping(check: Any) -> None:
     check(truth, lambda i: ((torch.randn(3), i % 2 == 0), {}), calls=4, expect_records=2)
 
 
-# ---------------------------------------------------------------------- still breaks
+# ---------------------------------------------------------------------- __getattr__
+class AttrDict(dict):  # type: ignore[type-arg]
+    """Config objects read by attribute (EasyDict-style)."""
+
+    def __getattr__(self, key: str) -> Any:
+        try:
+            return self[key]
+        except KeyError:
+            raise AttributeError(key) from None
+
+
 class Lazy:
     def __init__(self, x: torch.Tensor) -> None:
         self.x = x
 
     def __getattr__(self, name: str) -> Any:
         return self.x
+
+
+def attr_config(x: torch.Tensor, scale: float) -> Any:
+    cfg = AttrDict(scale=scale, act=torch.relu)
+    lazy = Lazy(x * 3)
+    return cfg.act(x) * cfg.scale + lazy.anything, cfg
+
+
+def test_a_python_getattr_is_followed(check: Any) -> None:
+    """A missing attribute of an object built in the run runs its class's ``__getattr__``: it
+    is followed, by LOAD_ATTR and by LOAD_METHOD (``cfg.act(x)``)."""
+    check(attr_config, lambda i: ((torch.randn(3), 2.0), {}), calls=3)
+    assert _graphs(attr_config, torch.randn(3), 2.0) == (1, [])
+
+
+# ---------------------------------------------------------------------- metaclasses
+class Tagging(type):
+    """A metaclass whose ``__call__`` post-processes every instance."""
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        obj = super().__call__(*args, **kwargs)
+        obj.tag = cls.__name__.lower()
+        return obj
+
+
+class Head(metaclass=Tagging):
+    def __init__(self, scale: float) -> None:
+        self.scale = scale
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.scale
+
+
+def tagged_head(x: torch.Tensor) -> Any:
+    head = Head(2.0)
+    return head(x), head
+
+
+def test_a_metaclass_call_is_followed(check: Any) -> None:
+    """``Head(2.0)`` runs ``Tagging.__call__``, whose ``super().__call__`` builds the object;
+    the returned object is rebuilt with the attribute the metaclass set."""
+    check(tagged_head, lambda i: ((torch.randn(3),), {}), calls=3)
+    assert _graphs(tagged_head, torch.randn(3)) == (1, [])
+    _, head = magpy.compile(tagged_head, backend="eager")(torch.randn(3))
+    assert type(head) is Head and vars(head) == {"scale": 2.0, "tag": "head"}
+
+
+# ---------------------------------------------------------------------- still breaks
+class Shadowing:
+    def __init__(self, x: torch.Tensor) -> None:
+        self.x = x
+
+    def __getattribute__(self, name: str) -> Any:
+        return object.__getattribute__(self, "x")
 
 
 class Slotted:
@@ -210,9 +274,10 @@ class Slotted:
         self.x = x
 
 
-@pytest.mark.parametrize("cls", [Lazy, Slotted], ids=["__getattr__", "__slots__"])
+@pytest.mark.parametrize("cls", [Shadowing, Slotted], ids=["__getattribute__", "__slots__"])
 def test_classes_the_shadow_cannot_hold_break(cls: type) -> None:
-    """A Python ``__getattr__`` or ``__slots__``: a graph break, and results stay eager's."""
+    """A Python ``__getattribute__`` or ``__slots__``: a graph break, and results stay
+    eager's."""
 
     def fn(x: torch.Tensor) -> torch.Tensor:
         return cls(x * 2).x + 1

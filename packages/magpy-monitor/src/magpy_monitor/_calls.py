@@ -39,7 +39,7 @@ def dispatch_call(
     from ._builtins import BUILTIN_HANDLERS, METHOD_HANDLERS
     from ._contexts import context_exit, is_python_context_class
     from ._exceptions import GRAD_MODE_CLASSES, grad_context, grad_exit
-    from ._pyobjects import construct_object, is_plain_class
+    from ._pyobjects import construct_object, is_plain_class, python_meta_call
     from ._tensorctors import TENSOR_METHOD_HANDLERS, forward_call, forwards
 
     fn = fn_val.obj
@@ -84,6 +84,10 @@ def dispatch_call(
     if special is not None and special[0] is fn:
         cap.observe_identity(fn_val)
         special[1](m, inst, pos, kwargs)
+        return
+    if isinstance(fn, type) and (meta_call := python_meta_call(fn)) is not None:
+        cap.observe_identity(fn_val)  # a metaclass's Python __call__ (a registry, a singleton)
+        inline(m, inst, cap.const(meta_call), [fn_val, *pos], kwargs)
         return
     if isinstance(fn, type) and (is_python_context_class(fn) or is_plain_class(fn)):
         construct_object(m, inst, fn_val, pos, kwargs)  # `with Timer():`, `ModelOutput()`

@@ -23,6 +23,7 @@ from ._identity import guard_identity, identity_compare
 from ._iteration import consume_generator, get_iter, is_generator, iter_items, unpack
 from ._ndarrays import array_op, involves_array, store_array_item
 from ._pyobjects import (
+    getattr_followed,
     is_pyobj,
     load_attr_followed,
     plain_store,
@@ -246,6 +247,8 @@ def _load_attr(m: FrameMonitor, inst: Inst) -> None:
 def _load_method(m: FrameMonitor, inst: Inst) -> None:
     (base,) = m.pop()
     name = m.code.co_names[inst.arg]
+    if is_pyobj(base) and getattr_followed(m, inst, base, name, method=True):
+        return  # a Python __getattr__ of an object built in the run
 
     def make(real: list[Any]) -> list[Val]:
         if real[0] is NULL:

@@ -35,6 +35,7 @@ __all__ = [
     "PYOBJ",
     "construct_object",
     "follow",
+    "getattr_followed",
     "instance_dict",
     "is_plain_class",
     "is_pyobj",
@@ -42,6 +43,7 @@ __all__ = [
     "lookup",
     "object_recipe",
     "plain_store",
+    "python_meta_call",
     "store_attr_followed",
     "store_item_followed",
 ]
@@ -52,7 +54,7 @@ _HEAPTYPE = 1 << 9
 # native bases whose instances start empty and whose state the shadow can hold
 _NATIVE_BASES: tuple[type, ...] = (object, dict, collections.OrderedDict)
 # dunder methods that would make the object behave other than its shadow says, when Python
-_UNFOLLOWED = ("__getattribute__", "__getattr__", "__delattr__", "__delitem__", "__del__")
+_UNFOLLOWED = ("__getattribute__", "__delattr__", "__delitem__", "__del__")
 
 
 def lookup(cls: type, name: str) -> Any:
@@ -68,8 +70,12 @@ def native_base(cls: type) -> type:
     return next(k for k in cls.__mro__ if not k.__flags__ & _HEAPTYPE)
 
 
-def is_plain_class(cls: Any) -> bool:
-    """True when ``cls(...)`` can be followed and its instances rebuilt (see the module doc)."""
+def is_plain_class(cls: Any, *, metaclass_call: bool = False) -> bool:
+    """True when ``cls(...)`` can be followed and its instances rebuilt (see the module doc).
+
+    ``metaclass_call``: asked for ``type.__call__(cls, ...)`` reached from the Python
+    ``__call__`` of ``cls``'s metaclass (which is followed), so that ``__call__`` is allowed.
+    """
     if not isinstance(cls, type) or not cls.__flags__ & _HEAPTYPE:
         return False
     if issubclass(cls, BaseException | torch.nn.Module | torch.Tensor | tuple | type):
@@ -78,7 +84,9 @@ def is_plain_class(cls: Any) -> bool:
     if base not in _NATIVE_BASES or lookup(cls, "__new__") is not lookup(base, "__new__"):
         return False
     metaclass: Any = type(cls)
-    if any("__call__" in vars(meta) for meta in metaclass.__mro__ if meta is not type):
+    if not metaclass_call and any(
+        "__call__" in vars(meta) for meta in metaclass.__mro__ if meta is not type
+    ):
         return False
     heap = [k for k in cls.__mro__ if k.__flags__ & _HEAPTYPE]
     # slot attributes live outside ``__dict__`` (an empty ``__slots__``, as ``typing.Generic``
@@ -239,6 +247,8 @@ def load_attr_followed(m: FrameMonitor, inst: Inst, base: Val, name: str) -> boo
     """LOAD_ATTR on an object built during the run that runs a descriptor of its class: a
     property's getter, or a Python ``__get__`` (``lazy_property``), is followed."""
     cls = type(base.obj)
+    if getattr_followed(m, inst, base, name, method=False):
+        return True
     desc = lookup(cls, name)
     if isinstance(desc, property):
         if not isinstance(desc.fget, types.FunctionType):
@@ -254,6 +264,23 @@ def load_attr_followed(m: FrameMonitor, inst: Inst, base: Val, name: str) -> boo
     # again through the class would run its ``__get__``
     desc_val = m.cap.new(desc, const=True)
     follow(m, inst, get, [desc_val, base, base.extra[PYOBJ]], 1)
+    return True
+
+
+def getattr_followed(m: FrameMonitor, inst: Inst, base: Val, name: str, *, method: bool) -> bool:
+    """LOAD_ATTR/LOAD_METHOD of a name an object built during the run does not have, whose
+    class has a Python ``__getattr__`` (an ``AttrDict``): the hook is followed."""
+    cls = type(base.obj)
+    hook = lookup(cls, "__getattr__")
+    if not isinstance(hook, types.FunctionType) or name in vars(base.obj) or lookup(cls, name):
+        return False
+    if method:  # (LOAD_METHOD pushes NULL and the attribute: there is no method to bind)
+        from ._frameio import NULL
+
+        null = Val(NULL, const=True)
+        follow(m, inst, hook, [base, m.cap.const(name)], 2, lambda real, got: [null, got])
+    else:
+        follow(m, inst, hook, [base, m.cap.const(name)], 1)
     return True
 
 
@@ -343,9 +370,33 @@ def _object_init(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]
     m.expect_outputs(inst, 1, lambda real: [m.cap.const(None)])
 
 
+def python_meta_call(cls: Any) -> Any:
+    """The Python ``__call__`` of the metaclass of ``cls`` (a program's own metaclass, such
+    as a registry's), or None."""
+    from ._capture import FROZEN_MODULE_ROOTS
+
+    for meta in type(cls).__mro__:
+        if meta is type:
+            return None
+        call = vars(meta).get("__call__")
+        if call is not None:
+            own = meta.__module__.split(".")[0] not in FROZEN_MODULE_ROOTS
+            return call if own and isinstance(call, types.FunctionType) else None
+    return None
+
+
+def _type_call(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    """``type.__call__(cls, ...)`` (``super().__call__(*args)`` in a metaclass's ``__call__``):
+    the construction of a plain class."""
+    if not pos or not is_plain_class(pos[0].obj, metaclass_call=True):
+        raise m.unsupported("type.__call__ of a class the monitor cannot build")
+    construct_object(m, inst, pos[0], pos[1:], kw)
+
+
 def _register() -> None:
     from ._builtins import METHOD_HANDLERS
 
+    METHOD_HANDLERS.setdefault((type, "__call__"), _type_call)
     METHOD_HANDLERS.setdefault((object, "__init__"), _object_init)
     METHOD_HANDLERS.setdefault((object, "__setattr__"), _native_setattr)
     for owner in (dict, collections.OrderedDict):
