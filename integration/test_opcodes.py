@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import dis
 import math
+import random
+import sys
 import types
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -470,8 +472,31 @@ def test_delete_global() -> None:
 def test_programs_that_break(name: str) -> None:
     fn, inputs, reason = BREAKS[name]
     compiled = magpy.compile(fn, backend="eager")
-    for i in range(3):
+    for i in range(4):
         args = inputs(i)
         assert torch.equal(compiled(*args), fn(*args))
+        assert sys.exc_info() == (None, None, None)  # no handler left entered
     ex = magpy.explain(fn)(*inputs(0))
     assert any(reason in b.reason for b in ex.break_reasons), ex.break_reasons
+
+
+def break_in_handler(x: torch.Tensor, fail: bool) -> torch.Tensor:
+    try:
+        if fail:
+            raise ValueError("v")
+        y = x
+    except ValueError:
+        y = x + random.random() * 0  # (Python's RNG: a graph break inside the handler)
+    return y + 1
+
+
+def test_a_break_inside_an_exception_handler_leaves_no_exception_behind() -> None:
+    """Regression: a segment resumed inside an ``except`` block ran to the return in its
+    record, skipping POP_EXCEPT, so ``sys.exc_info()`` still held the exception after the
+    call (and became the ``__context__`` of the caller's next exception)."""
+    compiled = magpy.compile(break_in_handler, backend="eager")
+    for i in range(4):
+        x = _t(3)
+        assert torch.equal(compiled(x, True), x + 1)
+        assert sys.exc_info() == (None, None, None), i
+    assert magpy.stats(compiled).breaks >= 1

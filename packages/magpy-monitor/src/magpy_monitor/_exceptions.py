@@ -114,12 +114,16 @@ def _reraise(m: FrameMonitor, inst: Inst) -> None:
 @handler("PUSH_EXC_INFO")
 def _push_exc_info(m: FrameMonitor, inst: Inst) -> None:
     (exc,) = m.pop()
+    depth, left = m.exc_state
+    m.exc_state = (depth + 1, left)
     m.expect_outputs(inst, 2, lambda real: [m.cap.const(real[0]), exc])
 
 
 @handler("POP_EXCEPT")
 def _pop_except(m: FrameMonitor, inst: Inst) -> None:
     m.pop()
+    depth, left = m.exc_state
+    m.exc_state = (depth - 1, left) if depth else (0, True)
 
 
 @handler("CHECK_EXC_MATCH")

@@ -220,6 +220,10 @@ class FrameMonitor:
         self.pre: tuple[Any, ...] | None = None
         self.func: Any = None
         self.namespace: Val | None = None  # a class body's namespace (LOAD_NAME/STORE_NAME)
+        # (handlers entered by PUSH_EXC_INFO and not left by POP_EXCEPT, whether a POP_EXCEPT
+        # left one entered before the frame was monitored): a record must not change either
+        self.exc_state = (0, False)
+        self.pre_exc = self.exc_state
         self.entry_mark = len(cap.rec.created)  # operations recorded before this frame began
         self.exhausted: Any = None  # the iterator a FOR_ITER of this frame last found empty
         self.entry_fast = list(fast)  # the locals it began with (a callee piece's inputs)
@@ -272,6 +276,7 @@ class FrameMonitor:
             )
         ):
             self.pre = (list(self.stack), self.cap.mark(), lasti, self.kwnames)
+            self.pre_exc = self.exc_state
         self.last = inst
         self.popped = []
         self.cap.location = (self.code.co_filename, inst.line or self.code.co_firstlineno)

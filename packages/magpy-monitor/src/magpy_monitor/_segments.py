@@ -307,7 +307,7 @@ class SegmentMonitor(Monitor):
             return
         root.cap.cut(mark)
         root.pending = None
-        self._commit(root, root.original_offset(lasti), None, stack)
+        self._commit(root, root.original_offset(lasti), None, stack, exc=root.pre_exc)
 
     def _start_offset(self) -> int:
         """Original offset of the segment's first instruction (the entry site's is computed)."""
@@ -326,11 +326,16 @@ class SegmentMonitor(Monitor):
         stack: list[Val],
         *,
         looped: bool = False,
+        exc: tuple[int, bool] | None = None,
     ) -> None:
         self.finished_segment = True
         cap = self.cap
         if self.dry:
             return
+        if (exc if exc is not None else root.exc_state) != (0, False):
+            # the mock would skip a PUSH_EXC_INFO or POP_EXCEPT: sys.exc_info() after it
+            # would differ from eager's
+            raise Unsupported("a segment that enters or leaves an exception handler")
         if end is not None and end == self._start_offset() and not looped:
             # nothing ran before the segment ended: a record would jump back to its own site
             self.host.on_empty(self.code, self.site)
