@@ -137,7 +137,7 @@ def _plain_instance(obj: Any) -> bool:
     ``__dict__`` (not a module, function, class or enum member)."""
     cls = type(obj)
     return (
-        cls.__eq__ is object.__eq__
+        (cls.__eq__ is object.__eq__ or cls is types.SimpleNamespace)
         and isinstance(getattr(obj, "__dict__", None), dict)
         and not isinstance(obj, type | types.FunctionType | types.ModuleType | torch.nn.Module)
         and not isinstance(obj, enum.Enum)

@@ -10,6 +10,7 @@ without running the class's code, so they can be returned and stored outside.
 from __future__ import annotations
 
 import functools
+import types
 from collections import OrderedDict
 from typing import Any
 
@@ -224,6 +225,19 @@ def test_a_python_getattr_is_followed(check: Any) -> None:
     is followed, by LOAD_ATTR and by LOAD_METHOD (``cfg.act(x)``)."""
     check(attr_config, lambda i: ((torch.randn(3), 2.0), {}), calls=3)
     assert _graphs(attr_config, torch.randn(3), 2.0) == (1, [])
+
+
+# ---------------------------------------------------------------------- SimpleNamespace
+def namespace(x: torch.Tensor) -> Any:
+    ns = types.SimpleNamespace(a=x * 2, b=3)
+    ns.c = ns.a + ns.b
+    del ns.b
+    return ns.c, ns
+
+
+def test_a_simple_namespace_built_in_the_run(check: Any) -> None:
+    check(namespace, lambda i: ((torch.randn(3),), {}), calls=3)
+    assert _graphs(namespace, torch.randn(3)) == (1, [])
 
 
 # ---------------------------------------------------------------------- metaclasses

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import logging
 import struct
 import zlib
 from collections.abc import Callable
@@ -143,3 +144,37 @@ def test_abs_and_pow_of_a_tensor_are_tensor_ops() -> None:
     H.assert_compiles_like_eager(
         builtins_on_tensors, lambda i: ([torch.randn(4), torch.randn(4)], {}), calls=4
     )
+
+
+# ---------------------------------------------------------------------- logging
+_LOG = logging.getLogger("magpy.tests.disabled")
+
+
+def logs_at_debug(x: torch.Tensor) -> torch.Tensor:
+    _LOG.debug("input of shape %s", tuple(x.shape))
+    return x * 2
+
+
+def test_logging_at_a_disabled_level_is_free() -> None:
+    """``logger.debug`` at a disabled level: no break even on a cold logger cache (where
+    ``isEnabledFor`` takes the logging lock); enabling the level is a miss that logs."""
+    _LOG.setLevel(logging.INFO)  # (clears the logger's cache: the first call takes the lock)
+    assert magpy.explain(logs_at_debug)(torch.randn(3)).graph_count == 1
+    _LOG.setLevel(logging.INFO)
+    compiled = magpy.compile(logs_at_debug, backend="eager")
+    for _ in range(3):
+        x = torch.randn(3)
+        assert torch.equal(compiled(x), x * 2)
+    stats = magpy.stats(compiled)
+    assert (stats.records, stats.hits, stats.breaks) == (1, 2, 0), stats
+    seen: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: seen.append(record.getMessage())  # type: ignore[method-assign]
+    _LOG.addHandler(handler)
+    try:
+        _LOG.setLevel(logging.DEBUG)
+        compiled(torch.randn(3))
+        assert seen == ["input of shape (3,)"]
+    finally:
+        _LOG.removeHandler(handler)
+        _LOG.setLevel(logging.NOTSET)

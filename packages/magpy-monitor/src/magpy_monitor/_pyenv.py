@@ -8,17 +8,23 @@
 - ``dict(...)`` and ``dict.__getitem__`` (a dict subclass's ``super().__getitem__(k)``).
 - ``torch.jit.isinstance(x, T)`` outside TorchScript is ``isinstance`` with typing-refined
   containers (``List[int]``): a pure function of ``x``'s type and (for containers) contents.
+- ``Logger.isEnabledFor(level)`` (inside ``logger.debug(...)``): its answer is guarded by asking
+  the logger again, so a message at a disabled level costs nothing on a hit and a logging
+  configuration change is a miss. (On a cold cache it takes the logging lock: without this it
+  would break the graph on the first call.)
 """
 
 from __future__ import annotations
 
 import contextvars
+import logging
+import operator
 import weakref
 from typing import Any
 
 import torch
 
-from magpy_refgraph import Item, Unsupported
+from magpy_refgraph import Const, GuardKind, Item, Unsupported
 
 from ._builtins import BUILTIN_HANDLERS, METHOD_HANDLERS
 from ._calls import pure_call
@@ -151,3 +157,21 @@ def _dict_ctor(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) 
 
 METHOD_HANDLERS[(dict, "__getitem__")] = _dict_getitem
 BUILTIN_HANDLERS[id(dict)] = (dict, _dict_ctor)
+
+
+def _is_enabled_for(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    cap = m.cap
+    if kw or len(pos) != 2 or not isinstance(pos[0].obj, logging.Logger):
+        raise m.unsupported("Logger.isEnabledFor with unusual arguments")
+    logger, level = pos
+    cap.observe(level)
+    node = logger.node if logger.external else cap.root(Const(logger.obj), logger.obj).node
+    if node is None:
+        raise m.unsupported("Logger.isEnabledFor of a logger made during the run")
+    enabled = logger.obj.isEnabledFor(level.obj)  # what the call about to run gives
+    ask = operator.methodcaller("isEnabledFor", level.obj)
+    cap.graph.observe(node, GuardKind.CUSTOM, ("outcome", ask, enabled))
+    m.expect_outputs(inst, 1, lambda real: [cap.const(real[0])])
+
+
+BUILTIN_HANDLERS[id(logging.Logger.isEnabledFor)] = (logging.Logger.isEnabledFor, _is_enabled_for)

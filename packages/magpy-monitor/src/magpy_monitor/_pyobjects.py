@@ -393,9 +393,26 @@ def _type_call(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) 
     construct_object(m, inst, pos[0], pos[1:], kw)
 
 
-def _register() -> None:
-    from ._builtins import METHOD_HANDLERS
+def _simple_namespace(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    """``types.SimpleNamespace(**kw)``: an object whose attributes are the keywords."""
+    if pos:
+        raise m.unsupported("SimpleNamespace() of a mapping")
+    cls_val = m.cap.const(types.SimpleNamespace)
 
+    def make(real: list[Any]) -> list[Val]:
+        if type(real[0]) is not types.SimpleNamespace or list(vars(real[0])) != list(kw):
+            raise m.unsupported("SimpleNamespace() made other attributes")
+        v = m.cap.new(real[0], extra={PYOBJ: cls_val})
+        v.attrs = dict(kw)
+        return [v]
+
+    m.expect_outputs(inst, 1, make)
+
+
+def _register() -> None:
+    from ._builtins import BUILTIN_HANDLERS, METHOD_HANDLERS
+
+    BUILTIN_HANDLERS[id(types.SimpleNamespace)] = (types.SimpleNamespace, _simple_namespace)
     METHOD_HANDLERS.setdefault((type, "__call__"), _type_call)
     METHOD_HANDLERS.setdefault((object, "__init__"), _object_init)
     METHOD_HANDLERS.setdefault((object, "__setattr__"), _native_setattr)
