@@ -136,6 +136,25 @@ def test_a_function_changed_after_it_was_made_stays_correct() -> None:
         assert torch.equal(out, x * 2) and fn.tag == "changed" and torch.equal(fn(x), x + 1)
 
 
+def recursive_inner(x: torch.Tensor) -> tuple[torch.Tensor, Any]:
+    def fact(n: int) -> int:
+        return 1 if n <= 1 else n * fact(n - 1)
+
+    return x * fact(3), fact
+
+
+def test_a_nested_function_that_closes_over_itself_stays_correct() -> None:
+    """Its cell holds the function itself: no recipe can build that, so the record is refused
+    (before: a RecursionError reached the program)."""
+    compiled = magpy.compile(recursive_inner, backend="eager")
+    for _ in range(3):
+        x = torch.randn(3)
+        out, fact = compiled(x)
+        assert torch.equal(out, x * 6) and fact(4) == 24
+    reasons = [r.reason for r in magpy.explain(recursive_inner)(torch.randn(3)).break_reasons]
+    assert any("closes over itself" in r for r in reasons), reasons
+
+
 # ---------------------------------------------------------------------- class statements
 SCALE = 2.0
 

@@ -7,7 +7,7 @@ from typing import Any
 import attrs
 import torch.fx as fx
 
-from magpy_refgraph import MagPyError, Plan
+from magpy_refgraph import InternalError, MagPyError, Plan
 
 from ._capture import Capture
 from ._planner import build_plan
@@ -70,6 +70,9 @@ def capture(
         out.graph = cap.rec.finish(outputs)
     except MagPyError as exc:
         out.failure = exc
+        return out
+    except Exception as exc:  # a planner bug must not reach the program: this call is eager
+        out.failure = InternalError(f"planning failed: {type(exc).__name__}: {exc}")
         return out
     out.plan = plan
     out.example_inputs = list(cap.rec.example_inputs)

@@ -14,6 +14,7 @@ fail rather than differ.
 
 from __future__ import annotations
 
+import threading
 import types
 from collections.abc import Callable
 from typing import Any
@@ -24,6 +25,8 @@ from ._frame import LAZY, CellBox, FrameMonitor, Inst, handler
 from ._values import UNBOUND, Val
 
 __all__ = ["function_recipe", "is_made_function"]
+
+_local = threading.local()  # the functions whose recipes are being made (a cycle is refused)
 
 
 @handler("MAKE_FUNCTION")
@@ -73,6 +76,19 @@ def function_recipe(v: Val, recipe: Callable[[Val], Recipe]) -> Recipe:
     """The mock's recipe for a function made during the run: a new function like it."""
     fn: types.FunctionType = v.obj
     name = fn.__qualname__
+    building: set[int] = _local.__dict__.setdefault("building", set())
+    if id(v) in building:  # (a recipe cannot make a cycle: the cell would need the function)
+        raise Unsupported(f"{name} closes over itself (a recursive nested function)")
+    building.add(id(v))
+    try:
+        return _function_recipe(v, fn, name, recipe)
+    finally:
+        building.discard(id(v))
+
+
+def _function_recipe(
+    v: Val, fn: types.FunctionType, name: str, recipe: Callable[[Val], Recipe]
+) -> Recipe:
     cells: list[Val] = v.extra.get("closure") or []
     real_cells = fn.__closure__ or ()
     if len(cells) != len(real_cells) or any(
