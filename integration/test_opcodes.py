@@ -500,3 +500,31 @@ def test_a_break_inside_an_exception_handler_leaves_no_exception_behind() -> Non
         assert torch.equal(compiled(x, True), x + 1)
         assert sys.exc_info() == (None, None, None), i
     assert magpy.stats(compiled).breaks >= 1
+
+
+class _Pair:
+    __match_args__ = ("first", "second")
+
+    def __init__(self, first: float, second: float) -> None:
+        self.first, self.second = first, second
+
+
+def match_positional(x: torch.Tensor, pair: Any) -> torch.Tensor:
+    match pair:
+        case _Pair(a, b):
+            return x * a + b
+    return x
+
+
+def test_a_class_patterns_match_args_are_guarded() -> None:
+    """Regression: ``__match_args__`` was read without a guard on its value, so reordering
+    it gave the recorded order's result."""
+    compiled = magpy.compile(match_positional, backend="eager")
+    x = _t(3)
+    assert torch.equal(compiled(x, _Pair(2.0, 1.0)), x * 2 + 1)
+    _Pair.__match_args__ = ("second", "first")
+    try:
+        assert torch.equal(compiled(x, _Pair(2.0, 1.0)), x * 1 + 2)
+    finally:
+        _Pair.__match_args__ = ("first", "second")
+    assert magpy.stats(compiled).records == 2

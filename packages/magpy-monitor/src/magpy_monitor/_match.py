@@ -61,7 +61,7 @@ def _match_class(m: FrameMonitor, inst: Inst) -> None:
             if match_args is None and cls.__flags__ & _TPFLAGS_MATCH_SELF and count == 1:
                 positional = [None]  # ``case int(x)``: the subject itself
             elif type(match_args) is tuple:
-                load_attr(m, cls_val, "__match_args__", match_args)  # guarded like any read
+                cap.observe(load_attr(m, cls_val, "__match_args__", match_args))  # by value
                 positional = list(match_args[:count])
             else:
                 raise m.unsupported(f"{cls.__name__}.__match_args__ is not a tuple")
