@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 import _integration_helpers as H
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -62,6 +63,24 @@ def test_legacy_constructors_with_data_are_one_graph(check: Any) -> None:
     """Every legacy type gives eager's dtype and values, from a cached graph."""
     _one_graph(legacy_data, torch.randn(3))
     check(legacy_data, _inputs(3))
+
+
+class Gaussian(nn.Module):
+    """SSIM losses' window: ``torch.Tensor`` of numpy numbers computed from an attribute."""
+
+    def __init__(self, size: int = 5) -> None:
+        super().__init__()
+        self.size = size
+
+    def forward(self, x: torch.Tensor, sigma: float) -> torch.Tensor:
+        c = self.size // 2
+        g = torch.Tensor([np.exp(-((i - c) ** 2) / float(2 * sigma**2)) for i in range(self.size)])
+        return x * (g / g.sum())
+
+
+def test_legacy_constructor_of_numpy_numbers(check: Any) -> None:
+    check(Gaussian(), lambda i: ((torch.randn(5), 1.5), {}), calls=3)
+    _one_graph(Gaussian(), torch.randn(5), 1.5)
 
 
 class Weighted(nn.Module):

@@ -27,6 +27,7 @@ import types
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import torch
 
 from magpy_refgraph import Attr, Item
@@ -64,16 +65,23 @@ _TENSORTYPES: dict[str, Any] = {_type_name(tt): tt for tt in _tensor_classes()}
 
 # ---------------------------------------------------------------------- legacy constructors
 def _plain_data(obj: Any) -> bool:
-    """Nested lists/tuples of Python numbers (what ``torch.tensor`` reads without tensors)."""
-    if type(obj) in (bool, int, float, complex):
+    """Nested lists/tuples of Python or numpy numbers (what ``torch.tensor`` reads without
+    tensors: ``torch.Tensor([np.exp(-x * x / s) for x in range(n)])``)."""
+    if type(obj) in (bool, int, float, complex) or isinstance(obj, _NUMPY_NUMBERS):
         return True
     return type(obj) in (list, tuple) and all(_plain_data(x) for x in obj)
 
 
+_NUMPY_NUMBERS = (np.floating, np.integer, np.bool_)
+
+
 def _copy_data(arg: Any) -> Any:
-    """A private copy of constructor data (the graph must not hold the program's list)."""
+    """A private copy of constructor data (the graph must not hold the program's list), with
+    numpy numbers as the Python numbers of the same value."""
     if type(arg) in (list, tuple):
         return [_copy_data(x) for x in arg]
+    if isinstance(arg, _NUMPY_NUMBERS):
+        return arg.item()
     return arg
 
 
