@@ -314,3 +314,18 @@ def test_generators_consumed_by_native_code(check: Any) -> None:
     generator's frame is followed as the native consumer resumes it."""
     check(MetaLinear(3, 2), lambda i: ((torch.randn(4, 3),), {}), calls=3)
     assert _graphs(MetaLinear(3, 2), torch.randn(4, 3)) == (1, [])
+
+
+def add_rows(xs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return sum(xs), sum(xs, torch.ones(4))  # type: ignore[return-value]
+
+
+def test_sum_over_a_tensors_rows(check: Any) -> None:
+    """raster-vision's AddTensors: ``sum(t)`` adds the rows one by one, as eager does (not
+    ``t.sum(0)``, whose rounding may differ); the number of rows is guarded."""
+    check(add_rows, lambda i: ((torch.rand(3, 4),), {}), calls=3)
+    assert _graphs(add_rows, torch.rand(3, 4)) == (1, [])
+    compiled = magpy.compile(add_rows, backend="eager")
+    for n in (2, 5):
+        xs = torch.rand(n, 4)
+        H.assert_same(compiled(xs), add_rows(xs))

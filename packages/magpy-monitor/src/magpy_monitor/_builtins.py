@@ -448,29 +448,6 @@ def _reversed(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -
     m.expect_outputs(inst, 1, lambda real: [make_iterator(m, real[0], rev)])
 
 
-@register_builtin(sum)
-def _sum(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
-    cap = m.cap
-    items = iter_items(m, pos[0])
-    if items is None:
-        raise m.unsupported("sum() over an iterable of unknown contents")
-    exhaust(m, pos[0])
-    start = pos[1] if len(pos) > 1 else kw.get("start", cap.const(0))
-    if not _has_tensor([*items, start]):
-        for v in (*items, start):
-            cap.observe(v)
-        m.expect_outputs(inst, 1, lambda real: [cap.new(real[0], const=True)])
-        return
-
-    def make(real: list[Any]) -> list[Val]:
-        acc = cap.to_arg(start)
-        for v in items:
-            acc = cap.rec.call("call_function", operator.add, (acc, cap.to_arg(v)), {})
-        return [cap.op_result(real[0], acc)]
-
-    m.expect_outputs(inst, 1, make)
-
-
 def _min_max(maximum: bool) -> BuiltinHandler:
     def handle(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
         if len(pos) == 1:

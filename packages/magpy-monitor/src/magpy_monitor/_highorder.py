@@ -293,6 +293,10 @@ METHOD_HANDLERS[(str, "join")] = _pure_over
 def _sum(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
     cap = m.cap
     start = pos[1] if len(pos) > 1 else kw.get("start", cap.const(0))
+    src = pos[0].obj
+    if isinstance(src, torch.Tensor) and src.dim() and type(src).__iter__ is torch.Tensor.__iter__:
+        _sum_rows(m, inst, pos[0], start)  # sum(t): start + t[0] + t[1] + ... (AddTensors)
+        return
 
     def then(items: list[Val], real: Any, p: Pending) -> Val:
         if not any(isinstance(v.obj, torch.Tensor) for v in (*items, start)):
@@ -305,6 +309,25 @@ def _sum(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> Non
         return cap.op_result(real, acc)
 
     consume(m, inst, pos[0], then)
+
+
+def _sum_rows(m: FrameMonitor, inst: Inst, t: Val, start: Val) -> None:
+    """``sum(t)`` iterates ``t``'s rows (``Tensor.__iter__`` is ``iter(t.unbind(0))``) and adds
+    them one by one: the same operations in the graph; the number of rows is guarded."""
+    cap = m.cap
+    n = t.obj.shape[0]
+    if not n:
+        raise m.unsupported("sum() over a tensor without rows")
+    cap.guard_meta(t)
+
+    def make(real: list[Any]) -> list[Val]:
+        rows = cap.rec.call("call_method", "unbind", (cap.tensor_node(t), 0), {})
+        acc = cap.to_arg(start)
+        for i in range(n):
+            acc = cap.rec.call("call_function", operator.add, (acc, cap.rec.getitem(rows, i)), {})
+        return [cap.op_result(real[0], acc)]
+
+    m.expect_outputs(inst, 1, make)
 
 
 @register_builtin(sorted)
