@@ -329,3 +329,32 @@ def test_sum_over_a_tensors_rows(check: Any) -> None:
     for n in (2, 5):
         xs = torch.rand(n, 4)
         H.assert_same(compiled(xs), add_rows(xs))
+
+
+class CallNorm(torch.nn.Module):
+    """CartoonGAN's InstanceNormalization: a module that overrides ``__call__`` itself."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.scale = torch.nn.Parameter(torch.rand(dim))
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        mean = x.mean(-1, keepdim=True)
+        return (x - mean) * self.scale
+
+
+class UsesCallNorm(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+        self.norm = CallNorm(4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.norm(self.lin(x)))
+
+
+def test_a_module_with_its_own_call(check: Any) -> None:
+    """Calling it runs its ``__call__`` (followed), not ``forward``
+    (``_forward_unimplemented``, which the monitor expected and never saw)."""
+    check(UsesCallNorm(), lambda i: ((torch.randn(2, 4),), {}), calls=3)
+    assert _graphs(UsesCallNorm(), torch.randn(2, 4)) == (1, [])

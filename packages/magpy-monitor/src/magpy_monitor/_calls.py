@@ -40,6 +40,7 @@ def dispatch_call(
     from ._contexts import context_exit, is_python_context_class
     from ._exceptions import GRAD_MODE_CLASSES, grad_context, grad_exit
     from ._pyobjects import construct_object, is_plain_class, python_meta_call
+    from ._pyobjects import lookup as vars_lookup
     from ._tensorctors import TENSOR_METHOD_HANDLERS, forward_call, forwards
 
     fn = fn_val.obj
@@ -91,6 +92,14 @@ def dispatch_call(
         return
     if isinstance(fn, type) and (is_python_context_class(fn) or is_plain_class(fn)):
         construct_object(m, inst, fn_val, pos, kwargs)  # `with Timer():`, `ModelOutput()`
+        return
+    if (
+        isinstance(fn, torch.nn.Module)
+        and isinstance(call := vars_lookup(type(fn), "__call__"), types.FunctionType)
+        and call is not torch.nn.Module.__call__
+    ):
+        cap.observe_type(fn_val)  # a module class with its own __call__ (CartoonGAN's norm)
+        inline(m, inst, cap.const(call), [fn_val, *pos], kwargs)
         return
     if isinstance(fn, torch.nn.Module):
         from ._hooks import module_call
