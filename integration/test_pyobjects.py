@@ -240,6 +240,34 @@ def test_a_simple_namespace_built_in_the_run(check: Any) -> None:
     assert _graphs(namespace, torch.randn(3)) == (1, [])
 
 
+class Doubling:
+    """Every attribute read runs Python: ``double`` is computed, the rest read plainly."""
+
+    def __init__(self, t: torch.Tensor) -> None:
+        self.t = t
+
+    def __getattribute__(self, name: str) -> Any:
+        if name == "double":
+            return object.__getattribute__(self, "t") * 2
+        return super().__getattribute__(name)
+
+    def scale(self, k: float) -> torch.Tensor:
+        return self.t * k
+
+
+def reads_through_getattribute(x: torch.Tensor) -> Any:
+    d = Doubling(x)
+    return d.double + d.t + d.scale(3.0), d
+
+
+def test_a_python_getattribute_is_followed(check: Any) -> None:
+    """Each read of an object built in the run whose class has a Python ``__getattribute__``
+    follows it; ``object.__getattribute__``/``super().__getattribute__`` inside it is the
+    plain read."""
+    check(reads_through_getattribute, lambda i: ((torch.randn(3),), {}), calls=3)
+    assert _graphs(reads_through_getattribute, torch.randn(3)) == (1, [])
+
+
 # ---------------------------------------------------------------------- metaclasses
 class Tagging(type):
     """A metaclass whose ``__call__`` post-processes every instance."""
@@ -273,12 +301,14 @@ def test_a_metaclass_call_is_followed(check: Any) -> None:
 
 
 # ---------------------------------------------------------------------- still breaks
-class Shadowing:
+class Guarded:
+    """A Python ``__delattr__``: its objects are not followed."""
+
     def __init__(self, x: torch.Tensor) -> None:
         self.x = x
 
-    def __getattribute__(self, name: str) -> Any:
-        return object.__getattribute__(self, "x")
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(name)
 
 
 class Slotted:
@@ -288,10 +318,9 @@ class Slotted:
         self.x = x
 
 
-@pytest.mark.parametrize("cls", [Shadowing, Slotted], ids=["__getattribute__", "__slots__"])
+@pytest.mark.parametrize("cls", [Guarded, Slotted], ids=["__delattr__", "__slots__"])
 def test_classes_the_shadow_cannot_hold_break(cls: type) -> None:
-    """A Python ``__getattribute__`` or ``__slots__``: a graph break, and results stay
-    eager's."""
+    """A Python ``__delattr__`` or ``__slots__``: a graph break, and results stay eager's."""
 
     def fn(x: torch.Tensor) -> torch.Tensor:
         return cls(x * 2).x + 1

@@ -54,7 +54,7 @@ _HEAPTYPE = 1 << 9
 # native bases whose instances start empty and whose state the shadow can hold
 _NATIVE_BASES: tuple[type, ...] = (object, dict, collections.OrderedDict)
 # dunder methods that would make the object behave other than its shadow says, when Python
-_UNFOLLOWED = ("__getattribute__", "__delattr__", "__delitem__", "__del__")
+_UNFOLLOWED = ("__delattr__", "__delitem__", "__del__")
 
 
 def lookup(cls: type, name: str) -> Any:
@@ -268,12 +268,17 @@ def load_attr_followed(m: FrameMonitor, inst: Inst, base: Val, name: str) -> boo
 
 
 def getattr_followed(m: FrameMonitor, inst: Inst, base: Val, name: str, *, method: bool) -> bool:
-    """LOAD_ATTR/LOAD_METHOD of a name an object built during the run does not have, whose
-    class has a Python ``__getattr__`` (an ``AttrDict``): the hook is followed."""
+    """LOAD_ATTR/LOAD_METHOD on an object built during the run whose class has a Python
+    ``__getattribute__`` (every read runs it), or a Python ``__getattr__`` and not the name
+    (an ``AttrDict``): the hook is followed."""
     cls = type(base.obj)
-    hook = lookup(cls, "__getattr__")
-    if not isinstance(hook, types.FunctionType) or name in vars(base.obj) or lookup(cls, name):
-        return False
+    hook = lookup(cls, "__getattribute__")
+    if not isinstance(hook, types.FunctionType):
+        hook = lookup(cls, "__getattr__")
+        if not isinstance(hook, types.FunctionType) or name in vars(base.obj) or lookup(cls, name):
+            return False
+    elif lookup(cls, "__getattr__") is not None:
+        raise m.unsupported(f"{cls.__name__} has both __getattribute__ and __getattr__")
     if method:  # (LOAD_METHOD pushes NULL and the attribute: there is no method to bind)
         from ._frameio import NULL
 
@@ -393,6 +398,18 @@ def _type_call(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) 
     construct_object(m, inst, pos[0], pos[1:], kw)
 
 
+def _object_getattribute(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    """``object.__getattribute__(obj, name)`` (inside a Python ``__getattribute__``): the
+    plain read, with no hook."""
+    from ._calls import load_attr
+
+    if kw or len(pos) != 2 or type(pos[1].obj) is not str:
+        raise m.unsupported("object.__getattribute__ with unusual arguments")
+    m.cap.observe(pos[1])
+    base, name = pos[0], pos[1].obj
+    m.expect_outputs(inst, 1, lambda real: [load_attr(m, base, name, real[0])])
+
+
 def _simple_namespace(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
     """``types.SimpleNamespace(**kw)``: an object whose attributes are the keywords."""
     if pos:
@@ -414,6 +431,7 @@ def _register() -> None:
 
     BUILTIN_HANDLERS[id(types.SimpleNamespace)] = (types.SimpleNamespace, _simple_namespace)
     METHOD_HANDLERS.setdefault((type, "__call__"), _type_call)
+    METHOD_HANDLERS.setdefault((object, "__getattribute__"), _object_getattribute)
     METHOD_HANDLERS.setdefault((object, "__init__"), _object_init)
     METHOD_HANDLERS.setdefault((object, "__setattr__"), _native_setattr)
     for owner in (dict, collections.OrderedDict):
@@ -433,7 +451,10 @@ def object_recipe(v: Val, recipe: Callable[[Val], Recipe]) -> Recipe:
         raise Unsupported(f"an instance of the class {cls_val.obj.__qualname__} made in the run")
     cls = cls_val.obj
     attrs = v.attrs or {}
-    real = getattr(obj, "__dict__", None)
+    try:
+        real = object.__getattribute__(obj, "__dict__")
+    except AttributeError:
+        real = None
     if (
         type(obj) is not cls
         or real is None
@@ -465,7 +486,8 @@ def _rebuild_object(cls: type, names: tuple[str, ...], *values: Any) -> Any:
         setitem = base.__setitem__
         for i in range(n, len(values), 2):
             setitem(obj, values[i], values[i + 1])
-    obj.__dict__.update(zip(names, values[:n], strict=True))
+    # (``object.__getattribute__``: a Python ``__getattribute__`` of the class must not run)
+    object.__getattribute__(obj, "__dict__").update(zip(names, values[:n], strict=True))
     return obj
 
 
