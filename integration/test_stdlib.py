@@ -11,6 +11,7 @@ import copy
 import hashlib
 import json
 import logging
+import os
 import struct
 import zlib
 from collections.abc import Callable
@@ -178,3 +179,24 @@ def test_logging_at_a_disabled_level_is_free() -> None:
     finally:
         _LOG.removeHandler(handler)
         _LOG.setLevel(logging.NOTSET)
+
+
+# ---------------------------------------------------------------------- os.environ
+def reads_environment(x: torch.Tensor) -> torch.Tensor:
+    scale = float(os.environ.get("MAGPY_TEST_UNSET_SCALE", "2.0"))
+    return x * scale
+
+
+def test_os_environ_get_of_a_missing_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``os.environ.get`` of a missing variable: its ``KeyError`` is raised and handled inside
+    ``os.py`` (a RERAISE the monitor follows); setting the variable later is a miss."""
+    monkeypatch.delenv("MAGPY_TEST_UNSET_SCALE", raising=False)
+    compiled = magpy.compile(reads_environment, backend="eager")
+    for _ in range(3):
+        x = torch.randn(3)
+        assert torch.equal(compiled(x), x * 2.0)
+    stats = magpy.stats(compiled)
+    assert (stats.records, stats.hits, stats.breaks) == (1, 2, 0), stats
+    monkeypatch.setenv("MAGPY_TEST_UNSET_SCALE", "3.0")
+    x = torch.randn(3)
+    assert torch.equal(compiled(x), x * 3.0)
