@@ -147,6 +147,14 @@ def test_abs_and_pow_of_a_tensor_are_tensor_ops() -> None:
     )
 
 
+def _one_record_serves_three_calls(compiled: Any, expected: Callable[[Any], Any]) -> None:
+    for _ in range(3):
+        x = torch.randn(3)
+        assert torch.equal(compiled(x), expected(x))
+    stats = magpy.stats(compiled)
+    assert (stats.records, stats.hits, stats.breaks) == (1, 2, 0), stats
+
+
 # ---------------------------------------------------------------------- logging
 _LOG = logging.getLogger("magpy.tests.disabled")
 
@@ -163,11 +171,7 @@ def test_logging_at_a_disabled_level_is_free() -> None:
     assert magpy.explain(logs_at_debug)(torch.randn(3)).graph_count == 1
     _LOG.setLevel(logging.INFO)
     compiled = magpy.compile(logs_at_debug, backend="eager")
-    for _ in range(3):
-        x = torch.randn(3)
-        assert torch.equal(compiled(x), x * 2)
-    stats = magpy.stats(compiled)
-    assert (stats.records, stats.hits, stats.breaks) == (1, 2, 0), stats
+    _one_record_serves_three_calls(compiled, lambda x: x * 2)
     seen: list[str] = []
     handler = logging.Handler()
     handler.emit = lambda record: seen.append(record.getMessage())  # type: ignore[method-assign]
@@ -192,11 +196,7 @@ def test_os_environ_get_of_a_missing_variable(monkeypatch: pytest.MonkeyPatch) -
     ``os.py`` (a RERAISE the monitor follows); setting the variable later is a miss."""
     monkeypatch.delenv("MAGPY_TEST_UNSET_SCALE", raising=False)
     compiled = magpy.compile(reads_environment, backend="eager")
-    for _ in range(3):
-        x = torch.randn(3)
-        assert torch.equal(compiled(x), x * 2.0)
-    stats = magpy.stats(compiled)
-    assert (stats.records, stats.hits, stats.breaks) == (1, 2, 0), stats
+    _one_record_serves_three_calls(compiled, lambda x: x * 2.0)
     monkeypatch.setenv("MAGPY_TEST_UNSET_SCALE", "3.0")
     x = torch.randn(3)
     assert torch.equal(compiled(x), x * 3.0)

@@ -49,11 +49,12 @@ def class_escapes(v: Val) -> Unsupported:
     return Unsupported(f"the class {v.obj.__qualname__} made in the region leaves it")
 
 
-def _namespace(m: FrameMonitor) -> Val:
+def _namespace(m: FrameMonitor) -> dict[Any, tuple[Val, Val]]:
+    """The shadow items of the class body's namespace."""
     ns = m.namespace
     if ns is None or not isinstance(ns.items, dict):
         raise m.unsupported("a name lookup outside a class body (module code, exec)")
-    return ns
+    return ns.items
 
 
 @handler("LOAD_BUILD_CLASS")
@@ -146,28 +147,23 @@ def class_attr(m: FrameMonitor, cls_val: Val, name: str, real: Any) -> Val:
 @handler("STORE_NAME")
 def _store_name(m: FrameMonitor, inst: Inst) -> None:
     (value,) = m.pop()
-    ns = _namespace(m)
-    put_item(ns.items, m.cap.const(m.code.co_names[inst.arg]), value)
+    put_item(_namespace(m), m.cap.const(m.code.co_names[inst.arg]), value)
     m.expect_outputs(inst, 0, lambda real: [])
 
 
 @handler("DELETE_NAME")
 def _delete_name(m: FrameMonitor, inst: Inst) -> None:
-    ns = _namespace(m)
-    name = m.code.co_names[inst.arg]
-    assert isinstance(ns.items, dict)
-    if name not in ns.items:
+    names, name = _namespace(m), m.code.co_names[inst.arg]
+    if name not in names:
         raise m.unsupported(f"del of {name!r}, not in the class namespace")
-    del ns.items[name]
+    del names[name]
     m.expect_outputs(inst, 0, lambda real: [])
 
 
 @handler("LOAD_NAME")
 def _load_name(m: FrameMonitor, inst: Inst) -> None:
-    ns = _namespace(m)
     name = m.code.co_names[inst.arg]
-    assert isinstance(ns.items, dict)
-    hit = ns.items.get(name)
+    hit = _namespace(m).get(name)  # else a global, else a builtin (as CPython looks)
     globals_ = m.frame.f_globals
 
     def make(real: list[Any]) -> list[Val]:
@@ -181,9 +177,7 @@ def _load_name(m: FrameMonitor, inst: Inst) -> None:
 @handler("LOAD_CLASSDEREF")
 def _load_classderef(m: FrameMonitor, inst: Inst) -> None:
     """A class body's read of an enclosing function's variable: the namespace first."""
-    ns = _namespace(m)
-    assert isinstance(ns.items, dict)
-    hit = ns.items.get(m.names[inst.arg])
+    hit = _namespace(m).get(m.names[inst.arg])
     if hit is not None:
         m.push(hit[1])
         return
@@ -192,9 +186,8 @@ def _load_classderef(m: FrameMonitor, inst: Inst) -> None:
 
 @handler("SETUP_ANNOTATIONS")
 def _setup_annotations(m: FrameMonitor, inst: Inst) -> None:
-    ns = _namespace(m)
-    assert isinstance(ns.items, dict)
-    if "__annotations__" in ns.items:
+    names = _namespace(m)
+    if "__annotations__" in names:
         m.expect_outputs(inst, 0, lambda real: [])
         return
 
@@ -202,7 +195,7 @@ def _setup_annotations(m: FrameMonitor, inst: Inst) -> None:
         made = m.frame.f_locals.get("__annotations__")
         if type(made) is not dict or made:
             raise m.unsupported("SETUP_ANNOTATIONS made no empty dict")
-        put_item(ns.items, m.cap.const("__annotations__"), m.cap.new(made, items={}))
+        put_item(names, m.cap.const("__annotations__"), m.cap.new(made, items={}))
         return []
 
     m.expect_outputs(inst, 0, make)
