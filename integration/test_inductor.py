@@ -96,3 +96,47 @@ def test_a_graph_inductor_cannot_compile_runs_uncompiled() -> None:
         H.assert_same(compiled(x), masked_mean(x))
     stats = magpy.stats(compiled)
     assert (stats.fallbacks, stats.breaks, stats.records, stats.hits) == (0, 0, 2, 2), stats
+
+
+def real_python(x: torch.Tensor, cfg: dict[str, Any]) -> Any:
+    """A class statement, a ``match``, a closure handed out and an exception handled inside a
+    ``with`` block, around tensor math Inductor compiles."""
+
+    class Gate:
+        scale = cfg["scale"]
+
+        def __call__(self, t: torch.Tensor) -> torch.Tensor:
+            return torch.sigmoid(t) * self.scale
+
+    match cfg:
+        case {"shift": s}:
+            y = Gate()(x) + s
+        case _:
+            y = Gate()(x)
+    try:
+        with torch.no_grad():
+            z = y * 2
+            raise KeyError("handled")
+    except KeyError:
+        z = z + 1
+    return z
+
+
+def closure_out(x: torch.Tensor) -> Any:
+    y = torch.relu(x)
+    return y, lambda t: t * y.sum()
+
+
+def test_real_python_through_inductor(check: Callable[..., Any]) -> None:
+    check(
+        real_python,
+        lambda i: ((torch.randn(8), {"scale": 2.0, "shift": 0.5}), {}),
+        calls=3,
+        backend="inductor",
+    )
+    compiled = magpy.compile(closure_out, backend="inductor")
+    for _ in range(3):
+        x = torch.randn(8)
+        y, fn = compiled(x)
+        H.assert_same((y, fn(x)), (torch.relu(x), x * torch.relu(x).sum()))
+    assert magpy.stats(compiled).records == 1
