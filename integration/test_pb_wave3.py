@@ -358,3 +358,19 @@ def test_a_module_with_its_own_call(check: Any) -> None:
     (``_forward_unimplemented``, which the monitor expected and never saw)."""
     check(UsesCallNorm(), lambda i: ((torch.randn(2, 4),), {}), calls=3)
     assert _graphs(UsesCallNorm(), torch.randn(2, 4)) == (1, [])
+
+
+Pair = collections.namedtuple("Pair", "a b")
+
+
+def bound_reads(x: torch.Tensor) -> Any:
+    p = Pair(x, 1)
+    q = p._make([x * 2, 3])  # a classmethod read through an object the run built
+    d = {"k": x + 1, "j": 2}
+    pop = d.pop  # a builtin method of a dict the run built, as a value
+    return q.a + pop("k"), q, d
+
+
+def test_methods_read_as_values_from_objects_built_in_the_run(check: Any) -> None:
+    check(bound_reads, lambda i: ((torch.randn(3),), {}), calls=3)
+    assert _graphs(bound_reads, torch.randn(3)) == (1, [])

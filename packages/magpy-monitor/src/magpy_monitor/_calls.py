@@ -597,8 +597,11 @@ def load_attr(m: FrameMonitor, base: Val, name: str, real: Any) -> Val:
     if isinstance(base.items, list) and isinstance(fields, tuple) and name in fields:
         item: Val = base.items[fields.index(name)]
         return item
-    if type(real) is types.MethodType and real.__self__ is obj:
-        return Val(real, extra={"self": base})
+    if type(real) in (types.MethodType, types.BuiltinMethodType) and real.__self__ is obj:
+        return Val(real, extra={"self": base})  # (``kwds.pop`` of a dict the run built)
+    if type(real) is types.MethodType and real.__self__ is type(obj) and not base.external:
+        # a classmethod read through an object the run built (``qt._make``): bound to its class
+        return Val(real, extra={"self": cap.const(type(obj))})
     known = cap.known(real)
     if known is not None:
         return known
