@@ -17,6 +17,7 @@ type and module. The properties follow the paper:
 from __future__ import annotations
 
 import enum
+import functools
 import types
 from collections.abc import Callable
 from typing import Any
@@ -61,7 +62,7 @@ _TENSOR_META_METHODS = frozenset(
 _TENSOR_VALUE_READ = frozenset(
     "item tolist __bool__ __int__ __float__ __index__ __complex__ numpy data_ptr __array__ "
     "__iter__ __contains__ __hash__ __reduce_ex__ __deepcopy__ __repr__ __str__ __format__ "
-    "backward register_hook untyped_storage storage".split()
+    "backward register_hook untyped_storage storage retain_grad record_stream".split()
 )
 _TENSOR_META_ATTRS = frozenset(
     "shape dtype device ndim is_cuda is_cpu requires_grad layout is_sparse is_quantized is_leaf "
@@ -101,6 +102,30 @@ def tensor_attr_kind(name: str) -> Kind:
     return Kind.UNKNOWN
 
 
+@functools.cache
+def writes_first_argument(name: str) -> bool | None:
+    """Whether ATen operator ``name`` writes its first (tensor) argument in place, from its
+    schemas' alias annotations (``Tensor(a!) self``); None when no schema says (a Python
+    function, a name with no ATen operator, overloads that disagree)."""
+    try:
+        schemas = torch._C._jit_get_schemas_for_operator(f"aten::{name}")
+    except RuntimeError:
+        return None
+    writes = {
+        bool(first.alias_info is not None and first.alias_info.is_write)
+        for first in (sch.arguments[0] for sch in schemas if sch.arguments)
+        if isinstance(first.type, torch.TensorType) and not first.kwarg_only
+    }
+    return writes.pop() if len(writes) == 1 else None
+
+
+def _inplace(name: str, by_name: bool) -> bool:
+    """An operator that updates its first argument: as its schemas say, else by the naming
+    convention (``add_``)."""
+    writes = writes_first_argument(name)
+    return by_name if writes is None else writes
+
+
 def _tensor_method(name: str) -> Annotation:
     if name in _TENSOR_META_METHODS:
         return Annotation(Kind.META)
@@ -108,7 +133,7 @@ def _tensor_method(name: str) -> Annotation:
         return Annotation(Kind.VALUE_READ, reason=f"Tensor.{name} reads tensor values into Python")
     if name in _INPLACE_DUNDERS:
         return Annotation(Kind.AS_OP, method=name, inplace=(0,), returns_arg=None)
-    if name.endswith("_") and not name.endswith("__"):
+    if _inplace(name, name.endswith("_") and not name.endswith("__")):
         return Annotation(Kind.AS_OP, method=name, inplace=(0,), returns_arg=0)
     return Annotation(Kind.AS_OP, method=name)
 
@@ -118,7 +143,7 @@ def _torch_function(fn: Any, name: str) -> Annotation:
         return Annotation(Kind.PURE)
     if name in _TORCH_EFFECT_FUNCS:
         return Annotation(Kind.EFFECT, reason=f"torch.{name} has effects outside the program")
-    if name.endswith("_") and not name.startswith("_"):
+    if _inplace(name, name.endswith("_") and not name.startswith("_")):
         return Annotation(Kind.AS_OP, inplace=(0,), returns_arg=0)
     return Annotation(Kind.AS_OP)
 

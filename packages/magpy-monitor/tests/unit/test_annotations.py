@@ -203,3 +203,53 @@ class TestAnnotationsDriveCapture:
         assert result.failure is None and result.plan is not None
         assert result.plan.checks == ()  # returned as it is: nothing assumed
         assert result.value == [1.0, 1.0]
+
+
+# ---------------------------------------------------------------------- against torch's schemas
+def _schema_ops() -> list[tuple[str, object, bool]]:
+    """Every Tensor method and ``torch.*`` function with ATen schemas that agree on whether
+    the first argument is written in place: (label, callable, written)."""
+    from magpy_monitor._annotations import writes_first_argument
+
+    ops = []
+    for owner, label in ((torch.Tensor, "Tensor"), (torch, "torch")):
+        for name in dir(owner):
+            fn = getattr(owner, name, None)
+            if not callable(fn) or isinstance(fn, type):
+                continue
+            written = writes_first_argument(name)
+            if written is not None:
+                ops.append((f"{label}.{name}", fn, written))
+    return ops
+
+
+def test_every_op_with_a_schema_is_annotated_as_its_schema_says() -> None:
+    """The in-place flag of each op's annotation is what the operator's schema says
+    (``Tensor(a!) self``), for the ~1300 Tensor methods and torch functions that have one."""
+    ops = _schema_ops()
+    assert len(ops) > 1000
+    wrong = []
+    for label, fn, written in ops:
+        ann = classify(fn)
+        if ann.kind is Kind.AS_OP and (0 in ann.inplace) != written:
+            wrong.append((label, written, ann.inplace))
+    assert not wrong, wrong
+
+
+@pytest.mark.parametrize(
+    ("fn", "args"),
+    [
+        (torch._index_put_impl_, lambda: (torch.zeros(3), (torch.tensor([1]),), torch.ones(1))),
+        (torch.Tensor.index_put_, lambda: (torch.zeros(3), (torch.tensor([1]),), torch.ones(1))),
+        (torch.Tensor.add_, lambda: (torch.zeros(3), 1)),
+        (torch.Tensor.add, lambda: (torch.zeros(3), 1)),
+    ],
+    ids=["_index_put_impl_", "index_put_", "add_", "add"],
+)
+def test_an_op_changes_its_first_argument_exactly_when_annotated(fn: object, args: object) -> None:
+    """Behaviour, not names: running the op changes its first argument iff it is annotated in
+    place (``_index_put_impl_`` is private, so the naming rule alone would miss it)."""
+    first, *rest = args()  # type: ignore[operator]
+    before = first.clone()
+    fn(first, *rest)  # type: ignore[operator]
+    assert (0 in classify(fn).inplace) == (not torch.equal(first, before))
