@@ -23,11 +23,11 @@ forward to Python code (``torch.jit.script`` functions, ``functools.partial``).
 from __future__ import annotations
 
 import functools
+import sys
 import types
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 import torch
 
 from magpy_refgraph import Attr, Item
@@ -67,12 +67,14 @@ _TENSORTYPES: dict[str, Any] = {_type_name(tt): tt for tt in _tensor_classes()}
 def _plain_data(obj: Any) -> bool:
     """Nested lists/tuples of Python or numpy numbers (what ``torch.tensor`` reads without
     tensors: ``torch.Tensor([np.exp(-x * x / s) for x in range(n)])``)."""
-    if type(obj) in (bool, int, float, complex) or isinstance(obj, _NUMPY_NUMBERS):
+    if type(obj) in (bool, int, float, complex) or _numpy_number(obj):
         return True
     return type(obj) in (list, tuple) and all(_plain_data(x) for x in obj)
 
 
-_NUMPY_NUMBERS = (np.floating, np.integer, np.bool_)
+def _numpy_number(obj: Any) -> bool:
+    np = sys.modules.get("numpy")  # (numpy is optional: without it there are no such numbers)
+    return np is not None and isinstance(obj, np.floating | np.integer | np.bool_)
 
 
 def _copy_data(arg: Any) -> Any:
@@ -80,7 +82,7 @@ def _copy_data(arg: Any) -> Any:
     numpy numbers as the Python numbers of the same value."""
     if type(arg) in (list, tuple):
         return [_copy_data(x) for x in arg]
-    if isinstance(arg, _NUMPY_NUMBERS):
+    if _numpy_number(arg):
         return arg.item()
     return arg
 
