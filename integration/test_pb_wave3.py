@@ -306,12 +306,18 @@ class MetaLinear(torch.nn.Linear):
         listed = [0]
         listed.extend(p.numel() for p in self.parameters())
         out = torch.nn.functional.linear(x, params["weight"], params.get("bias"))
-        return out + ordered["bias"] + every[1], listed
+        # (REALM's span helper: a generator as the star-arguments of a native call)
+        starts, ends = zip(*(self._span(x, w) for w in range(1, 3)))  # noqa: B905
+        return out + ordered["bias"] + every[1], listed, torch.cat(starts), torch.cat(ends)
+
+    @staticmethod
+    def _span(x: torch.Tensor, width: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.arange(x.shape[1] - width + 1), torch.arange(width - 1, x.shape[1])
 
 
 def test_generators_consumed_by_native_code(check: Any) -> None:
-    """``dict(gen)``, ``OrderedDict(gen)``, ``(*gen,)`` and ``list.extend(gen)``: the
-    generator's frame is followed as the native consumer resumes it."""
+    """``dict(gen)``, ``OrderedDict(gen)``, ``(*gen,)``, ``list.extend(gen)`` and
+    ``zip(*gen)``: the generator's frame is followed as the native consumer resumes it."""
     check(MetaLinear(3, 2), lambda i: ((torch.randn(4, 3),), {}), calls=3)
     assert _graphs(MetaLinear(3, 2), torch.randn(4, 3)) == (1, [])
 

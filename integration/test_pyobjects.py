@@ -9,8 +9,10 @@ without running the class's code, so they can be returned and stored outside.
 
 from __future__ import annotations
 
+import collections
 import functools
 import types
+import typing
 from collections import OrderedDict
 from typing import Any
 
@@ -431,3 +433,60 @@ def test_the_default_validation_setting_is_guarded() -> None:
             compiled(*bad)
     finally:
         torch.distributions.Distribution.set_default_validate_args(before)
+
+
+# ---------------------------------------------------------------------- namedtuple _replace
+Point = collections.namedtuple("Point", "x scale bits")
+
+
+class Quant(typing.NamedTuple):
+    value: torch.Tensor
+    scale: float
+
+
+class QuantWithNew(Quant):
+    """brevitas's QuantTensor: a Python ``__new__`` over a NamedTuple; ``_replace`` bypasses
+    it (``_make`` calls ``tuple.__new__``), and so must the mock."""
+
+    def __new__(cls, value: torch.Tensor, scale: float = 1.0) -> QuantWithNew:
+        return super().__new__(cls, value * 1, scale)
+
+
+def replaces(p: Point, q: Quant, w: QuantWithNew) -> Any:
+    a = p._replace(x=p.x * 2)
+    b = q._replace(scale=q.scale + 1)
+    c = w._replace(value=w.value.relu())
+    return a, b, c, p
+
+
+def _replace_inputs(i: int) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    w = QuantWithNew(torch.randn(2), 3.0 + i)
+    return (Point(torch.randn(3), 2.0, 8 + i), Quant(torch.randn(2), 0.5 * i), w), {}
+
+
+def test_namedtuple_replace_is_one_graph(check: Any) -> None:
+    """``nt._replace(...)`` runs ``map(kwds.pop, fields, nt)`` natively; the result is built
+    from the shadows, of the input's own class, and rebuilt by the mock."""
+    check(replaces, _replace_inputs, calls=3)
+    assert _graphs(replaces, *_replace_inputs(0)[0]) == (1, [])
+    compiled = magpy.compile(replaces, backend="eager")
+    args = _replace_inputs(1)[0]
+    out = compiled(*args)
+    assert [type(x) for x in out] == [Point, Quant, QuantWithNew, Point]
+    assert out[3] is args[0] and out[2].value is not args[2].value
+
+
+def test_namedtuple_replace_follows_the_input_class() -> None:
+    """A namedtuple of another class with the same fields is a guard miss, not the old class."""
+    other = collections.namedtuple("Other", "x scale bits")
+    compiled = magpy.compile(lambda p: p._replace(bits=1), backend="eager")
+    t = torch.randn(2)
+    assert type(compiled(Point(t, 1.0, 2))) is Point
+    out = compiled(other(t, 1.0, 2))
+    assert type(out) is other and out == (t, 1.0, 1)
+
+
+def test_namedtuple_replace_of_a_missing_field_raises_like_eager() -> None:
+    compiled = magpy.compile(lambda p: p._replace(nope=1), backend="eager")
+    with pytest.raises(ValueError, match="unexpected field name"):
+        compiled(Point(torch.randn(2), 1.0, 2))

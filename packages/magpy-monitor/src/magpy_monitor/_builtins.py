@@ -22,7 +22,7 @@ from ._annotations import classify
 from ._calls import _as_op, load_attr, pure_call
 from ._capture import is_value_type
 from ._frame import FrameMonitor, Inst
-from ._iteration import draw, exhaust, get_iter, iter_items, make_iterator
+from ._iteration import consume_items, draw, exhaust, get_iter, iter_items, make_iterator
 from ._speculation import read_value
 from ._values import Val
 
@@ -550,7 +550,7 @@ for _fn in (
 def _pure(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
     flat: list[Val] = []
     for v in pos:
-        items = None if is_value_type(v.obj) else iter_items(m, v)
+        items = None if is_value_type(v.obj) else consume_items(m, v)
         flat.extend(items if items is not None else [v])
     if _has_tensor(flat):
         raise m.unsupported("pure function over tensors would read their values")
@@ -663,7 +663,7 @@ def _list_append(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]
 def _str_method(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
     flat: list[Val] = [pos[0]]
     for v in pos[1:]:
-        items = None if is_value_type(v.obj) else iter_items(m, v)
+        items = None if is_value_type(v.obj) else consume_items(m, v)
         flat.extend(items if items is not None else [v])
     if _has_tensor(flat):
         raise m.unsupported("string method over tensors")

@@ -68,7 +68,9 @@ def dispatch_call(
         construct_namedtuple,
         follow_tuple_new,
         is_namedtuple_class,
+        is_namedtuple_replace,
         is_replayable_class,
+        namedtuple_replace,
         python_tuple_new,
     )
 
@@ -77,6 +79,10 @@ def dispatch_call(
         return
     if is_namedtuple_class(fn):
         construct_namedtuple(m, inst, fn_val, pos, kwargs)
+        return
+    if is_namedtuple_replace(fn):
+        cap.observe_identity(fn_val)
+        namedtuple_replace(m, inst, pos, kwargs)  # nt._replace(x=...): native map(kwds.pop, ...)
         return
     if python_tuple_new(fn) is not None:
         follow_tuple_new(m, inst, fn_val, pos, kwargs)  # PackedSequence(data, batch_sizes)

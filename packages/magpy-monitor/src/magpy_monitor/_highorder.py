@@ -9,7 +9,6 @@ objects native code passes them (found by identity), and their results are colle
 
 from __future__ import annotations
 
-import copy
 import functools
 import itertools
 import operator
@@ -22,7 +21,14 @@ from ._builtins import BUILTIN_HANDLERS, METHOD_HANDLERS, register_builtin
 from ._calls import pure_call
 from ._capture import is_value_type
 from ._frame import FrameMonitor, Inst, Pending
-from ._iteration import exhaust, is_generator, iter_items, make_iterator
+from ._iteration import (
+    consume_items,
+    exhaust,
+    is_generator,
+    iter_items,
+    lazy_source,
+    make_iterator,
+)
 from ._values import Val
 
 __all__ = ["consume", "unpack_lazy"]
@@ -72,15 +78,16 @@ def call_with_lazy_star(
     m: FrameMonitor, inst: Inst, fn: Val, star: Val, kwargs: dict[str, Val]
 ) -> bool:
     """``zip(*map(f, xs))`` (CALL_FUNCTION_EX over a ``map``/``filter`` made in the run, as in
-    mmdetection's ``multi_apply``): CPython makes the argument tuple natively, calling ``f``
-    back for each item, then calls ``zip``; the call is modelled once its arguments are known.
-    False: ``star`` is not such an object, or the callee is not one of the native builtins
-    that run no Python of their own."""
+    mmdetection's ``multi_apply``, or over a generator): CPython makes the argument tuple
+    natively, calling ``f`` back for each item (or resuming the generator), then calls
+    ``zip``; the call is modelled once its arguments are known. False: ``star`` is not such
+    an object, or the callee is not one of the native builtins that run no Python of their
+    own."""
     lazy = _lazy(star)
-    if lazy is None or fn.obj not in (zip, list, tuple):
+    if (lazy is None and not is_generator(star)) or fn.obj not in (zip, list, tuple):
         return False
 
-    def then(items: list[Val], real: Any, p: Pending) -> Val:
+    def then(items: list[Val], real: Any, p: Pending | None) -> Val:
         from ._calls import dispatch_call
 
         depth = len(m.stack)
@@ -94,7 +101,12 @@ def call_with_lazy_star(
         (val,) = call.make([real])
         return val
 
-    _consume_lazy(m, inst, star, lazy, then)
+    if lazy is None:  # zip(*(f(w) for w in widths)): the generator runs to its end first
+        from ._iteration import consume_generator
+
+        consume_generator(m, inst, star, 1, lambda values, real: [then(values, real[0], None)])
+    else:
+        _consume_lazy(m, inst, star, lazy, then)
     return True
 
 
@@ -112,6 +124,15 @@ def _consume_lazy(
     ``in_order``: the instruction's result holds the produced values in order."""
     fn_val: Val = lazy["fn"]
     items: list[Val] | None = lazy["items"]
+    if "source" in lazy:
+        # the values are drawn now, from what the source holds now (a list may have grown,
+        # an iterator advanced, since the map was made); a second use finds it exhausted
+        source = lazy.pop("source")
+        items = lazy["items"] = iter_items(m, source)
+        exhaust(m, source)
+    elif lazy.get("drawn"):
+        items = lazy["items"] = []
+    lazy["drawn"] = True
     if items is None:
         raise m.unsupported(f"{lazy['lazy']}() over an iterable of unknown contents")
     native = not _is_python(fn_val.obj)
@@ -337,7 +358,7 @@ def _sorted(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> 
     if "reverse" in kw:
         cap.observe(kw["reverse"])
     if key is not None and key.obj is not None and _is_python(key.obj):
-        items = iter_items(m, pos[0])
+        items = consume_items(m, pos[0])
         if items is None:
             raise m.unsupported("sorted() with a key over an iterable of unknown contents")
 
@@ -373,7 +394,7 @@ def _reduce(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> 
     init = pos[2] if len(pos) > 2 else None
     cap.observe_identity(fn_val)
     if _is_python(fn_val.obj):
-        items = iter_items(m, src)
+        items = consume_items(m, src)
         if items is None:
             raise m.unsupported("reduce() with a Python function over a generator")
 
@@ -417,11 +438,9 @@ def _lazy_handler(kind: str) -> Callable[[FrameMonitor, Inst, list[Val], dict[st
         if items is None:
             raise m.unsupported(f"{kind}() over an iterable of unknown contents")
         m.cap.observe_identity(fn_val)
-        m.expect_outputs(
-            inst,
-            1,
-            lambda real: [m.cap.new(real[0], extra={"lazy": kind, "fn": fn_val, "items": items})],
-        )
+        # (an iterator it draws from is left exhausted once the map is consumed, always whole)
+        extra = {"lazy": kind, "fn": fn_val, "items": items, "source": pos[1]}
+        m.expect_outputs(inst, 1, lambda real: [m.cap.new(real[0], extra=extra)])
 
     return handle
 
@@ -446,6 +465,8 @@ for _fn in (list, tuple):
 
 @register_builtin(itertools.chain)
 def _chain(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    for p in pos:
+        lazy_source(m, p, "itertools.chain")
     parts = [iter_items(m, p) for p in pos]
     if any(p is None for p in parts):
         raise m.unsupported("itertools.chain over an iterable of unknown contents")
@@ -453,37 +474,95 @@ def _chain(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> N
     m.expect_outputs(inst, 1, lambda real: [make_iterator(m, real[0], items)])
 
 
-def _pure_iterator(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
-    """itertools functions over constants: an iterator whose values are known constants."""
-    flat = []
-    for v in (*pos, *kw.values()):
-        items = None if is_value_type(v.obj) else iter_items(m, v)
-        flat.extend(items if items is not None else [v])
-    for v in flat:
-        if isinstance(v.obj, torch.Tensor):
-            raise m.unsupported("itertools over tensors")
-        m.cap.observe(v)
+# the itertools functions modelled, and the positions of the arguments each iterates (None:
+# all); the first seven only rearrange what they are given: every value they give is an
+# argument, a value of an iterated one, or a tuple of those
+_ITERTOOLS: dict[Any, tuple[int, ...] | None] = {
+    itertools.combinations: (0,),
+    itertools.permutations: (0,),
+    itertools.product: None,
+    itertools.combinations_with_replacement: (0,),
+    itertools.islice: (0,),
+    itertools.repeat: (),
+    itertools.pairwise: (0,),
+    itertools.accumulate: (0,),
+    itertools.starmap: (1,),
+}
+_REARRANGING = tuple(_ITERTOOLS)[:7]
+_POOLED = _REARRANGING[:4]  # these keep a tensor's rows in a tuple, a pool (see __reduce__)
+
+
+def _itertools_iterator(
+    m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val], fn: Any
+) -> None:
+    """``itertools.combinations(parts, 2)`` and the like: the iterator's values are worked
+    out by running ``fn`` again over the shadows' objects (the real iterator is left alone: a
+    copy of it could share, and advance, the iterator it draws from). Numbers among the
+    arguments (``r``, lengths) are guarded; other objects, tensors among them, are found again
+    by identity (DeepCTR's bilinear interactions). A tensor iterated gives the rows of an
+    ``unbind(0)``: those in the pool native code made of it."""
+    from ._tensorrows import check_row_source, tensor_rows
+
+    name = f"itertools.{fn.__name__}"
+    if fn is itertools.repeat and len(pos) + len(kw) < 2:
+        raise m.unsupported(f"{name} without an end")
+    iterated = _ITERTOOLS[fn]
+    args: list[Val | list[Val]] = []
+    row_sources = []
+    for j, v in enumerate(pos):
+        if not (iterated is None or j in iterated):
+            args.append(v)
+        elif isinstance(v.obj, torch.Tensor) and fn in _POOLED:
+            check_row_source(m, v)
+            row_sources.append(j)
+            args.append(v)
+        else:
+            lazy_source(m, v, name)
+            items = iter_items(m, v)
+            if items is None:
+                raise m.unsupported(f"{name} over an iterable of unknown contents")
+            args.append(items)
+    flat = [x for a in args for x in (a if isinstance(a, list) else [a])]
+    flat += [v for j, v in enumerate(pos) if j in row_sources]
+    for v in (*flat, *kw.values()):
+        if v.obj is None or is_value_type(v.obj):
+            m.cap.observe(v)
+        elif fn not in _REARRANGING:
+            raise m.unsupported(f"{name} over a {type(v.obj).__name__}")
+    by_id = {id(v.obj): v for v in flat}
+
+    def shadow(x: Any) -> Val:
+        found = by_id.get(id(x))
+        if found is not None:
+            return found
+        if x is None or is_value_type(x):
+            return m.cap.const(x)
+        raise m.unsupported(f"{name} gave a {type(x).__name__} it was not given")
 
     def make(real: list[Any]) -> list[Val]:
-        values = list(copy.copy(real[0]))
-        return [make_iterator(m, real[0], [m.cap.const(x) for x in values])]
+        if row_sources:
+            pools = real[0].__reduce__()[1]
+            for j in row_sources:
+                rows = tensor_rows(m, pos[j], pools[j if fn is itertools.product else 0]).items
+                by_id.update((id(r.obj), r) for r in rows)
+                args[j] = rows
+        values = fn(
+            *[[x.obj for x in a] if isinstance(a, list) else a.obj for a in args],
+            **{k: v.obj for k, v in kw.items()},
+        )
+        given = []
+        for x in values:
+            if type(x) is tuple and not is_value_type(x):
+                given.append(m.cap.new(x, items=[shadow(e) for e in x]))
+            else:
+                given.append(shadow(x))
+        return [make_iterator(m, real[0], given)]
 
     m.expect_outputs(inst, 1, make)
 
 
-for _fn in (
-    itertools.combinations,
-    itertools.permutations,
-    itertools.product,
-    itertools.combinations_with_replacement,
-    itertools.accumulate,
-    itertools.islice,
-    itertools.repeat,
-    itertools.count,
-    itertools.pairwise,
-    itertools.starmap,
-):
-    BUILTIN_HANDLERS[id(_fn)] = (_fn, _pure_iterator)
+for _fn in _ITERTOOLS:
+    BUILTIN_HANDLERS[id(_fn)] = (_fn, functools.partial(_itertools_iterator, fn=_fn))
 
 
 def _pure_method(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:

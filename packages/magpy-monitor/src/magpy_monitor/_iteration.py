@@ -25,6 +25,7 @@ from ._values import Val
 __all__ = [
     "advance",
     "consume_generator",
+    "consume_items",
     "draw",
     "exhaust",
     "for_iter",
@@ -32,6 +33,7 @@ __all__ = [
     "is_generator",
     "is_known_iterator",
     "iter_items",
+    "lazy_source",
     "next_value",
     "pairs_of",
     "send",
@@ -106,7 +108,11 @@ def iter_items(m: FrameMonitor, v: Val) -> list[Val] | None:
         return list(v.items)
     if isinstance(v.items, dict):
         return [k for k, _ in v.items.values()]
-    if v.external and (type(obj) in (list, tuple) or isinstance(obj, _INDEXABLE_MODULES)):
+    if v.external and (
+        type(obj) in (list, tuple)
+        or isinstance(obj, _INDEXABLE_MODULES)
+        or (isinstance(obj, tuple) and type(obj).__iter__ is tuple.__iter__)  # a namedtuple
+    ):
         cap.observe_len(v)
         return [cap.child(v, Item(i), x) for i, x in enumerate(obj)]
     if v.external and type(obj) in _DICT_TYPES:
@@ -219,6 +225,22 @@ def advance(m: FrameMonitor, it: Val, pos: int) -> None:
     if it.extra.get("stale"):
         raise m.unsupported("using a zip/enumerate whose iterator was advanced elsewhere")
     _move(it, pos, exhausted=False, via=None)
+
+
+def consume_items(m: FrameMonitor, v: Val) -> list[Val] | None:
+    """``iter_items`` for native code that iterates ``v`` to its end now (``max(it)``,
+    ``"".join(it)``): an iterator shadow is left exhausted, as the real one is."""
+    items = iter_items(m, v)
+    if items is not None:
+        exhaust(m, v)
+    return items
+
+
+def lazy_source(m: FrameMonitor, v: Val, what: str) -> None:
+    """``v`` is to be drawn from later by a lazy iterator (``map``, ``itertools.chain``),
+    which the shadow does not follow for an iterator: its position would go stale."""
+    if is_generator(v) or is_known_iterator(v):
+        raise m.unsupported(f"{what} over an iterator")
 
 
 def exhaust(m: FrameMonitor, it: Val) -> None:

@@ -93,12 +93,12 @@ def follow_tuple_new(
 def _tuple_new(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
     """``tuple.__new__(cls, iterable)`` (a namedtuple's ``__new__``): a ``cls`` instance over
     the iterable's values, rebuilt by the mock the same way (no Python ``__new__`` runs)."""
-    from ._iteration import iter_items
+    from ._iteration import consume_items
 
     if kw or len(pos) != 2 or not (isinstance(pos[0].obj, type) and issubclass(pos[0].obj, tuple)):
         raise m.unsupported("tuple.__new__ with unusual arguments")
     m.cap.observe_identity(pos[0])
-    items = iter_items(m, pos[1])
+    items = consume_items(m, pos[1])
     if items is None:
         raise m.unsupported("tuple.__new__ over an iterable of unknown contents")
 
@@ -139,6 +139,42 @@ def construct_namedtuple(
             raise m.unsupported(f"{cls.__name__} built from values it does not hold")
         val = cap.new(obj, items=items, extra={_CTOR: (cls, items, {})})
         val.attrs = dict(zip(fields, items, strict=True))
+        return [val]
+
+    m.expect_outputs(inst, 1, make)
+
+
+_REPLACE_CODE = vars(collections.namedtuple("_Probe", "a"))["_replace"].__code__
+
+
+def is_namedtuple_replace(fn: Any) -> bool:
+    """``fn`` is a namedtuple's ``_replace`` (every class's shares one code object)."""
+    return isinstance(fn, types.FunctionType) and fn.__code__ is _REPLACE_CODE
+
+
+def namedtuple_replace(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    """``nt._replace(**changes)``: ``tuple.__new__(type(nt), fields)`` with the named fields
+    swapped; CPython runs ``map(kwds.pop, field_names, nt)`` natively, so the monitor builds
+    the result from the shadows directly. The new tuple is rebuilt by the mock the same way."""
+    from ._iteration import iter_items
+
+    if len(pos) != 1:
+        raise m.unsupported("namedtuple _replace with positional arguments")
+    self_val = pos[0]
+    m.cap.observe_type(self_val)
+    fields: tuple[str, ...] = type(self_val.obj)._fields
+    if not set(kw) <= set(fields):
+        raise m.unsupported("namedtuple _replace of fields it does not have")
+    items = iter_items(m, self_val)
+    if items is None or len(items) != len(fields):
+        raise m.unsupported("namedtuple _replace of a tuple of unknown contents")
+    new_items = [kw.get(f, v) for f, v in zip(fields, items, strict=True)]
+
+    def make(real: list[Any]) -> list[Val]:
+        if any(v.obj is not x for v, x in zip(new_items, real[0], strict=True)):
+            raise m.unsupported("namedtuple _replace built other values than it was given")
+        val = m.cap.new(real[0], items=list(new_items))
+        val.attrs = dict(zip(fields, new_items, strict=True))
         return [val]
 
     m.expect_outputs(inst, 1, make)

@@ -17,7 +17,14 @@ from ._frame import FrameMonitor, Inst
 from ._iteration import draw, iter_items, make_iterator
 from ._values import Val
 
-__all__ = ["is_row_source", "map_rows", "unpack_ex_rows", "zip_rows"]
+__all__ = [
+    "check_row_source",
+    "is_row_source",
+    "map_rows",
+    "tensor_rows",
+    "unpack_ex_rows",
+    "zip_rows",
+]
 
 
 def is_row_source(v: Val) -> bool:
@@ -25,7 +32,7 @@ def is_row_source(v: Val) -> bool:
     return isinstance(v.obj, torch.Tensor) and type(v.obj).__iter__ is torch.Tensor.__iter__
 
 
-def _check_iterable(m: FrameMonitor, v: Val) -> None:
+def check_row_source(m: FrameMonitor, v: Val) -> None:
     if not is_row_source(v):
         raise m.unsupported(f"iterating over a {type(v.obj).__name__} with its own __iter__")
     if v.obj.dim() == 0:
@@ -33,7 +40,7 @@ def _check_iterable(m: FrameMonitor, v: Val) -> None:
     m.cap.guard_meta(v)  # how many rows there are follows the first size
 
 
-def _rows(m: FrameMonitor, v: Val, rows: Any) -> Val:
+def tensor_rows(m: FrameMonitor, v: Val, rows: Any) -> Val:
     """The shadow of ``rows``, the tuple ``Tensor.__iter__`` made from ``v`` natively: the
     outputs of an ``unbind(0)`` recorded now."""
     cap = m.cap
@@ -46,7 +53,7 @@ def _rows(m: FrameMonitor, v: Val, rows: Any) -> Val:
 def unpack_ex_rows(m: FrameMonitor, inst: Inst, v: Val, before: int, after: int) -> None:
     """``a, *rest, b = t`` (UNPACK_EX) of a tensor: the rows of ``t.unbind(0)``, the starred
     part a new list of the middle rows."""
-    _check_iterable(m, v)
+    check_row_source(m, v)
     if v.obj.shape[0] < before + after:
         raise m.unsupported("not enough values to unpack (raises ValueError)")
 
@@ -58,7 +65,7 @@ def unpack_ex_rows(m: FrameMonitor, inst: Inst, v: Val, before: int, after: int)
         tail = real[:after][::-1]
         if type(middle) is not list:
             raise m.unsupported("star-unpacking a tensor gave an unexpected value")
-        rows = _rows(m, v, (*head, *middle, *tail)).items
+        rows = tensor_rows(m, v, (*head, *middle, *tail)).items
         assert isinstance(rows, list)
         n_mid = len(middle)
         rest = m.cap.new(middle, items=rows[before : before + n_mid])
@@ -73,7 +80,7 @@ def zip_rows(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) ->
     cap = m.cap
     for v in pos:
         if isinstance(v.obj, torch.Tensor):
-            _check_iterable(m, v)
+            check_row_source(m, v)
     strict = kw.get("strict")
     if strict is not None:
         cap.observe(strict)
@@ -81,7 +88,7 @@ def zip_rows(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) ->
     def make(real: list[Any]) -> list[Val]:
         inner = _zip_iterators(m, real[0], len(pos))
         sources = [
-            _rows(m, v, _iterator_rows(m, it)) if isinstance(v.obj, torch.Tensor) else v
+            tensor_rows(m, v, _iterator_rows(m, it)) if isinstance(v.obj, torch.Tensor) else v
             for v, it in zip(pos, inner, strict=True)
         ]
         drawn = draw(m, sources)
@@ -102,14 +109,14 @@ def zip_rows(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) ->
 def map_rows(m: FrameMonitor, inst: Inst, kind: str, fn_val: Val, v: Val) -> None:
     """``map(f, t)``/``filter(f, t)`` of a tensor: over the rows of the iterator ``map`` made
     with ``Tensor.__iter__``."""
-    _check_iterable(m, v)
+    check_row_source(m, v)
 
     def make(real: list[Any]) -> list[Val]:
         try:
             it = real[0].__reduce__()[1][1]  # map -> (map, (fn, iterator)); filter alike
         except Exception as exc:
             raise m.unsupported(f"{kind} over a tensor gave an unknown iterator") from exc
-        rows = _rows(m, v, _iterator_rows(m, it)).items
+        rows = tensor_rows(m, v, _iterator_rows(m, it)).items
         return [m.cap.new(real[0], extra={"lazy": kind, "fn": fn_val, "items": rows})]
 
     m.expect_outputs(inst, 1, make)

@@ -1,0 +1,144 @@
+"""``itertools`` and ``map`` inside the compiled region.
+
+The combinatoric functions only rearrange what they are given, so over tensors (DeepCTR's
+``itertools.combinations(embeddings, 2)``) the values they give are the same tensors, found
+again by identity, or the rows of one ``unbind(0)`` when a tensor is iterated; over numbers
+their values are constants guarded by the numbers. The real iterator is never copied: a copy
+of ``islice(xs, 1, None)`` shares, and advances, the list iterator it draws from (the program
+then saw an empty slice). Lazy iterators over iterators, and endless ones, are graph breaks.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import _integration_helpers as H
+import pytest
+import torch
+
+import magpy
+
+
+def _graphs(fn: Any, *args: Any) -> tuple[int, list[str]]:
+    ex = magpy.explain(fn)(*args)
+    return ex.graph_count, [r.reason for r in ex.break_reasons]
+
+
+def rearranged(t: torch.Tensor, parts: list[torch.Tensor], k: int) -> Any:
+    pairs = [x * y for x, y in itertools.combinations(parts, 2)]
+    crossed = [x - y for x, y in itertools.product(t, parts[:2])]
+    ordered = [x + y for x, y in itertools.permutations(t, 2)]
+    again = list(itertools.repeat(t, k))
+    tail = [p * 2 for p in itertools.islice(parts, 1, None)]
+    chained = [x @ y for x, y in itertools.pairwise(parts)]
+    squared = [x * y for x, y in itertools.product(t, repeat=2)]
+    with_repl = [x + y for x, y in itertools.combinations_with_replacement(parts[:2], 2)]
+    return pairs, crossed, ordered, again, tail, chained, squared, with_repl
+
+
+def _rearranged_inputs(i: int) -> H.Inputs:
+    g = torch.Generator().manual_seed(i)
+    return (torch.randn(3, 2, generator=g), [torch.randn(2, generator=g) for _ in range(3)], 2), {}
+
+
+def test_combinatorics_over_tensors_are_one_graph(check: Any) -> None:
+    compiled = check(rearranged, _rearranged_inputs, calls=3)
+    args = _rearranged_inputs(7)[0]
+    out = compiled(*args)
+    assert out[3][0] is args[0] and out[3][1] is args[0]  # repeat gives the tensor itself
+    assert _graphs(rearranged, *args) == (1, [])
+
+
+def counted(x: torch.Tensor, n: int, r: int) -> Any:
+    total = x
+    for c in itertools.combinations(range(n), r):
+        total = total + sum(c) * c[0]
+    sums = list(itertools.accumulate([n, r, 3]))
+    return total, sums, list(itertools.islice(range(10), n))
+
+
+def test_combinatorics_over_numbers_are_guarded() -> None:
+    """The numbers the values follow from (``n``, ``r``) are guarded: new ones, a new record."""
+    compiled = magpy.compile(counted, backend="eager")
+    x = torch.randn(3)
+    for n, r in ((4, 2), (4, 2), (5, 2), (4, 3), (5, 2)):
+        H.assert_same(compiled(x, n, r), counted(x, n, r))
+    st = magpy.stats(compiled)
+    assert (st.records, st.hits, st.breaks) == (3, 2, 0)
+
+
+def test_combinations_of_a_tensors_rows() -> None:
+    """DeepCTR's AFM layer given one tensor: ``combinations(t, 2)`` iterates its rows, those
+    of one ``unbind(0)`` in the graph; their number follows the guarded first size."""
+
+    def afm(t: torch.Tensor) -> torch.Tensor:
+        rows, cols = [], []
+        for r, c in itertools.combinations(t, 2):
+            rows.append(r)
+            cols.append(c)
+        return torch.cat(rows, dim=1) * torch.cat(cols, dim=1)
+
+    compiled = magpy.compile(afm, backend="eager")
+    for shape in ((3, 2, 4), (3, 2, 4), (4, 2, 4)):
+        t = torch.randn(shape)
+        H.assert_same(compiled(t), afm(t))
+    st = magpy.stats(compiled)
+    assert (st.records, st.hits, st.breaks) == (2, 1, 0)
+    assert _graphs(afm, torch.randn(3, 2, 4)) == (1, [])
+
+
+def sliced(x: torch.Tensor, xs: list[int]) -> torch.Tensor:
+    return x + sum(itertools.islice(xs, 1, None))
+
+
+def chained_then_drawn(x: torch.Tensor, xs: list[int]) -> torch.Tensor:
+    it = iter(xs)
+    a = list(itertools.chain(it))
+    b = next(it, 99)
+    for v in it:
+        b = b + v
+    return x + len(a) + 10 * b
+
+
+def counting(x: torch.Tensor, xs: list[int]) -> torch.Tensor:
+    for i, v in zip(itertools.count(), xs):
+        x = x + i * v
+    return x
+
+
+@pytest.mark.parametrize("fn", [sliced, chained_then_drawn, counting])
+def test_iterators_the_shadow_cannot_follow_stay_correct(fn: Any) -> None:
+    """Regressions: ``islice`` over a list gave an empty slice on every call (the values were
+    read from a copy that advanced the real one's source); ``chain(it)`` left ``it``'s shadow
+    at its start, so the mock rebuilt it there (``next(it, 99)`` gave 1); ``count()`` hung the
+    monitor. Each now equals eager on every call, with a break where it must."""
+    compiled = magpy.compile(fn, backend="eager")
+    for i in range(4):
+        x, xs = torch.randn(2), [1, 2, 3 + i % 2]
+        H.assert_same(compiled(x, xs), fn(x, xs))
+    assert magpy.stats(compiled).hits >= 1
+
+
+def test_a_lazy_iterator_over_an_iterator_breaks() -> None:
+    count, reasons = _graphs(chained_then_drawn, torch.randn(2), [1, 2])
+    assert "itertools.chain over an iterator" in reasons[0]
+    count, reasons = _graphs(counting, torch.randn(2), [1, 2])
+    assert count >= 1 and "itertools.count" in reasons[0]
+
+
+def drawn_late(x: torch.Tensor, xs: list[torch.Tensor]) -> Any:
+    doubled = map(lambda v: v * 2, xs)
+    xs.append(x)  # the map draws from the list when it is consumed, not when it is made
+    first, again = list(doubled), list(doubled)
+    it = iter([1, 2, 3])
+    absolute = map(abs, it)
+    head = next(it)
+    return first, again, tuple(absolute), head
+
+
+def test_a_map_draws_its_values_when_consumed(check: Any) -> None:
+    """Regression: ``map(abs, it)`` then ``next(it)`` gave ``(1, 2, 3)``, the values ``it`` had
+    when the map was made; and a second ``list()`` of a consumed map is empty."""
+    check(drawn_late, lambda i: ((torch.randn(2), [torch.randn(2), torch.randn(2)]), {}), calls=3)
+    assert _graphs(drawn_late, torch.randn(2), [torch.randn(2)]) == (1, [])
