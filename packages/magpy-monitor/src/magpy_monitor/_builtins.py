@@ -227,8 +227,17 @@ def _type(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> No
 
 @register_builtin(getattr)
 def _getattr(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    from ._pyobjects import external_attr_followed, python_descriptor
+
     base, name = pos[0], pos[1]
     m.cap.observe(name)
+    if python_descriptor(base.obj, name.obj) is not None:
+        # (a getter that raises AttributeError makes getattr give the default: that stops
+        # capture, see external_attr_followed)
+        if external_attr_followed(m, inst, base, name.obj, method=False):
+            return
+        if len(pos) == 3:  # (asking here would run the getter a second time)
+            raise m.unsupported("getattr() with a default of an attribute a Python getter gives")
     if len(pos) == 3 and not hasattr(base.obj, name.obj):
         _hasattr_guard(m, base, name.obj, False)
         m.push(pos[2])
@@ -256,8 +265,17 @@ def _hasattr_guard(m: FrameMonitor, base: Val, name: str, present: bool) -> None
 
 @register_builtin(hasattr)
 def _hasattr(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    from ._pyobjects import external_attr_followed, python_descriptor
+
     base, name = pos
     m.cap.observe(name)
+    if python_descriptor(base.obj, name.obj) is not None:
+        true = m.cap.const(True)  # (once the getter returned)
+        if external_attr_followed(
+            m, inst, base, name.obj, method=False, outputs=lambda r, g: [true]
+        ):
+            return
+        raise m.unsupported("hasattr() of an attribute a Python getter gives (it would run)")
     _hasattr_guard(m, base, name.obj, hasattr(base.obj, name.obj))
     m.expect_outputs(inst, 1, lambda real: [m.cap.const(real[0])])
 

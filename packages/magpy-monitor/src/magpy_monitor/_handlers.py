@@ -23,6 +23,7 @@ from ._identity import guard_identity, identity_compare
 from ._iteration import consume_generator, get_iter, is_generator, iter_items, unpack
 from ._ndarrays import array_op, involves_array, store_array_item
 from ._pyobjects import (
+    external_attr_followed,
     getattr_followed,
     is_pyobj,
     load_attr_followed,
@@ -240,6 +241,8 @@ def _load_attr(m: FrameMonitor, inst: Inst) -> None:
     name = m.code.co_names[inst.arg]
     if is_pyobj(base) and load_attr_followed(m, inst, base, name):
         return  # a property of an object built in the run: its getter is followed
+    if external_attr_followed(m, inst, base, name, method=False):
+        return  # a property of an object from outside: likewise
     m.expect_outputs(inst, 1, lambda real: [load_attr(m, base, name, real[0])])
 
 
@@ -249,6 +252,8 @@ def _load_method(m: FrameMonitor, inst: Inst) -> None:
     name = m.code.co_names[inst.arg]
     if is_pyobj(base) and getattr_followed(m, inst, base, name, method=True):
         return  # a Python __getattr__ of an object built in the run
+    if external_attr_followed(m, inst, base, name, method=True):
+        return  # ``self.prop(x)``: a property of an object from outside giving a callable
 
     def make(real: list[Any]) -> list[Val]:
         if real[0] is NULL:

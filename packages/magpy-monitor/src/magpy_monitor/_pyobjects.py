@@ -20,6 +20,7 @@ makes the record fail rather than differ.
 from __future__ import annotations
 
 import collections
+import enum
 import types
 from collections.abc import Callable
 from typing import Any
@@ -286,6 +287,62 @@ def getattr_followed(m: FrameMonitor, inst: Inst, base: Val, name: str, *, metho
         follow(m, inst, hook, [base, m.cap.const(name)], 2, lambda real, got: [null, got])
     else:
         follow(m, inst, hook, [base, m.cap.const(name)], 1)
+    return True
+
+
+def python_descriptor(obj: Any, name: str) -> Any:
+    """The Python getter that reading ``obj.name`` runs, with the arguments after ``obj`` it
+    takes: a property's ``fget`` (no more arguments) or a Python ``__get__`` (the descriptor
+    first, the class last); None where the read runs no Python of a descriptor."""
+    cls = type(obj)
+    desc = lookup(cls, name)
+    if desc is None or isinstance(obj, type | types.ModuleType | torch.Tensor | enum.Enum):
+        return None
+    if isinstance(desc, property):
+        return (desc.fget, ()) if isinstance(desc.fget, types.FunctionType) else None
+    get = lookup(type(desc), "__get__")
+    if not isinstance(get, types.FunctionType):
+        return None
+    if not hasattr(type(desc), "__set__") and name in getattr(obj, "__dict__", {}):
+        return None  # a non-data descriptor hidden by the instance's own attribute
+    return (get, (desc,))
+
+
+def external_attr_followed(
+    m: FrameMonitor,
+    inst: Inst,
+    base: Val,
+    name: str,
+    *,
+    method: bool,
+    outputs: Callable[[list[Any], Val], list[Val]] | None = None,
+) -> bool:
+    """LOAD_ATTR/LOAD_METHOD/``getattr`` on an object from outside whose class runs Python to
+    read ``name`` (a module's ``@property``, a parametrization's weight, a config's computed
+    setting): the getter is followed like a call, so what it computes is in the record and
+    what it reads is guarded. (Read as a plain attribute instead, the guard would run the
+    getter on every call, its effects included, and the graph take its result as an input.)
+    ``outputs``: as for ``follow`` (``hasattr``: True once the getter returned; a getter that
+    raises, for ``hasattr``/``getattr`` with a default to catch, leaves the monitor without a
+    result, which stops capture)."""
+    if not base.external or base.node is None:
+        return False
+    found = python_descriptor(base.obj, name)
+    if found is None:
+        return False
+    getter, lead = found
+    cap = m.cap
+    cap.observe_type(base)  # (the descriptor belongs to the class, like its methods)
+    args = [cap.new(x, const=True) for x in lead] + [base]
+    if lead:
+        args.append(cap.const(type(base.obj)))
+    if method:  # (LOAD_METHOD pushes NULL and the attribute: there is no method to bind)
+        from ._frameio import NULL
+
+        null = Val(NULL, const=True)
+        follow(m, inst, getter, args, 2, lambda real, got: [null, got])
+    else:
+        follow(m, inst, getter, args, 1, outputs)
     return True
 
 
