@@ -465,13 +465,30 @@ for _fn in (list, tuple):
 
 @register_builtin(itertools.chain)
 def _chain(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    """``itertools.chain(xs, reversed(xs))``: the values of each part in turn. An iterator
+    among the parts advances as the chain gives its values (a ``Feed``, as for ``zip``)."""
+    from ._iteration import Feed, is_known_iterator
+
+    items: list[Val] = []
+    drawn: list[tuple[Val, int, int, int]] = []  # an iterator, its start, offset and length
     for p in pos:
-        lazy_source(m, p, "itertools.chain")
-    parts = [iter_items(m, p) for p in pos]
-    if any(p is None for p in parts):
-        raise m.unsupported("itertools.chain over an iterable of unknown contents")
-    items = [v for p in parts for v in p]  # type: ignore[union-attr]
-    m.expect_outputs(inst, 1, lambda real: [make_iterator(m, real[0], items)])
+        if is_generator(p):
+            raise m.unsupported("itertools.chain over a generator")
+        part = iter_items(m, p)
+        if part is None:
+            raise m.unsupported("itertools.chain over an iterable of unknown contents")
+        if is_known_iterator(p):
+            if any(d[0] is p for d in drawn):
+                raise m.unsupported("itertools.chain over one iterator twice")
+            drawn.append((p, p.extra["pos"], len(items), len(part)))
+        items += part
+    # after the chain gave k values, a part at ``offset`` of ``n`` values has given
+    # min(max(k - offset, 0), n) of them; at the chain's end, all (and was found exhausted)
+    feeds: list[Feed] = [
+        (p, [start + min(max(k - offset, 0), n) for k in range(len(items) + 1)], start + n, True)
+        for p, start, offset, n in drawn
+    ]
+    m.expect_outputs(inst, 1, lambda real: [make_iterator(m, real[0], items, feeds=feeds)])
 
 
 # the itertools functions modelled, and the positions of the arguments each iterates (None:
