@@ -175,11 +175,31 @@ def _len(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> Non
         m.expect_outputs(inst, 1, lambda real: [cap.const(real[0])])
     elif isinstance(v.items, list | dict):
         m.expect_outputs(inst, 1, lambda real: [cap.const(real[0])])
+    elif (hook := _own_len(obj)) is not None:
+        from ._pyobjects import follow
+
+        if v.external:
+            cap.observe_type(v)
+
+        def outputs(real: list[Any], got: Val) -> list[Val]:
+            if type(got.obj) is not int or got.obj != real[0]:
+                raise m.unsupported(f"{type(obj).__name__}.__len__ gave a {type(got.obj).__name__}")
+            return [got]
+
+        follow(m, inst, hook, [v], 1, outputs)  # a user class's Python __len__
     elif v.external:
         m.expect_outputs(inst, 1, lambda real: [Val(real[0], expr=(len, (v,)))])
     else:
         cap.observe(v)
         m.expect_outputs(inst, 1, lambda real: [cap.const(real[0])])
+
+
+def _own_len(obj: Any) -> Any:
+    """The Python ``__len__`` of ``obj``'s class, but for torch's module containers (pure:
+    the guard on ``len(obj)`` may run it)."""
+    from ._pyobjects import python_dunder
+
+    return None if isinstance(obj, torch.nn.Module) else python_dunder(obj, "__len__")
 
 
 def _dunder_len(owner: type) -> BuiltinHandler:

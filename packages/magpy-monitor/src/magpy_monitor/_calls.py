@@ -20,7 +20,7 @@ from ._annotations import Annotation, Kind, classify, tensor_attr_kind
 from ._capture import FROZEN_MODULE_ROOTS, is_value_type
 from ._frame import CellBox, FrameMonitor, Inst, initial_fast
 from ._speculation import read_list, read_value, truth_of_tensor
-from ._values import UNBOUND, Val
+from ._values import UNBOUND, Val, plain_container
 
 __all__ = ["dispatch_call", "inline", "load_attr", "method_self", "subscr", "truthiness"]
 
@@ -50,7 +50,7 @@ def dispatch_call(
         return
     if context_exit(m, inst, fn_val, pos):
         return
-    if fn in GRAD_MODE_CLASSES:
+    if any(fn is c for c in GRAD_MODE_CLASSES):  # (`in` would run a user class's __eq__)
         grad_context(m, inst, fn, pos, kwargs)
         return
     if isinstance(fn, type) and issubclass(fn, BaseException):
@@ -189,7 +189,9 @@ def _opaque_forward(fn: Any, pos: list[Val]) -> bool:
     module from outside without hooks of its own."""
     from ._special import OPAQUE_FORWARDS
 
-    if fn not in OPAQUE_FORWARDS or not pos or not pos[0].external:
+    if type(fn) is not types.FunctionType or fn not in OPAQUE_FORWARDS:  # (no user __hash__)
+        return False
+    if not pos or not pos[0].external:
         return False
     mod = pos[0].obj
     return isinstance(mod, torch.nn.Module) and not (mod._forward_hooks or mod._forward_pre_hooks)
@@ -393,18 +395,22 @@ def _opaque_input(v: Val) -> Any:
             if o is not None:
                 return o
         return None
-    return _opaque_object(v.obj) if v.external else None
+    return opaque_object(v.obj) if v.external else None
 
 
-def _opaque_object(obj: Any) -> Any:
+def opaque_object(obj: Any) -> Any:
+    """An object in ``obj`` (itself, or inside a plain container) that ``observe()`` would
+    guard by type alone, so that a value computed from its contents could go stale; None if
+    there is none."""
     if obj is None or is_value_type(obj) or isinstance(obj, (torch.Tensor, *_BY_IDENTITY)):
         return None
-    if type(obj) in (list, tuple):
-        return next((o for o in map(_opaque_object, obj) if o is not None), None)
-    if type(obj) is dict:
+    kind = plain_container(obj)
+    if kind is dict:
         return next(
-            (o for kv in obj.items() for o in map(_opaque_object, kv) if o is not None), None
+            (o for kv in obj.items() for o in map(opaque_object, kv) if o is not None), None
         )
+    if kind is not None:
+        return next((o for o in map(opaque_object, obj) if o is not None), None)
     return obj
 
 

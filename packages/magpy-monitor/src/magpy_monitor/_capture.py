@@ -45,7 +45,7 @@ from ._speculation import (
     python_number,
     speculated,
 )
-from ._values import AppendLog, Val
+from ._values import AppendLog, Val, plain_container
 
 __all__ = ["VALUE_TYPES", "Capture", "Write", "is_value_type"]
 
@@ -380,16 +380,16 @@ class Capture:
             | types.CodeType,
         ):
             self.graph.observe(node, GuardKind.ID, obj)
-        elif type(obj) in (list, tuple):
-            self.observe_len(val)
-            for i, item in enumerate(obj):
-                self.observe(self.child(val, Item(i), item))
-        elif type(obj) is dict:
+        elif (kind := plain_container(obj)) is dict:
             self.observe_keys(val)
             for k, item in obj.items():
                 self.observe(self.child(val, Item(k), item))
+        elif kind is not None:  # a list, tuple (a namedtuple...) or deque: item by item
+            self.observe_len(val)
+            for i, item in enumerate(obj):
+                self.observe(self.child(val, Item(i), item))
         else:
-            self.observe_type(val)
+            self.observe_type(val)  # (its contents are not guarded: see opaque_object)
 
     def observe_type(self, val: Val) -> None:
         """The program depends on ``type(val)`` (attribute lookup, isinstance, dispatch)."""

@@ -14,7 +14,7 @@ import torch
 
 from magpy_refgraph import Builtin, Cell, Const, Global, Item
 
-from ._calls import dispatch_call, load_attr, subscr, truthiness
+from ._calls import dispatch_call, load_attr, opaque_object, subscr, truthiness
 from ._capture import FROZEN_MODULE_ROOTS, is_value_type
 from ._frame import LAZY, FrameMonitor, Inst, handler
 from ._frameio import NULL
@@ -24,15 +24,17 @@ from ._iteration import consume_generator, get_iter, is_generator, iter_items, u
 from ._ndarrays import array_op, involves_array, store_array_item
 from ._pyobjects import (
     external_attr_followed,
+    follow,
     getattr_followed,
     is_pyobj,
     load_attr_followed,
     plain_store,
+    python_dunder,
     store_attr_followed,
     store_item_followed,
 )
 from ._shapes import index_by_promoted_int
-from ._values import UNBOUND, Val
+from ._values import UNBOUND, Val, plain_container
 
 __all__: list[str] = []
 
@@ -323,9 +325,7 @@ def _scalar_op(m: FrameMonitor, inst: Inst, fn: Any, args: list[Val]) -> None:
             # a container of objects the shadow cannot name (a constant would keep stale ones)
             raise m.unsupported(f"{fn.__name__} giving a {type(real[0]).__name__} of objects")
         for a in args:
-            if not (
-                a.const or a.obj is None or is_value_type(a.obj) or isinstance(a.obj, _GUARDABLE)
-            ):
+            if not (a.const or type(a.obj) in (set, frozenset) or opaque_object(a.obj) is None):
                 # an opaque object (a numpy array...): observing it guards only its type, so a
                 # result computed from its contents must not become a constant of the record
                 raise m.unsupported(
@@ -336,22 +336,6 @@ def _scalar_op(m: FrameMonitor, inst: Inst, fn: Any, args: list[Val]) -> None:
         return [cap.new(real[0], const=True)]
 
     m.expect_outputs(inst, 1, make)
-
-
-# observe() guards these fully: containers by their contents, the others by identity
-_GUARDABLE = (
-    list,
-    tuple,
-    dict,
-    set,
-    frozenset,
-    type,
-    types.FunctionType,
-    types.BuiltinFunctionType,
-    types.MethodType,
-    types.ModuleType,
-    types.CodeType,
-)
 
 
 def _sequence_op(m: FrameMonitor, fn: Any, args: list[Val], result: Any) -> Val | None:
@@ -483,6 +467,17 @@ def _contains_op(m: FrameMonitor, inst: Inst) -> None:
     item, container = m.pop(2)
     if isinstance(container.obj, torch.Tensor):
         raise m.unsupported("`in` on a tensor reads tensor values")
+    hook = python_dunder(container.obj, "__contains__")
+    if hook is not None:  # ``name in self.heads`` (nn.ModuleDict), a user class's own test
+        if container.external:
+            m.cap.observe_type(container)
+
+        def outputs(real: list[Any], got: Val) -> list[Val]:
+            m.cap.observe(got)  # (the instruction pushes its truth value)
+            return [m.cap.const(real[0])]
+
+        follow(m, inst, hook, [container, item], 1, outputs)
+        return
     if type(container.obj) in (set, frozenset):
         from ._sets import set_contains
 
@@ -498,6 +493,10 @@ def _contains_op(m: FrameMonitor, inst: Inst) -> None:
             m.cap.observe(k)
     elif isinstance(container.obj, dict) and container.external:
         m.cap.observe_keys(container)
+    elif plain_container(container.obj) is None and not (
+        is_value_type(container.obj) or type(container.obj) in (set, frozenset)
+    ):  # (observing it would guard its type alone: the answer could go stale)
+        raise m.unsupported(f"`in` on a {type(container.obj).__name__}")
     else:
         m.cap.observe(container)
     m.expect_outputs(inst, 1, lambda real: [m.cap.const(real[0])])

@@ -290,6 +290,13 @@ def getattr_followed(m: FrameMonitor, inst: Inst, base: Val, name: str, *, metho
     return True
 
 
+def python_dunder(obj: Any, name: str) -> types.FunctionType | None:
+    """The Python function ``type(obj)`` defines for special method ``name``, if it does
+    (native code calls it: ``__contains__`` for ``in``, ``__len__`` for ``len``)."""
+    fn = lookup(type(obj), name)
+    return fn if isinstance(fn, types.FunctionType) else None
+
+
 def python_descriptor(obj: Any, name: str) -> Any:
     """The Python getter that reading ``obj.name`` runs, with the arguments after ``obj`` it
     takes: a property's ``fget`` (no more arguments) or a Python ``__get__`` (the descriptor

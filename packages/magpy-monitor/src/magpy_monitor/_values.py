@@ -9,9 +9,31 @@ capture's identity table when they come back out of native code.
 
 from __future__ import annotations
 
+import collections
+import types
 from typing import Any
 
-__all__ = ["UNBOUND", "AppendLog", "Val"]
+__all__ = ["UNBOUND", "AppendLog", "Val", "plain_container"]
+
+# what reading a container's contents runs: none of it may be Python for observe() to guard
+# the contents as the builtin base's
+_READS = ("__iter__", "__getitem__", "__len__", "__eq__", "__contains__", "keys")
+
+
+def plain_container(obj: Any) -> type | None:
+    """``list``, ``tuple``, ``dict`` or ``deque``: the builtin container ``obj`` is, or a
+    subclass of, when its contents read the builtin way (a namedtuple, ``OrderedDict``,
+    ``defaultdict``, a structseq): guards may compare them item by item. None otherwise (an
+    output class with a Python ``__getitem__``, a user class)."""
+    for base in (tuple, list, dict, collections.deque):
+        if isinstance(obj, base):
+            t = type(obj)
+            if t is base or not any(
+                isinstance(getattr(t, name, None), types.FunctionType) for name in _READS
+            ):
+                return base
+            return None
+    return None
 
 
 class _Unbound:
