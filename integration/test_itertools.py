@@ -169,7 +169,7 @@ def test_a_lazy_iterator_over_an_iterator_breaks() -> None:
     _, reasons = _graphs(sliced_iterator, torch.randn(2), [1, 2])
     assert "itertools.islice over an iterator" in reasons[0]
     count, reasons = _graphs(counting, torch.randn(2), [1, 2])
-    assert count >= 1 and "itertools.count" in reasons[0]
+    assert count >= 1 and "itertools.count without an end" in reasons[0]
 
 
 def drawn_late(x: torch.Tensor, xs: list[torch.Tensor]) -> Any:

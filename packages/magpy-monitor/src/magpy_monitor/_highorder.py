@@ -582,6 +582,15 @@ for _fn in _ITERTOOLS:
     BUILTIN_HANDLERS[id(_fn)] = (_fn, functools.partial(_itertools_iterator, fn=_fn))
 
 
+def _endless(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val], fn: Any) -> None:
+    """``itertools.count()``/``cycle(xs)``: an iterator shadow lists its values up front."""
+    raise m.unsupported(f"itertools.{fn.__name__} without an end")
+
+
+for _fn in (itertools.count, itertools.cycle):
+    BUILTIN_HANDLERS[id(_fn)] = (_fn, functools.partial(_endless, fn=_fn))
+
+
 def _pure_method(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
     pure_call(m, inst, pos, kw)
 
