@@ -120,3 +120,25 @@ def test_in_on_an_object_the_guard_cannot_read_breaks() -> None:
         H.assert_same(compiled(x, Bag(items)), fn(x, Bag(items)))
     ex = magpy.explain(fn)(torch.randn(2), Bag([1]))
     assert [r.reason for r in ex.break_reasons] == ["`in` on a Bag"]
+
+
+def in_views(x: torch.Tensor, d: dict[str, int]) -> torch.Tensor:
+    keys = "a" in d.keys()  # noqa: SIM118  (the view, on purpose)
+    return x + keys + 10 * (1 in d.values()) + 100 * (("a", 1) in d.items())
+
+
+def in_keyword_views(x: torch.Tensor, **kwargs: Any) -> torch.Tensor:
+    return x + ("context" in kwargs.keys())  # noqa: SIM118  (vformer's PreNorm)
+
+
+def test_in_on_dict_views_follows_the_dict() -> None:
+    """Regression: ``k in d.keys()`` of a dict from outside was a constant with no guard on
+    the dict's keys (another dict's call got the first answer)."""
+    for fn, as_kwargs in ((in_views, False), (in_keyword_views, True)):
+        compiled = magpy.compile(fn, backend="eager")
+        for d in ({"a": 1}, {"b": 2}, {"a": 1}, {"context": 3}, {"b": 2}):
+            x = torch.randn(1)
+            got = compiled(x, **d) if as_kwargs else compiled(x, d)
+            H.assert_same(got, fn(x, **d) if as_kwargs else fn(x, d))
+        stats = magpy.stats(compiled)
+        assert stats.breaks == 0 and stats.hits >= 2, stats

@@ -488,6 +488,19 @@ def _contains_op(m: FrameMonitor, inst: Inst) -> None:
         m.expect_outputs(inst, 1, lambda real: [array_op(m, op, [container, item], real[0])])
         return
     m.cap.observe(item)
+    view = container.extra.get("view") if isinstance(container.extra, dict) else None
+    if view == "keys":  # `k in d.keys()`: `k in d`
+        container = container.extra["base"]
+    elif view is not None:  # `v in d.values()`, `(k, v) in d.items()`: by their values
+        values = iter_items(m, container)
+        if values is None:
+            raise m.unsupported(f"`in` on dict.{view}() of unknown contents")
+        for v in values:
+            if isinstance(v.obj, torch.Tensor):
+                raise m.unsupported(f"`in` on dict.{view}() holding tensors")
+            m.cap.observe(v)
+        m.expect_outputs(inst, 1, lambda real: [m.cap.const(real[0])])
+        return
     if isinstance(container.obj, dict) and isinstance(container.items, dict):
         for k, _ in container.items.values():  # `key in d` depends on the keys only
             m.cap.observe(k)
