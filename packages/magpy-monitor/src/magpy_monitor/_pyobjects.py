@@ -251,21 +251,52 @@ def load_attr_followed(m: FrameMonitor, inst: Inst, base: Val, name: str) -> boo
     if getattr_followed(m, inst, base, name, method=False):
         return True
     desc = lookup(cls, name)
-    if isinstance(desc, property):
-        if not isinstance(desc.fget, types.FunctionType):
-            raise m.unsupported(f"property {cls.__name__}.{name} is not Python")
-        follow(m, inst, desc.fget, [base], 1)
-        return True
-    get = lookup(type(desc), "__get__")
-    if not isinstance(get, types.FunctionType):
+    if isinstance(desc, property) and not isinstance(desc.fget, types.FunctionType):
+        raise m.unsupported(f"property {cls.__name__}.{name} is not Python")
+    found = python_descriptor(base.obj, name)
+    if found is None:
         return False
-    if name in vars(base.obj) and not hasattr(type(desc), "__set__"):
-        return False  # a non-data descriptor hidden by the instance's own attribute
-    # the descriptor is part of the (identity-guarded) class, like its methods: reading it
-    # again through the class would run its ``__get__``
-    desc_val = m.cap.new(desc, const=True)
-    follow(m, inst, get, [desc_val, base, base.extra[PYOBJ]], 1)
+    _follow_getter(m, inst, found, base, base.extra[PYOBJ], method=False)
     return True
+
+
+def _follow_getter(
+    m: FrameMonitor,
+    inst: Inst,
+    found: tuple[types.FunctionType, tuple[Any, ...]],
+    base: Val,
+    cls_val: Val,
+    *,
+    method: bool,
+    outputs: Callable[[list[Any], Val], list[Val]] | None = None,
+) -> None:
+    """Follow the getter ``python_descriptor`` found for reading an attribute of ``base``.
+    The descriptor is part of the (guarded) class, like its methods: a constant."""
+    getter, lead = found
+    args = [m.cap.new(x, const=True) for x in lead] + [base]
+    if lead:
+        args.append(cls_val)  # (``__get__(desc, obj, cls)``)
+    _follow_read(m, inst, getter, args, method=method, outputs=outputs)
+
+
+def _follow_read(
+    m: FrameMonitor,
+    inst: Inst,
+    fn: types.FunctionType,
+    args: list[Val],
+    *,
+    method: bool,
+    outputs: Callable[[list[Any], Val], list[Val]] | None = None,
+) -> None:
+    """Follow ``fn(*args)`` run natively by LOAD_ATTR, or by LOAD_METHOD, which pushes NULL
+    and the attribute (there is no method to bind)."""
+    if method:
+        from ._frameio import NULL
+
+        null = Val(NULL, const=True)
+        follow(m, inst, fn, args, 2, lambda real, got: [null, got])
+    else:
+        follow(m, inst, fn, args, 1, outputs)
 
 
 def getattr_followed(m: FrameMonitor, inst: Inst, base: Val, name: str, *, method: bool) -> bool:
@@ -280,13 +311,7 @@ def getattr_followed(m: FrameMonitor, inst: Inst, base: Val, name: str, *, metho
             return False
     elif lookup(cls, "__getattr__") is not None:
         raise m.unsupported(f"{cls.__name__} has both __getattribute__ and __getattr__")
-    if method:  # (LOAD_METHOD pushes NULL and the attribute: there is no method to bind)
-        from ._frameio import NULL
-
-        null = Val(NULL, const=True)
-        follow(m, inst, hook, [base, m.cap.const(name)], 2, lambda real, got: [null, got])
-    else:
-        follow(m, inst, hook, [base, m.cap.const(name)], 1)
+    _follow_read(m, inst, hook, [base, m.cap.const(name)], method=method)
     return True
 
 
@@ -337,19 +362,9 @@ def external_attr_followed(
     found = python_descriptor(base.obj, name)
     if found is None:
         return False
-    getter, lead = found
-    cap = m.cap
-    cap.observe_type(base)  # (the descriptor belongs to the class, like its methods)
-    args = [cap.new(x, const=True) for x in lead] + [base]
-    if lead:
-        args.append(cap.const(type(base.obj)))
-    if method:  # (LOAD_METHOD pushes NULL and the attribute: there is no method to bind)
-        from ._frameio import NULL
-
-        null = Val(NULL, const=True)
-        follow(m, inst, getter, args, 2, lambda real, got: [null, got])
-    else:
-        follow(m, inst, getter, args, 1, outputs)
+    m.cap.observe_type(base)  # (the descriptor belongs to the class, like its methods)
+    cls_val = m.cap.const(type(base.obj))
+    _follow_getter(m, inst, found, base, cls_val, method=method, outputs=outputs)
     return True
 
 
