@@ -2,7 +2,7 @@
 
 Each stage is patched to raise where it is looked up:
 
-- the monitor: ``magpy_monitor._frame.FrameMonitor.on_opcode`` raises on its N-th call (N is
+- the monitor: ``magpy_monitor.core.frame.FrameMonitor.on_opcode`` raises on its N-th call (N is
   calibrated per program so that the fault lands in the whole-call capture, in a segment, or
   late in the run);
 - guard generation: ``magpy_codegen._record.generate_guard`` (imported there by name);
@@ -30,7 +30,7 @@ import torch
 
 import magpy
 import magpy_codegen._record as codegen_record
-import magpy_monitor._frame as monitor_frame
+import magpy_monitor.core.frame as monitor_frame
 import magpy_runtime._cache as runtime_cache
 import magpy_runtime._sites as runtime_sites
 
@@ -44,7 +44,7 @@ def _no_finder_left() -> Iterator[None]:
     A leaked finder keeps the thread's finder count above 0, and then no finder runs on the
     thread again: later tests would silently lose every resume site. Fail, and repair it.
     """
-    import magpy_monitor._segments as segments
+    import magpy_monitor.driver.segments as segments
 
     yield
     left = getattr(segments._local, "finders", 0)

@@ -60,7 +60,7 @@ def _no_finder_left() -> Iterator[None]:
     A leaked finder keeps the thread's finder count above 0, and then no finder runs on the
     thread again: later tests would silently lose every resume site. Fail, and repair it.
     """
-    import magpy_monitor._segments as segments
+    import magpy_monitor.driver.segments as segments
 
     yield
     left = getattr(segments._local, "finders", 0)
@@ -941,7 +941,7 @@ def test_with_block_of_a_non_grad_context_manager(
         capsys.readouterr()
         # the leaked finder also leaves the thread's finder count at 1, after which no finder
         # runs again on this thread (no resume site is ever added): undo it for later tests
-        import magpy_monitor._segments as segments
+        import magpy_monitor.driver.segments as segments
 
         segments._local.finders = 0
         with warnings.catch_warnings():  # a loop cut short leaves open() files to collect

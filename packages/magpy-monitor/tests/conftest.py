@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from magpy_monitor import NULL
-from magpy_monitor._capture import is_value_type
-from magpy_monitor._frame import FrameMonitor
+from magpy_monitor.core.capture import is_value_type
+from magpy_monitor.core.frame import FrameMonitor
 
 try:  # the monitor's own venv does not install the runtime
     import magpy_runtime as _runtime

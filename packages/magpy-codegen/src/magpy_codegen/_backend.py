@@ -6,7 +6,7 @@ no compiler: checks functionalization), or any callable with ``torch.compile``'s
 signature ``(gm, example_inputs) -> callable``.
 
 Dynamic shapes: when the monitor gave some placeholders fake tensors with symbolic sizes (node
-meta ``"magpy_fake"``, see ``magpy_monitor._shapes``), ``"inductor"`` and ``"aot_eager"`` compile
+meta ``"magpy_fake"``, see ``magpy_monitor.core.shapes``), ``"inductor"`` and ``"aot_eager"`` compile
 for those symbolic inputs (one kernel for every size), a callable backend is called inside a
 ``TracingContext`` holding their fake mode (what ``torch.compile`` does), and ``"eager"`` just runs
 the graph, which computes every size from its inputs. Afterwards the ShapeEnv's guards (relations

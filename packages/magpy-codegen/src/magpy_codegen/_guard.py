@@ -101,7 +101,7 @@ class PathVars:
 
 def scalar_tensor(value: float | bool) -> torch.Tensor:
     """A promoted Python scalar as a graph input: a 0-d tensor (a float keeps double precision,
-    as the monitor's example input did; see ``magpy_monitor._capture.scalar_tensor``)."""
+    as the monitor's example input did; see ``magpy_monitor.core.capture.scalar_tensor``)."""
     if type(value) is float:
         return torch.tensor(value, dtype=torch.float64)
     return torch.tensor(value)

@@ -13,7 +13,7 @@ import torch.fx as fx
 from magpy_codegen import NameAllocator, ShapeGuard, build_record, compile_graph, shape_guard
 from magpy_codegen._guard import check_expr
 from magpy_monitor import Val, capture
-from magpy_monitor._shapes import ShapeTracker, tensor_meta
+from magpy_monitor.core.shapes import ShapeTracker, tensor_meta
 from magpy_refgraph import GuardKind, GuardReq, Local, Path
 
 X = Path(Local("x"))

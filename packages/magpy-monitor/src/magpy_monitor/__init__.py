@@ -1,13 +1,13 @@
 """MagPy's monitor: watches CPython 3.11 run a program and captures its RefGraph and fx graph."""
 
-from . import _compat  # noqa: F401  (fails at import on other Python versions)
-from ._annotations import TABLE, Annotation, AnnotationTable, Kind, classify
-from ._api import CaptureResult, capture, entry
-from ._capture import Capture, ambient_state
-from ._frameio import NULL, StackView, read_stack, stack_depth
-from ._segments import CodeInfo, Segment, SegmentHost, is_monitoring, start_segment
-from ._shapes import dim_key
-from ._values import Val
+from .core.annotations import TABLE, Annotation, AnnotationTable, Kind, classify
+from .core.capture import Capture, ambient_state
+from .core.shapes import dim_key
+from .core.values import Val
+from .cpython import compat as _compat  # noqa: F401  (fails at import on other Python versions)
+from .cpython.frameio import NULL, StackView, read_stack, stack_depth
+from .driver.api import CaptureResult, capture, entry
+from .driver.segments import CodeInfo, Segment, SegmentHost, is_monitoring, start_segment
 
 __version__ = "0.1.0"
 

@@ -50,7 +50,7 @@ def test_fresh_import_self_tests_and_stays_in_its_layer() -> None:
     code = (
         "import sys; import magpy_monitor; "
         "assert sys.gettrace() is None, sys.gettrace(); "
-        "assert 'magpy_monitor._frameio' in sys.modules; "
+        "assert 'magpy_monitor.cpython.frameio' in sys.modules; "
         "bad = [m for m in sys.modules if m.split('.')[0] in "
         "('magpy_codegen', 'magpy_runtime', 'magpy')]; "
         "assert not bad, bad"

@@ -209,7 +209,7 @@ class TestAnnotationsDriveCapture:
 def _schema_ops() -> list[tuple[str, object, bool]]:
     """Every Tensor method and ``torch.*`` function with ATen schemas that agree on whether
     the first argument is written in place: (label, callable, written)."""
-    from magpy_monitor._annotations import writes_first_argument
+    from magpy_monitor.core.annotations import writes_first_argument
 
     ops = []
     for owner, label in ((torch.Tensor, "Tensor"), (torch, "torch")):

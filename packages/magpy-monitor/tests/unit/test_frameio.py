@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from magpy_monitor import NULL, StackView, _frameio, read_stack, stack_depth
+from magpy_monitor import NULL, StackView, read_stack, stack_depth
+from magpy_monitor.cpython import frameio as _frameio
 
 
 def _snapshots(fn: Callable[..., Any], *args: Any) -> list[tuple[int, str, list[Any], int]]:

@@ -10,7 +10,7 @@ import torch
 import torch.nn as nn
 
 from magpy_monitor import CaptureResult, capture, dim_key
-from magpy_monitor._shapes import FAKE, dynamic_dims, tensor_meta
+from magpy_monitor.core.shapes import FAKE, dynamic_dims, tensor_meta
 from magpy_refgraph import Apply, Constant, GraphOut, GuardKind, Item, Local, Path
 
 ARG0 = Path(Local("args"), (Item(0),))

@@ -7,7 +7,7 @@ one warning naming the cause; graph breaks are recorded as reasons.
 
 Dynamic values (``dynamic=None``): on a miss, the int/float scalars and the tensor sizes that
 differ from what an earlier record specialised on become dynamic for the next capture (scalars
-turn into graph inputs, sizes into symbols, see ``magpy_monitor._shapes``). The last record
+turn into graph inputs, sizes into symbols, see ``magpy_monitor.core.shapes``). The last record
 allowed by ``max_records`` is captured with everything dynamic, as ``dynamic=True`` does from
 the start; ``dynamic=False`` never promotes anything.
 """

@@ -321,7 +321,7 @@ def _warn_once(msg: str) -> None:
 # ---------------------------------------------------------------------- monitor callbacks
 def _user_function(fn: types.FunctionType) -> bool:
     """Only user code gets instrumented; torch's and the standard library's stay untouched."""
-    from magpy_monitor._capture import FROZEN_MODULE_ROOTS
+    from magpy_monitor.core.capture import FROZEN_MODULE_ROOTS
 
     module = (fn.__module__ or "").split(".")[0]
     return module not in FROZEN_MODULE_ROOTS

@@ -1,0 +1,223 @@
+"""Exceptions raised and handled inside the monitored program, and ``with`` blocks.
+
+CPython 3.11 handles exceptions through the code object's exception table: when an instruction
+raises inside a protected range, the stack is cut to the entry's depth, ``lasti`` is pushed if
+the entry says so, then the exception, and execution continues at the handler. The monitor
+mirrors that on the shadow stack at the ``exception`` event. Whatever made the instruction raise
+is guarded (the attribute that was missing, the key that was absent), so a record never depends
+on an exception it did not check for.
+
+``with`` blocks on the grad-mode context managers (``torch.no_grad()``,
+``torch.enable_grad()``, ``torch.set_grad_enabled(b)``) are modelled here: entering and leaving
+them become ``torch._C._set_grad_enabled`` nodes of the operator graph. Other context managers
+are handled in ``_contexts.py``.
+"""
+
+from __future__ import annotations
+
+import dis
+import types
+from typing import Any
+
+import torch
+
+from magpy_refgraph import GuardKind
+
+from ..core.frame import FrameMonitor, Inst, Pending, handler, real_offset
+from ..core.values import Val
+
+__all__ = ["GRAD_MODE_CLASSES", "grad_context", "on_exception", "reenter_grad_context"]
+
+_tables: dict[types.CodeType, list[Any]] = {}
+
+
+def _handler_for(code: types.CodeType, lasti: int) -> Any:
+    table = _tables.get(code)
+    if table is None:
+        table = _tables[code] = list(dis._parse_exception_table(code))  # type: ignore[attr-defined]
+    for entry in table:
+        if entry.start <= lasti < entry.end:
+            return entry
+    return None
+
+
+def _observe_cause(m: FrameMonitor, exc: BaseException) -> None:
+    cap = m.cap
+    inst = m.last
+    popped = m.popped
+    if inst is not None and inst.opname in ("LOAD_ATTR", "LOAD_METHOD") and popped:
+        base = popped[0]
+        name = m.code.co_names[inst.arg]
+        if base.external and base.node is not None:
+            cap.observe_type(base)
+            cap.graph.observe(base.node, GuardKind.NOT_HASATTR, name)
+            return
+    for v in popped:
+        if isinstance(v.obj, torch.Tensor):
+            cap.guard_meta(v)
+        else:
+            cap.observe(v)
+
+
+def on_exception(m: FrameMonitor, exc: BaseException) -> bool:
+    """An exception is raised in ``m``'s frame; returns True if a handler in it will run."""
+    pending = m.pending
+    if (
+        pending is not None
+        and pending.inst.opname in ("FOR_ITER", "SEND")
+        and type(exc) is StopIteration
+        and pending.gen is not None
+    ):
+        # a followed generator returned a value: the instruction itself catches its
+        # StopIteration (CPython reports it to the tracer first); ``pending`` binds the end
+        return False
+    m.pending = None
+    if pending is not None or m.popped:
+        _observe_cause(m, exc)
+    entry = _handler_for(m.code, real_offset(m.code, m.frame.f_lasti))
+    if entry is None:
+        m.unwinding = True
+        return False
+    _enter_handler(m, entry, m.cap.known(exc) or m.cap.new(exc, const=True))
+    return True
+
+
+def _enter_handler(m: FrameMonitor, entry: Any, exc_val: Val) -> None:
+    """Cut the shadow stack to the handler's depth; the handler starts with ``lasti`` (if the
+    entry says so) and the exception pushed."""
+    del m.stack[entry.depth :]
+
+    def make(real: list[Any]) -> list[Val]:
+        return [m.cap.const(real[0]), exc_val] if entry.lasti else [exc_val]
+
+    m.pending = Pending(Inst.__new__(Inst), 1 + bool(entry.lasti), make)
+
+
+@handler("RAISE_VARARGS")
+def _raise(m: FrameMonitor, inst: Inst) -> None:
+    m.pop(inst.arg)
+
+
+@handler("RERAISE")
+def _reraise(m: FrameMonitor, inst: Inst) -> None:
+    """Raise the exception on top again (a ``finally`` or ``with`` cleanup). CPython unwinds
+    straight from here, with no ``exception`` event: the frame's handler is entered now, or
+    the frame is left by the exception."""
+    (exc,) = m.pop()  # (the lasti below it, if any, is only read)
+    entry = _handler_for(m.code, inst.offset)
+    if entry is None:
+        m.unwinding = True
+        return
+    _enter_handler(m, entry, exc)
+
+
+@handler("PUSH_EXC_INFO")
+def _push_exc_info(m: FrameMonitor, inst: Inst) -> None:
+    (exc,) = m.pop()
+    depth, left = m.exc_state
+    m.exc_state = (depth + 1, left)
+    m.expect_outputs(inst, 2, lambda real: [m.cap.const(real[0]), exc])
+
+
+@handler("POP_EXCEPT")
+def _pop_except(m: FrameMonitor, inst: Inst) -> None:
+    m.pop()
+    depth, left = m.exc_state
+    m.exc_state = (depth - 1, left) if depth else (0, True)
+
+
+@handler("CHECK_EXC_MATCH")
+def _check_exc_match(m: FrameMonitor, inst: Inst) -> None:
+    (typ,) = m.pop()
+    m.cap.observe(typ)
+    m.expect_outputs(inst, 1, lambda real: [m.cap.const(real[0])])
+
+
+@handler("LOAD_ASSERTION_ERROR")
+def _load_assertion_error(m: FrameMonitor, inst: Inst) -> None:
+    m.push(m.cap.const(AssertionError))
+
+
+# ---------------------------------------------------------------------- with blocks
+GRAD_MODE_CLASSES = (torch.no_grad, torch.enable_grad, torch.set_grad_enabled)
+
+
+def grad_context(
+    m: FrameMonitor, inst: Inst, cls: Any, pos: list[Val], kwargs: dict[str, Val]
+) -> None:
+    """``torch.no_grad()`` & co: a context object whose entry/exit are graph nodes."""
+    for v in (*pos, *kwargs.values()):
+        m.cap.observe(v)
+
+    def make(real: list[Any]) -> list[Val]:
+        ctx = real[0]
+        if cls is torch.set_grad_enabled:
+            # set_grad_enabled(b) switches the mode when constructed, not when entered
+            mode = torch.is_grad_enabled()
+            m.cap.rec.call("call_function", torch._C._set_grad_enabled, (mode,), {}, effect=True)
+            return [m.cap.new(ctx, extra={"grad_ctx": None, "prev": ctx.prev})]
+        return [m.cap.new(ctx, extra={"grad_ctx": cls is torch.enable_grad})]
+
+    m.expect_outputs(inst, 1, make)
+
+
+@handler("BEFORE_WITH")
+def _before_with(m: FrameMonitor, inst: Inst) -> None:
+    (ctx,) = m.pop()
+    state = ctx.extra if isinstance(ctx.extra, dict) else {}
+    if "grad_ctx" not in state:
+        from ..pyobj.contexts import before_with
+
+        before_with(m, inst, ctx)  # any other context manager
+        return
+    prev = state.get("prev", torch.is_grad_enabled())
+    mode = state["grad_ctx"]
+
+    def make(real: list[Any]) -> list[Val]:
+        if mode is not None:
+            m.cap.rec.call("call_function", torch._C._set_grad_enabled, (mode,), {}, effect=True)
+        inside = mode if mode is not None else torch.is_grad_enabled()
+        exit_val = Val(
+            real[0], extra={"grad_exit": prev, "grad_cls": type(ctx.obj), "grad_mode": inside}
+        )
+        return [exit_val, m.cap.const(real[1])]
+
+    m.expect_outputs(inst, 2, make)
+
+
+def grad_exit(m: FrameMonitor, inst: Inst, fn_val: Val, pos: list[Val]) -> None:
+    """Calling a grad-mode context's ``__exit__``: restore the mode in the graph."""
+    prev = fn_val.extra["grad_exit"]
+
+    def make(real: list[Any]) -> list[Val]:
+        m.cap.rec.call("call_function", torch._C._set_grad_enabled, (prev,), {}, effect=True)
+        return [m.cap.const(real[0])]
+
+    m.expect_outputs(inst, 1, make)
+
+
+@handler("WITH_EXCEPT_START")
+def _with_except_start(m: FrameMonitor, inst: Inst) -> None:
+    """An exception left a ``with`` block: ``__exit__(type, exc, tb)`` is called like a CALL
+    (a Python ``__exit__`` is followed; torch's grad modes are restored in the graph) and its
+    result, which decides whether the exception is swallowed, is pushed."""
+    from ..core.calls import dispatch_call
+
+    exit_fn, exc = m.stack[-4], m.stack[-1]
+    err = exc.obj
+    if not isinstance(err, BaseException):
+        raise m.unsupported("WITH_EXCEPT_START without an exception")
+    tb = m.cap.new(err.__traceback__, const=True)
+    dispatch_call(m, inst, exit_fn, [m.cap.const(type(err)), exc, tb], {})
+
+
+def reenter_grad_context(cls: Any, mode: bool, prev: bool) -> Any:
+    """Re-create a grad-mode ``with`` block's state for a frame resuming inside it.
+
+    Sets the mode the block started from, enters a new context of the same kind, and returns
+    its ``__exit__`` (what the frame's stack holds inside a ``with`` block).
+    """
+    torch._C._set_grad_enabled(prev)
+    ctx = cls(mode) if cls is torch.set_grad_enabled else cls()
+    ctx.__enter__()
+    return ctx.__exit__

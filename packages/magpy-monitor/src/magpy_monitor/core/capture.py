@@ -1,0 +1,890 @@
+"""The state of one monitored run: RefGraph, operator graph, identity table, observations.
+
+``Capture`` owns everything that outlives a single frame: the ``RefGraph`` (SN#0, external
+nodes, versioned edges), the ``GraphRecorder`` (fx graph), the table from object identity to the
+``Val`` of each heap object seen, and the ordered list of writes into pre-existing objects.
+Frame monitors (``_frame.py``) call its value operations; the planner (``_planner.py``) turns the
+final state into a ``Plan``.
+"""
+
+from __future__ import annotations
+
+import enum
+import operator
+import sys
+import types
+from collections.abc import Callable
+from typing import Any, cast
+
+import attrs
+import torch
+import torch.fx as fx
+
+from magpy_refgraph import (
+    Access,
+    AccessKind,
+    Attr,
+    Global,
+    GuardKind,
+    Item,
+    NodeKind,
+    Path,
+    RefGraph,
+    ShadowNode,
+    Unsupported,
+)
+
+from .recorder import GraphRecorder
+from .shapes import ShapeTracker, check_arity, dynamic_dims, sym_node, tensor_meta
+from .speculation import (
+    Assumption,
+    assume_outcome,
+    assume_shape,
+    draws_random,
+    pin,
+    python_number,
+    speculated,
+)
+from .values import AppendLog, Val, plain_container
+
+__all__ = ["VALUE_TYPES", "Capture", "Write", "is_value_type"]
+
+VALUE_TYPES: tuple[type, ...] = (
+    int,
+    float,
+    bool,
+    complex,
+    str,
+    bytes,
+    type(None),
+    type(Ellipsis),
+    type(NotImplemented),
+    range,
+    slice,
+    torch.dtype,
+    torch.device,
+    torch.layout,
+    torch.memory_format,
+)
+# Modules whose attributes are treated as constants once the module object itself is guarded.
+FROZEN_MODULE_ROOTS = frozenset(
+    "torch math operator builtins functools itertools collections typing enum re string json "
+    "numpy copy dataclasses inspect warnings logging abc types cmath numbers".split()
+)
+
+
+def is_value_type(obj: Any) -> bool:
+    """True for immutable values whose identity never matters (ints, strs, dtypes, ...)."""
+    if isinstance(obj, (VALUE_TYPES, enum.Enum)):
+        return True
+    t = type(obj)
+    if t in (tuple, frozenset, torch.Size):
+        return all(is_value_type(x) for x in obj)
+    # numpy scalars (np.int64(3), np.float32(0.5)) are immutable values too; arrays are not
+    return t.__module__ == "numpy" and t.__name__ != "ndarray" and getattr(obj, "shape", 1) == ()
+
+
+def _kind_of(obj: Any) -> NodeKind:
+    if isinstance(obj, torch.Tensor):
+        return NodeKind.TENSOR
+    if obj is None:
+        return NodeKind.NONE
+    if isinstance(obj, str | bytes):
+        return NodeKind.STRING
+    if isinstance(obj, int | float | complex):
+        return NodeKind.SCALAR
+    if isinstance(obj, tuple):
+        return NodeKind.TUPLE
+    if isinstance(obj, list):
+        return NodeKind.LIST
+    if isinstance(obj, dict):
+        return NodeKind.DICT
+    if isinstance(obj, set | frozenset):
+        return NodeKind.SET
+    if isinstance(obj, torch.nn.Module):
+        return NodeKind.MODULE
+    if isinstance(obj, types.FunctionType | types.BuiltinFunctionType | types.MethodType):
+        return NodeKind.FUNCTION
+    if isinstance(obj, type):
+        return NodeKind.CLASS
+    if isinstance(obj, types.CellType):
+        return NodeKind.CELL
+    return NodeKind.OBJECT
+
+
+class Write:
+    """One write into a pre-existing object, in program order (``op`` in setattr/delattr/...)."""
+
+    __slots__ = ("key", "op", "target", "value")
+
+    def __init__(self, op: str, target: Val, key: Any, value: Val | None) -> None:
+        self.op, self.target, self.key, self.value = op, target, key, value
+
+
+class Capture:
+    """All state of one monitored run (one thread, one record)."""
+
+    def __init__(self, name: str = "") -> None:
+        self.name = name
+        self.graph = RefGraph()
+        self.rec = GraphRecorder()
+        self.heap: dict[int, Val] = {}
+        self.keep: list[Any] = []
+        self.writes: list[Write] = []
+        self.written: set[tuple[ShadowNode, Access]] = set()
+        self.mutated_tensors: list[Val] = []
+        self.mutated_containers: list[Val] = []
+        # entry objects hashed by identity that met in sets: the record needs them distinct
+        self.distinct_nodes: dict[ShadowNode, None] = {}
+        self.paths: dict[ShadowNode, Path] = {}
+        self.value_guards: set[int] = set()
+        self.global_checks: list[tuple[str, Any]] = []
+        self.frames: list[Any] = []
+        self.gen_frames: dict[int, Val] = {}
+        self.result: Val | None = None
+        self.code_info: Any = None
+        # set by a segment monitor: asked when an inlined callee reaches its entry site; True
+        # ends the segment at the call into that callee (which then runs through its site)
+        self.end_at_callee_site: Callable[[], bool] | None = None
+        self.grad_enabled = torch.is_grad_enabled()  # guarded: the mode when capture started
+        self.ambient = ambient_state()  # guarded too: it changes what the graph's ops compute
+        self.dynamic_paths: frozenset[Path] = frozenset()
+        self.promote_all = False
+        self.scalar_inputs: set[int] = set()
+        self.shapes: ShapeTracker | None = None  # symbolic sizes, once a dim is dynamic
+        self.mutations = 0
+        self.ahead_iters: list[Val] = []  # pre-existing iterators a loop took values from
+        self.range_trip = False  # the run iterated over a range()
+        # set by a segment monitor: asked at a FOR_ITER of its frame; True ends the segment
+        # there (each iteration of the loop becomes a segment of its own)
+        self.loop_head: Callable[[Any, Any], bool] | None = None
+        self.location: tuple[str, int] | None = None
+        # values of tensors read into Python that the record assumes (see _speculation)
+        self.assumptions: list[Assumption] = []
+        self.assumed_consts: list[Val] = []  # made constants by assumptions (undone by cut)
+        self.updated: set[Any] = set()  # storages the graph writes into (see mutated_inputs)
+        self.updated_unknown = False
+        # tensors of data-dependent shape whose shape is assumed: graph node -> assumption
+        self.assumed_shapes: dict[Any, Assumption] = {}
+        self.speculate = True  # False: a value read is a graph break (it kept changing)
+
+    def mark(self) -> tuple[int, ...]:
+        """A cheap marker of how far the capture got (to cut a segment at an earlier point):
+        graph nodes, writes, mutated tensors, in-place ops, assumptions, values made
+        constants by an assumption."""
+        return (
+            len(self.rec.created),
+            len(self.writes),
+            len(self.mutated_tensors),
+            self.mutations,
+            len(self.assumptions),
+            len(self.assumed_consts),
+        )
+
+    def cut(self, mark: tuple[int, ...]) -> None:
+        """Drop the graph nodes and assumptions made after ``mark`` (no effects were): the
+        values those assumptions fixed are computed again (nothing checks them now)."""
+        self.rec.truncate(mark[0])
+        del self.assumptions[mark[4] :]
+        for val in self.assumed_consts[mark[5] :]:
+            val.const = False
+        del self.assumed_consts[mark[5] :]
+
+    @property
+    def mutated_inputs(self) -> tuple[int, ...]:
+        """Indices of the graph inputs (``rec.example_inputs``) whose memory the graph updates
+        in place (directly, or through a view: ``x[0].add_(1)``)."""
+        ids = {id(v.obj) for v in self.mutated_tensors}
+        return tuple(
+            i
+            for i, t in enumerate(self.rec.example_inputs)
+            if id(t) in ids or (isinstance(t, torch.Tensor) and _storage(t) in self.updated)
+        )
+
+    def _note_storage_update(self, t: Any) -> None:
+        """An operation of the graph writes into ``t``'s memory."""
+        key = _storage(t) if isinstance(t, torch.Tensor) else None
+        if key is None:
+            if self.assumptions:
+                raise Unsupported("in-place update of a tensor without storage after a value read")
+            self.updated_unknown = True  # (no storage to compare: no assumption may follow)
+        else:
+            self.updated.add(key)
+
+    @property
+    def draws_random(self) -> bool:
+        """The graph draws random numbers from the default generators (see _speculation)."""
+        return draws_random(self)
+
+    def assumed_const(self, val: Val) -> None:
+        """``val`` is a constant of the record because an assumption checks it (directly, or
+        the values it is computed from)."""
+        if not val.const:
+            val.const = True
+            self.assumed_consts.append(val)
+
+    # ------------------------------------------------------------------ value creation
+    def const(self, obj: Any) -> Val:
+        """A literal of the program."""
+        return Val(obj, const=True)
+
+    def new(self, obj: Any, **kw: Any) -> Val:
+        """A value created during the run (registered by identity if it is a heap object)."""
+        v = Val(obj, **kw)
+        if not is_value_type(obj):
+            self.heap[id(obj)] = v
+            self.keep.append(obj)
+        return v
+
+    def known(self, obj: Any) -> Val | None:
+        """The ``Val`` of a heap object already seen, if any."""
+        if is_value_type(obj):
+            return None
+        v = self.heap.get(id(obj))
+        return v if v is not None and v.obj is obj else None
+
+    def root(self, access: Access, obj: Any) -> Val:
+        """A value read from SN#0 (argument, global, builtin, closure cell)."""
+        existing = self.graph.lookup(self.graph.root, access)
+        if existing is not None:
+            val = cast(Val, existing.meta["val"])
+            return val
+        return self._external(self.graph.root, access, obj, Path(access))
+
+    def child(self, base: Val, access: Access, obj: Any) -> Val:
+        """A value read through ``access`` from ``base`` (attribute, item).
+
+        Reading from an external, unmodified object gives an external value with an entry path;
+        reading what the run itself stored gives back the stored ``Val``.
+        """
+        items = base.items  # (flushes an append log)
+        if (
+            isinstance(items, list)
+            and type(base.obj) is list
+            and access.kind is AccessKind.ITEM
+            and type(access.key) is int
+            and -len(items) <= access.key < len(items)
+        ):
+            return cast("Val", items[access.key])
+        if base.node is not None and base.external:
+            existing = self.graph.lookup(base.node, access)
+            if existing is not None:
+                val = cast("Val | None", existing.meta.get("val"))
+                if val is not None and (val.obj is obj or is_value_type(obj)):
+                    return val
+                if val is not None and (base.node, access) not in self.written:
+                    # unchanged, yet another object: computed on every read (a property)
+                    where = self.paths[base.node].child(access)
+                    raise Unsupported(f"{where} gives a new object on every read (a property?)")
+            if (base.node, access) not in self.written:
+                base_path = self.paths[base.node]
+                return self._external(base.node, access, obj, base_path.child(access))
+        known = self.known(obj)
+        if known is not None:
+            return known
+        raise Unsupported(f"cannot tell where {type(obj).__name__} read via {access} comes from")
+
+    def _external(self, src: ShadowNode, access: Access, obj: Any, path: Path) -> Val:
+        known = self.known(obj)
+        if known is not None and known.node is not None and known.external:
+            self.graph.read(src, access, known.node)
+            return known
+        if known is not None and not known.const:
+            # a new object reachable from entry state cannot exist; a mutated external one can
+            raise Unsupported(f"{path} refers to an object created during the run")
+        node = self.graph.new_node(_kind_of(obj), external=True, label=str(path))
+        self.graph.read(src, access, node)
+        self.paths[node] = path
+        val = Val(obj, external=True, node=node)
+        node.meta["val"] = val
+        if not is_value_type(obj):
+            self.heap[id(obj)] = val
+            self.keep.append(obj)
+        return val
+
+    def node_of(self, val: Val) -> ShadowNode:
+        """The RefGraph node of ``val`` (created on demand for values made during the run)."""
+        if val.node is None:
+            val.node = self.graph.new_node(
+                _kind_of(val.obj), external=False, label=type(val.obj).__name__
+            )
+            val.node.meta["val"] = val
+        return val.node
+
+    # ------------------------------------------------------------------ observations
+    def observe(self, val: Val) -> None:
+        """The program's behaviour depends on the *value* of ``val``: guard what it came from."""
+        if val.const:
+            return
+        if type(val._items) is AppendLog:
+            val.items  # noqa: B018  (flush: the run reads the list after appending to it)
+        if isinstance(val.extra, dict) and "speculated" in val.extra:
+            pin(self, val)  # a tensor's value read into Python, used as a Python value
+            return
+        if type(val.obj) is bool and speculated(val) and assume_outcome(self, val):
+            return  # ``s > 0`` of a value read: its outcome is its value
+        if val.fx is not None:
+            raise Unsupported("reads the value of a tensor computed in the graph")
+        if isinstance(val.extra, dict) and "sym" in val.extra and self.shapes is not None:
+            self.shapes.specialise(self, val.extra["sym"])  # a size Python depends on
+            val.const = True
+            return
+        if val.expr is not None:
+            fn, args = val.expr
+            if fn is len:
+                self.observe_len(args[0])
+            else:
+                for a in args:
+                    self.observe(a)
+            self.assumed_const(val)  # (fixed by guards or by checks: a cut may undo a check)
+            return
+        if val.external and val.node is not None:
+            self._observe_external(val)
+            return
+        if type(val.obj) in (set, frozenset) and isinstance(val.items, list):
+            from ..pyobj.sets import observe_set
+
+            observe_set(self, val)  # its elements were guarded as they entered it
+            return
+        if isinstance(val.items, list):
+            for item in val.items:
+                self.observe(item)
+        elif isinstance(val.items, dict):
+            for k, item in val.items.values():
+                self.observe(k)
+                self.observe(item)
+
+    def _observe_external(self, val: Val) -> None:
+        obj, node = val.obj, val.node
+        assert node is not None
+        if isinstance(obj, torch.Tensor):
+            self.tensor_node(val)
+        elif isinstance(obj, set | frozenset):
+            from ..pyobj.sets import observe_set
+
+            observe_set(self, val)  # its contents and iteration order
+        elif is_value_type(obj):
+            self.graph.observe(node, GuardKind.VALUE, obj)
+            val.const = True
+        elif type(obj) is types.MethodType:
+            # a bound method is a fresh object on every attribute read: guard what it binds
+            self.observe(self.child(val, Attr("__func__"), obj.__func__))
+            self.observe(self.child(val, Attr("__self__"), obj.__self__))
+        elif isinstance(
+            obj,
+            types.FunctionType
+            | types.BuiltinFunctionType
+            | type
+            | types.ModuleType
+            | types.MethodType
+            | types.CodeType,
+        ):
+            self.graph.observe(node, GuardKind.ID, obj)
+        elif (kind := plain_container(obj)) is dict:
+            self.observe_keys(val)
+            for k, item in obj.items():
+                self.observe(self.child(val, Item(k), item))
+        elif kind is not None:  # a list, tuple (a namedtuple...) or deque: item by item
+            self.observe_len(val)
+            for i, item in enumerate(obj):
+                self.observe(self.child(val, Item(i), item))
+        else:
+            self.observe_type(val)  # (its contents are not guarded: see opaque_object)
+
+    def observe_type(self, val: Val) -> None:
+        """The program depends on ``type(val)`` (attribute lookup, isinstance, dispatch)."""
+        if val.external and val.node is not None:
+            self.graph.observe(val.node, GuardKind.TYPE, type(val.obj))
+
+    def observe_len(self, val: Val) -> None:
+        """The program depends on ``len(val)``."""
+        if isinstance(val.items, list | dict) and val.node is not None and val.external:
+            return  # materialized: its length at entry is guarded, its contents followed
+        if val.external and val.node is not None:
+            self.observe_type(val)
+            self.graph.observe(val.node, GuardKind.LEN, len(val.obj))
+        elif val.expr is not None or val.items is None:
+            self.observe(val)
+
+    def observe_keys(self, val: Val) -> None:
+        """The program depends on the keys (and their order) of a dict."""
+        if val.external and val.node is not None:
+            self.observe_type(val)
+            self.graph.observe(val.node, GuardKind.KEYS, tuple(val.obj.keys()))
+
+    def observe_identity(self, val: Val) -> None:
+        """The program depends on *which* object ``val`` is (a function it calls, a class)."""
+        if val.external and val.node is not None:
+            self.graph.observe(val.node, GuardKind.ID, val.obj)
+
+    # ------------------------------------------------------------------ tensors
+    def tensor_node(self, val: Val) -> Any:
+        """The fx node producing tensor ``val`` (a new placeholder for an entry tensor)."""
+        if val.fx is not None:
+            return val.fx
+        if not (val.external and val.node is not None):
+            raise Unsupported(f"tensor of unknown origin ({tuple(val.obj.shape)})")
+        path = self.paths[val.node]
+        dims = dynamic_dims(val.obj, path, self.dynamic_paths, self.promote_all)
+        self.graph.observe(val.node, GuardKind.TENSOR_META, tensor_meta(val.obj, dims))
+        val.fx = self.rec.placeholder(path, val.obj)
+        val.fx.meta["dtype"] = val.obj.dtype
+        if dims:
+            if self.shapes is None:
+                self.shapes = ShapeTracker()
+            self.shapes.add_input(val, val.fx, dims, str(path))
+        return val.fx
+
+    def guard_meta(self, val: Val, *, sizes: bool = True) -> None:
+        """The program depends on tensor ``val``'s metadata (shape, dtype, ...), not its data.
+
+        ``sizes=False``: only on metadata that does not involve sizes or strides (dtype,
+        device, ndim...), which leaves dynamic dims symbolic.
+        """
+        if val.fx is None and val.external and val.node is not None:
+            path = self.paths[val.node]
+            if not dynamic_dims(val.obj, path, self.dynamic_paths, self.promote_all):
+                self.graph.observe(val.node, GuardKind.TENSOR_META, _tensor_meta(val.obj))
+                return
+            self.tensor_node(val)
+        elif val.fx is not None and val.fx.meta.get("dyn_shape"):
+            assume_shape(self, val)  # (a graph break where nothing can be assumed)
+        if sizes and self.shapes is not None and val.fx is not None:
+            self.shapes.specialise_tensor(self, val)
+
+    def to_arg(self, val: Val, *, promote: bool = False) -> Any:
+        """``val`` as an fx argument: a node for tensors, a (guarded) constant otherwise.
+
+        ``promote``: the argument is an operand of tensor arithmetic, where a Python scalar
+        that changes from call to call (a *dynamic* path) becomes a graph input instead.
+        """
+        obj = val.obj
+        if isinstance(obj, torch.Tensor):
+            return self.tensor_node(val)
+        if self.shapes is not None and not val.const:
+            size = sym_node(self, val)  # a size that follows a dynamic dim
+            if size is not None:
+                return size
+        if promote:
+            node = self.dynamic_scalar(val)
+            if node is not None:
+                return node
+        if isinstance(val.items, list) and (type(obj) in (list, tuple) or type(obj) is torch.Size):
+            mapped = [self.to_arg(x) for x in val.items]
+            return mapped if type(obj) is list else tuple(mapped)
+        if self.shapes is not None and _concatenated(val):  # x.shape[:-1] + (h, d)
+            assert val.expr is not None
+            return tuple(
+                x
+                for part in val.expr[1]
+                for x in (part.obj if part.items is None else map(self.to_arg, part.items))
+            )
+        if type(obj) is slice and val.items is not None:
+            return slice(*(self.to_arg(x) for x in val.items))
+        if val.external and type(obj) in (list, tuple) and _has_tensor(obj):
+            items = [self.child(val, Item(i), x) for i, x in enumerate(obj)]
+            self.observe_len(val)
+            mapped = [self.to_arg(x) for x in items]
+            return mapped if type(obj) is list else tuple(mapped)
+        self.observe(val)
+        if not _fx_constant_ok(obj):
+            raise Unsupported(f"{type(obj).__name__} object passed to a tensor operation")
+        return _plain_scalar(obj)
+
+    def dynamic_scalar(self, val: Val) -> Any:
+        """The graph node of a promoted scalar (or arithmetic over promoted scalars), or None."""
+        if val.const or type(val.obj) not in (int, float, bool):
+            return None
+        if isinstance(val.extra, dict) and "scalar_fx" in val.extra:
+            return val.extra["scalar_fx"]
+        node = None
+        if val.external and val.node is not None and val.extra is None:
+            path = self.paths[val.node]
+            if self.promote_all or path in self.dynamic_paths:
+                self.observe_type(val)
+                node = self.rec.placeholder(path, scalar_tensor(val.obj))
+                self.scalar_inputs.add(len(self.rec.input_paths) - 1)
+        elif val.expr is not None and val.expr[0] in (int, float, bool) and len(val.expr[1]) == 1:
+            (arg,) = val.expr[1]
+            x = self.dynamic_scalar(arg)
+            if x is None:
+                return None
+            node = python_number(self, x, val.expr[0], type(arg.obj) is float)  # float(s)
+        elif val.expr is not None and val.expr[0] in _GRAPH_SCALAR_OPS:
+            fn, args = val.expr
+            mapped = [self.dynamic_scalar(a) for a in args]
+            if all(x is None for x in mapped):
+                return None
+            fx_args = tuple(
+                self._python_operand(fn, val.obj, a, x if x is not None else self.to_arg(a))
+                for x, a in zip(mapped, args, strict=True)
+            )
+            node = self.rec.call("call_function", fn, fx_args, {})
+        if node is not None:
+            val.extra = {"scalar_fx": node}
+        return node
+
+    def guard_outcome(self, val: Val) -> bool:
+        """Python branches on ``val``, computed from one promoted scalar (``if step > warmup``):
+        guard the outcome instead of the scalar's value, so one record serves every value that
+        takes the same branch. Returns False (nothing guarded) for any other ``val``.
+
+        A branch on a tensor's value read into Python (or arithmetic over such reads) assumes
+        the outcome instead, checked after the graph ran (see _speculation)."""
+        if speculated(val) and assume_outcome(self, val):
+            return True
+        if val.const or val.expr is None or val.expr[0] in _NOT_SCALAR_ARITHMETIC:
+            return False
+        leaves: list[Val] = []
+        if not self._scalar_expr_leaves(val, leaves):
+            return False
+        dynamic = [x for x in leaves if not x.const and self._promotable(x)]
+        if len({id(x) for x in dynamic}) != 1:
+            return False
+        leaf = dynamic[0]
+        for x in leaves:
+            if x is not leaf:
+                self.observe(x)  # a scalar that has not changed: a constant, guarded by value
+        assert leaf.node is not None
+        self.observe_type(leaf)
+        fn = _expr_of(val, leaf)
+        if type(val.obj) is bool:
+            val.const = True  # the outcome is the value
+        else:
+            fn = _Apply(bool, (fn,))  # ``d = s - w; if d:`` guards bool(d), not d
+        self.graph.observe(leaf.node, GuardKind.CUSTOM, ("outcome", fn, bool(val.obj)))
+        return True
+
+    def _promotable(self, val: Val) -> bool:
+        """An entry int/float/bool that changes from call to call (a dynamic path)."""
+        return (
+            val.external
+            and val.node is not None
+            and (
+                val.extra is None
+                or (isinstance(val.extra, dict) and set(val.extra) == {"scalar_fx"})
+            )
+            and type(val.obj) in (int, float, bool)
+            and (self.promote_all or self.paths[val.node] in self.dynamic_paths)
+        )
+
+    def _scalar_expr_leaves(self, val: Val, out: list[Val]) -> bool:
+        """Collect the leaves of promoted-scalar arithmetic ``val`` (False: something else)."""
+        if val.expr is None:
+            if (val.const and is_value_type(val.obj)) or (
+                val.external and val.node is not None and type(val.obj) in (int, float, bool)
+            ):
+                out.append(val)
+                return True
+            return False
+        fn, args = val.expr
+        if fn in _NOT_SCALAR_ARITHMETIC:
+            return False
+        # any other expr is a pure Python function of values (operators, abs, math.*): the
+        # guard calls the very same functions
+        return all(self._scalar_expr_leaves(a, out) for a in args)
+
+    def _python_operand(self, fn: Any, result: Any, arg: Val, x: Any) -> Any:
+        """Operand ``x`` (a 0-d tensor node or a constant) of promoted scalar arithmetic, cast
+        so the tensor operation computes what Python does: bools are ints in arithmetic
+        (``True + True == 2``), and an int operand of an op with a float result is a double
+        first (``s / 2``, ``2 ** -s``: int64 tensors would give float32 or refuse)."""
+        if fn in _SCALAR_LOGIC_OPS:
+            return x
+        kind = type(arg.obj)
+        want = torch.float64 if type(result) is float else torch.int64
+        if kind is bool or (kind is int and want is torch.float64):
+            if isinstance(x, fx.Node):
+                return self.rec.call("call_method", "to", (x, want), {})
+            return float(x) if want is torch.float64 else int(x)
+        return x
+
+    def op_result(self, obj: Any, node: Any, *, inplace_of: Val | None = None) -> Val:
+        """The ``Val`` of an operation's real result ``obj`` produced by fx ``node``."""
+        if inplace_of is not None and obj is inplace_of.obj:
+            self.mutate_tensor(inplace_of, node)
+            return inplace_of
+        if isinstance(obj, torch.Tensor):
+            known = self.known(obj)
+            if known is not None:
+                # the op handed back one of its arguments: an in-place update such as
+                # F.relu(x, inplace=True), or x.contiguous() returning x (then harmless)
+                if (
+                    isinstance(node, fx.Node)
+                    and known.fx in node.all_input_nodes
+                    and _target_name(node) not in _SELF_WHEN_ALREADY_SO
+                ):
+                    self.mutate_tensor(known, node)
+                return known
+            node.meta["dtype"] = obj.dtype
+            return self.new(obj, fx=node)
+        if isinstance(obj, tuple | list) and all(
+            t is None or isinstance(t, torch.Tensor) for t in obj
+        ):
+            # tensors, and None where the operation's (guarded) arguments asked for no tensor
+            # (``multi_head_attention_forward(..., need_weights=False)`` -> (out, None))
+            check_arity(self, node)  # how many tensors came back may follow a dynamic size
+            items = [
+                self.const(None) if t is None else self.op_result(t, self.rec.getitem(node, i))
+                for i, t in enumerate(obj)
+            ]
+            return self.new(obj, items=items)
+        if obj is None:
+            return self.const(None)
+        raise Unsupported(f"tensor operation returned a {type(obj).__name__} read into Python")
+
+    def mutate_tensor(self, val: Val, node: Any) -> None:
+        """``val``'s tensor was updated in place by ``node``."""
+        if val.fx is not None and val.fx.meta.get("copied_view"):
+            # x[t] with a promoted index is recorded as a copy (index_select), not a view
+            raise Unsupported("in-place update of x[i] indexed by a value that changes per call")
+        node.meta["effect"] = True
+        self.mutations += 1
+        self._note_storage_update(val.obj)
+        val.fx = node
+        if val.external and val.node is not None:
+            self.graph.update_in_place(val.node, "in-place tensor op")
+            self.mutated_tensors.append(val)
+
+    # ------------------------------------------------------------------ writes
+    def set_global(self, scope: dict[str, Any], name: str, value: Val) -> None:
+        """``name = value`` in the module globals ``scope`` (a ``global`` statement)."""
+        access = Global(name, scope=scope)
+        root = self.graph.root
+        self.graph.write(root, access, self.node_of(value))
+        self.written.add((root, access))
+        self.writes.append(Write("setglobal", Val(scope, const=True), name, value))
+
+    def append_external(self, val: Val, item: Val) -> bool:
+        """``val.append(item)`` on a pre-existing list whose contents the run has not read.
+
+        Replayed as an append by the mock, without a guard on the list's length or contents
+        (an output list a loop appends to); False when the list needs materializing instead.
+        """
+        if not (val.external and val.node is not None and type(val.obj) is list):
+            return False
+        log = val._items
+        if log is None:
+            self.observe_type(val)
+            log = val._items = AppendLog(self._flush_appends)
+        elif type(log) is not AppendLog:
+            return False
+        log.values.append(item)
+        self.writes.append(Write("append", val, None, item))
+        self.mutations += 1
+        return True
+
+    def _flush_appends(self, val: Val) -> None:
+        """The run reads a list it appended to: guard its entry length, complete its contents."""
+        log = val._items
+        assert type(log) is AppendLog and val.node is not None
+        val._items = None
+        n0 = len(val.obj) - len(log.values)
+        self.graph.observe(val.node, GuardKind.LEN, n0)
+        head = [self.child(val, Item(i), val.obj[i]) for i in range(n0)]
+        val._items = head + log.values
+        self.writes = [w for w in self.writes if not (w.op == "append" and w.target is val)]
+        self.graph.update_in_place(val.node, "list.append", keep_edges=False)
+        if val not in self.mutated_containers:
+            self.mutated_containers.append(val)
+
+    def set_attr(self, base: Val, name: str, value: Val) -> None:
+        """``base.name = value`` executed by the program."""
+        self._store(base, Attr(name), value, "setattr")
+        if base.attrs is None:
+            base.attrs = {}
+        base.attrs[name] = value
+        view = _dict_view(base)
+        if view is not None:  # its __dict__, read before: the same state
+            view[name] = (self.const(name), value)
+
+    def del_attr(self, base: Val, name: str) -> None:
+        """``del base.name`` executed by the program."""
+        if base.external and base.node is not None:
+            self.graph.delete(base.node, Attr(name))
+            self.written.add((base.node, Attr(name)))
+            self.writes.append(Write("delattr", base, name, None))
+        if base.attrs is not None:
+            base.attrs.pop(name, None)
+        view = _dict_view(base)
+        if view is not None:
+            view.pop(name, None)
+
+    def _store(self, base: Val, access: Access, value: Val, op: str) -> None:
+        if base.external and base.node is not None:
+            self.graph.write(base.node, access, self.node_of(value))
+            self.written.add((base.node, access))
+            self.writes.append(Write(op, base, access.key, value))
+
+
+# operations that hand back their argument, unchanged, when it already has the asked-for dtype,
+# device or layout: no in-place update
+_SELF_WHEN_ALREADY_SO = frozenset(
+    "long int float double half bfloat16 bool byte char short to type type_as contiguous cpu "
+    "cuda as_tensor asarray".split()
+)
+
+
+def _target_name(node: fx.Node) -> str:
+    target = node.target
+    return target if isinstance(target, str) else getattr(target, "__name__", "")
+
+
+def _storage(t: torch.Tensor) -> Any:
+    """An identity of ``t``'s memory (None for tensors without one: sparse, nested...)."""
+    try:
+        return (t.device, t.untyped_storage().data_ptr())
+    except (RuntimeError, NotImplementedError):
+        return None
+
+
+def _dict_view(base: Val) -> dict[Any, Any] | None:
+    """The shadow items of ``base.__dict__`` when the run has read it (``_pyobjects``)."""
+    if isinstance(base.extra, dict) and "dict_val" in base.extra:
+        items: dict[Any, Any] = base.extra["dict_val"].items
+        return items
+    return None
+
+
+# comparisons and bit operations act on bools as bools; the other scalar ops treat them as ints
+_SCALAR_LOGIC_OPS = frozenset(
+    {
+        operator.lt,
+        operator.le,
+        operator.gt,
+        operator.ge,
+        operator.eq,
+        operator.ne,
+        operator.and_,
+        operator.or_,
+        operator.xor,
+    }
+)
+
+
+# exprs whose value depends on more than the values of their arguments
+_NOT_SCALAR_ARITHMETIC = frozenset({len, range, getattr, hash, id})
+
+
+def _expr_of(val: Val, leaf: Val) -> Callable[[Any], Any]:
+    """``val``'s arithmetic as a function of ``leaf``'s value (the others are constants)."""
+    if val is leaf:
+        return _identity
+    if val.expr is None:
+        return _Constant(val.obj)
+    fn, args = val.expr
+    return _Apply(fn, tuple(_expr_of(a, leaf) for a in args))
+
+
+def _identity(x: Any) -> Any:
+    return x
+
+
+@attrs.frozen
+class _Constant:
+    value: Any
+
+    def __call__(self, x: Any) -> Any:
+        return self.value
+
+
+@attrs.frozen
+class _Apply:
+    """``fn(*(part(x) for part in parts))``: a guard re-evaluates the program's arithmetic."""
+
+    fn: Any
+    parts: tuple[Any, ...]
+
+    def __call__(self, x: Any) -> Any:
+        return self.fn(*(part(x) for part in self.parts))
+
+
+def ambient_state() -> tuple[Any, ...]:
+    """Thread state, besides grad mode, that changes what a recorded graph would compute or
+    make: autocast (CPU and CUDA, with its dtype), the default dtype of factory functions,
+    inference mode, and torch-function modes. Each record's guard compares it."""
+    return (
+        torch.is_autocast_enabled("cpu"),
+        torch.get_autocast_dtype("cpu"),
+        torch.is_autocast_enabled("cuda"),
+        torch.get_autocast_dtype("cuda"),
+        torch.get_default_dtype(),
+        torch.is_inference_mode_enabled(),
+        torch._C._len_torch_function_stack(),
+    )
+
+
+def scalar_tensor(value: float | bool) -> torch.Tensor:
+    """A promoted Python scalar as the graph sees it: a 0-d tensor of Python's precision.
+
+    A float is a double, as in Python: a float32 tensor would round it before the graph's
+    arithmetic, and ``x64 * s`` would differ from eager. Tensor arithmetic with a 0-d tensor
+    follows the same type promotion as with the Python scalar (``x32 * s`` stays float32).
+    """
+    if type(value) is float:
+        return torch.tensor(value, dtype=torch.float64)
+    return torch.tensor(value)
+
+
+_GRAPH_SCALAR_OPS = frozenset(
+    {
+        operator.add,
+        operator.sub,
+        operator.mul,
+        operator.truediv,
+        operator.neg,
+        operator.pow,
+        operator.iadd,
+        operator.isub,
+        operator.imul,
+        operator.itruediv,
+    }
+    # a promoted bool (``x * (step > warmup)``) is a 0-d bool tensor, which tensor arithmetic
+    # treats as Python treats True/False
+    | _SCALAR_LOGIC_OPS
+)
+
+
+def _concatenated(val: Val) -> bool:
+    """``val`` is ``a + b`` of two tuples whose items are known (a shape being extended)."""
+    if val.expr is None or val.expr[0] is not operator.add or not isinstance(val.obj, tuple):
+        return False
+    return all(
+        isinstance(a.obj, tuple) and (isinstance(a.items, list) or a.const) for a in val.expr[1]
+    )
+
+
+def _tensor_meta(t: torch.Tensor) -> tuple[Any, ...]:
+    return (type(t), t.dtype, t.device, tuple(t.shape), tuple(t.stride()), t.requires_grad)
+
+
+def _has_tensor(obj: Any) -> bool:
+    return any(isinstance(x, torch.Tensor) for x in obj)
+
+
+def _plain_scalar(obj: Any) -> Any:
+    """A numpy scalar (``x / np.sqrt(d)``) as the Python number torch takes it for: the graph's
+    code must not name numpy (``np.float64(2.0)`` is no constant an fx module can print)."""
+    np = sys.modules.get("numpy")
+    if np is not None and isinstance(obj, np.generic):
+        if isinstance(obj, np.bool_):  # torch takes it for a float: x_int * np.True_ is float
+            raise Unsupported("numpy bool passed to a tensor operation")
+        return obj.item()
+    if type(obj) in (list, tuple):
+        return type(obj)(_plain_scalar(x) for x in obj)
+    return obj
+
+
+def _fx_constant_ok(obj: Any) -> bool:
+    if is_value_type(obj):
+        return True
+    if type(obj) in (list, tuple):
+        return all(_fx_constant_ok(x) for x in obj)
+    return isinstance(
+        obj,
+        torch.Generator
+        | torch.finfo
+        | torch.iinfo
+        | types.FunctionType
+        | types.BuiltinFunctionType,
+    )

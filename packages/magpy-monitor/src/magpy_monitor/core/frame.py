@@ -1,0 +1,486 @@
+"""One monitored frame: shadow value stack, shadow locals, and the two-step instruction protocol.
+
+At the opcode event of instruction *I* the monitor first binds the outputs of the previous
+instruction (reading them off the real stack with ctypes), then applies *I* to the shadow state:
+shuffles and loads are applied at once; everything else pops its inputs and leaves a
+``Pending`` describing how to build its outputs once they exist. Handlers live in
+``_handlers.py``; this module holds the frame state and the protocol.
+"""
+
+from __future__ import annotations
+
+import dis
+import types
+from collections.abc import Callable
+from typing import Any
+
+from magpy_refgraph import InternalError, Unsupported
+
+from ..cpython.frameio import NULL, StackView, nlocalsplus
+from .capture import Capture, is_value_type
+from .values import UNBOUND, Val
+
+__all__ = [
+    "LAZY",
+    "CalleeSite",
+    "CellBox",
+    "FrameMonitor",
+    "Inst",
+    "LoopHead",
+    "Pending",
+    "SegmentEnd",
+    "decode",
+]
+
+
+class SegmentEnd(Exception):
+    """The monitored segment reached the start of another site: commit it here."""
+
+
+class CalleeSite(Exception):
+    """An inlined callee reached its own entry site: end the segment at the call into it."""
+
+
+class LoopHead(Exception):
+    """The segment's frame is back at the head of a loop that is split per iteration."""
+
+
+# instructions before a function's entry site (a site block reached after only these is the
+# entry site's)
+_PROLOGUE = frozenset(("RESUME", "MAKE_CELL", "COPY_FREE_VARS", "NOP", "EXTENDED_ARG"))
+
+
+class _Lazy:
+    def __repr__(self) -> str:
+        return "LAZY"
+
+
+LAZY: Any = _Lazy()
+
+
+class Inst:
+    """A decoded instruction (``EXTENDED_ARG`` merged, ``KW_NAMES`` resolved)."""
+
+    __slots__ = ("arg", "argval", "line", "offset", "opname")
+
+    opname: str
+    arg: int  # 0 for opcodes without an argument (dis gives None); handlers only read real args
+    argval: Any
+    offset: int
+    line: int | None
+
+    def __init__(self, i: dis.Instruction, line: int | None) -> None:
+        arg = i.arg if i.arg is not None else 0
+        self.opname, self.arg, self.argval, self.offset = i.opname, arg, i.argval, i.offset
+        self.line = line
+
+    def __repr__(self) -> str:
+        return f"{self.offset} {self.opname} {self.argval!r}"
+
+
+_decoded: dict[types.CodeType, dict[int, Inst]] = {}
+
+
+def decode(code: types.CodeType) -> dict[int, Inst]:
+    """Offset -> instruction for ``code`` (decoded once from the de-specialised ``co_code``).
+
+    In 3.11 the opcode event of an instruction with ``EXTENDED_ARG`` prefixes fires at the
+    first prefix (the instruction itself gets no event), and jumps land on the prefix: so the
+    prefixes' offsets map to the instruction they extend, and jump targets are normalised the
+    same way (see ``real_offset``).
+    """
+    table = _decoded.get(code)
+    if table is None:
+        table = {}
+        real = _real_offsets.setdefault(code, {})
+        prefixes: list[int] = []
+        line = code.co_firstlineno
+        for ins in dis.get_instructions(code):
+            if ins.starts_line is not None:
+                line = ins.starts_line
+            if ins.opname == "EXTENDED_ARG":
+                prefixes.append(ins.offset)
+                continue
+            inst = Inst(ins, line)
+            table[ins.offset] = inst
+            for p in prefixes:
+                real[p] = ins.offset
+                table[p] = inst
+            prefixes = []
+        for inst in set(table.values()):
+            if inst.opname == "KW_NAMES":
+                inst.argval = code.co_consts[inst.arg]
+            elif inst.opname in _JUMPS and isinstance(inst.argval, int):
+                inst.argval = real.get(inst.argval, inst.argval)
+        _decoded[code] = table
+    return table
+
+
+_real_offsets: dict[types.CodeType, dict[int, int]] = {}
+_JUMPS = frozenset(dis.opname[op] for op in dis.hasjrel + dis.hasjabs)
+
+
+def real_offset(code: types.CodeType, lasti: int) -> int:
+    """The offset of the instruction executing at ``lasti`` (past any EXTENDED_ARG prefix)."""
+    decode(code)
+    return _real_offsets[code].get(lasti, lasti)
+
+
+def localsplus_names(code: types.CodeType) -> list[str]:
+    """Names of the ``localsplus`` slots in order (varnames, extra cells, free variables)."""
+    varnames = code.co_varnames
+    cells = [c for c in code.co_cellvars if c not in varnames]
+    return [*varnames, *cells, *code.co_freevars]
+
+
+class CellBox:
+    """The shadow of a closure cell: the ``Val`` it holds (or ``UNBOUND``).
+
+    ``scope`` is the function from outside the run whose closure holds the cell; ``fresh``
+    says the cell was made when a frame of the run started (a cell variable of its code).
+    """
+
+    __slots__ = ("content", "fresh", "name", "scope")
+
+    def __init__(
+        self, content: Any, name: str = "", scope: Any = None, *, fresh: bool = False
+    ) -> None:
+        self.content, self.name, self.scope, self.fresh = content, name, scope, fresh
+
+
+class Pending:
+    """What the previous instruction will leave on the stack, bound at the next event.
+
+    ``make(real)`` receives the real top ``n_out`` values (bottom first) and returns their
+    ``Val``s. ``n_out`` may depend on where execution went (``FOR_ITER`` exhaustion).
+    ``expect`` names a Python code object the instruction will enter and how to bind its frame
+    (inlined callees); ``opaque`` says nested Python frames belong to native code and are not
+    monitored. An inlined callee's return value arrives in ``result``; values yielded by a
+    generator this instruction drives arrive in ``yields`` (its return value in ``result``).
+    """
+
+    __slots__ = (
+        "callback_results",
+        "callbacks",
+        "expect",
+        "gen",
+        "inst",
+        "make",
+        "n_out",
+        "on_result",
+        "opaque",
+        "result",
+        "yields",
+    )
+
+    def __init__(
+        self,
+        inst: Inst,
+        n_out: int | Callable[[int], int],
+        make: Callable[[list[Any]], list[Val]],
+        *,
+        opaque: bool = True,
+    ) -> None:
+        self.inst, self.n_out, self.make, self.opaque = inst, n_out, make, opaque
+        self.expect: tuple[types.CodeType, Callable[[types.FrameType], FrameMonitor]] | None = None
+        self.gen: Val | None = None
+        self.result: Val | None = None
+        self.yields: list[Val] = []
+        self.callbacks: dict[types.CodeType, Val] = {}
+        self.callback_results: list[Val] = []
+        self.on_result: Callable[[Val], None] | None = None
+
+
+Handler = Callable[["FrameMonitor", Inst], None]
+HANDLERS: dict[str, Handler] = {}
+
+
+class FrameMonitor:
+    """Shadow state of one monitored frame."""
+
+    def __init__(
+        self, cap: Capture, frame: types.FrameType, fast: list[Any], *, kind: str = "callee"
+    ) -> None:
+        self.cap = cap
+        self.frame = frame
+        self.code = frame.f_code
+        self.insts = decode(self.code)
+        self.real = _real_offsets[self.code]
+        self.names = localsplus_names(self.code)
+        self.view = StackView(frame)
+        self.stack: list[Val] = []
+        self.fast = fast
+        self.kind = kind
+        self.pending: Pending | None = None
+        self.kwnames: tuple[str, ...] = ()
+        self.last: Inst | None = None
+        self.popped: list[Val] = []
+        self.unwinding = False
+        self.stored: set[int] = set()
+        self.pre: tuple[Any, ...] | None = None
+        self.func: Any = None
+        self.namespace: Val | None = None  # a class body's namespace (LOAD_NAME/STORE_NAME)
+        # (handlers entered by PUSH_EXC_INFO and not left by POP_EXCEPT, whether a POP_EXCEPT
+        # left one entered before the frame was monitored): a record must not change either
+        self.exc_state = (0, False)
+        self.pre_exc = self.exc_state
+        self.entry_mark = len(cap.rec.created)  # operations recorded before this frame began
+        self.exhausted: Any = None  # the iterator a FOR_ITER of this frame last found empty
+        self.entry_fast = list(fast)  # the locals it began with (a callee piece's inputs)
+        info = cap.code_info(self.code) if cap.code_info is not None else None
+        self.injected: frozenset[int] = info.injected if info is not None else frozenset()
+        self.block_sites: dict[int, int] = info.block_sites if info is not None else {}
+        self.to_original: dict[int, int] | None = info.to_original if info is not None else None
+
+    # ------------------------------------------------------------------ protocol
+    def on_opcode(self) -> None:
+        """Handle the opcode event of the instruction at ``f_lasti``."""
+        lasti = self.frame.f_lasti
+        lasti = self.real.get(lasti, lasti)
+        if self.pending is not None:
+            self.bind(lasti)
+        if lasti in self.injected:
+            if self.kind == "segment" and self.last is not None:
+                raise SegmentEnd("reached another site")
+            if (
+                self.kind != "segment"
+                and lasti in self.block_sites
+                and (self.last is None or self.last.opname in _PROLOGUE)
+                # a recursive call (Hourglass.forward inside Hourglass.forward) is inlined: the
+                # outer call's record covers it
+                and not any(f.code is self.code for f in self.cap.frames if f is not self)
+                and self.cap.end_at_callee_site is not None
+                and self.cap.end_at_callee_site()
+            ):
+                raise CalleeSite(self.code.co_qualname)
+            return
+        inst = self.insts.get(lasti)
+        if inst is None or inst.opname in ("EXTENDED_ARG", "CACHE"):
+            return
+        if self.kind == "segment" and self.last is not None and self.cap.loop_head is not None:
+            if inst.opname == "FOR_ITER" and self.cap.loop_head(self, None):
+                raise LoopHead(lasti)  # back at the head of a split loop
+            if (
+                self.last.opname == "FOR_ITER"
+                and lasti == self.last.argval
+                and self.cap.loop_head(self, self.exhausted)
+            ):
+                raise LoopHead(lasti)  # just left a split loop: what follows is a segment
+        if (
+            self.kind == "segment"
+            and inst.opname != "CALL"
+            and not (
+                inst.opname == "PRECALL"
+                and self.last is not None
+                and self.last.opname == "KW_NAMES"
+            )
+        ):
+            self.pre = (list(self.stack), self.cap.mark(), lasti, self.kwnames)
+            self.pre_exc = self.exc_state
+        self.last = inst
+        self.popped = []
+        self.cap.location = (self.code.co_filename, inst.line or self.code.co_firstlineno)
+        handler = HANDLERS.get(inst.opname)
+        if handler is None:
+            raise Unsupported(
+                f"instruction {inst.opname} is not supported yet", self.code.co_filename, inst.line
+            )
+        handler(self, inst)
+
+    def bind(self, lasti: int) -> None:
+        """Attach the previous instruction's outputs, read from the real stack."""
+        p = self.pending
+        assert p is not None
+        self.pending = None
+        n = p.n_out(lasti) if callable(p.n_out) else p.n_out
+        real = [self.view.peek(i) for i in range(n - 1, -1, -1)]
+        vals = p.make(real)
+        if len(vals) != n:
+            raise InternalError(f"{p.inst}: made {len(vals)} values for {n} outputs")
+        for v, r in zip(vals, real, strict=True):
+            if v.obj is not r and not (
+                r is not NULL
+                and ((is_value_type(r) and _same_value(v.obj, r)) or _same_tuple(v, r))
+            ):
+                raise InternalError(f"{p.inst}: shadow {v!r} does not match real {r!r}")
+            v.obj = r  # equal value types: keep the real object
+        self.stack.extend(vals)
+        depth = self.view.depth()
+        if depth != len(self.stack):
+            raise InternalError(
+                f"{p.inst}: shadow stack depth {len(self.stack)} != real depth {depth} "
+                f"in {self.code.co_qualname}"
+            )
+
+    def unsupported(self, reason: str) -> Unsupported:
+        """An ``Unsupported`` located at the current instruction."""
+        line = self.last.line if self.last is not None else self.code.co_firstlineno
+        return Unsupported(reason, self.code.co_filename, line)
+
+    # ------------------------------------------------------------------ stack helpers
+    def pop(self, n: int = 1) -> list[Val]:
+        """Pop ``n`` values (returned bottom first)."""
+        if n == 0:
+            return []
+        if n > len(self.stack):
+            raise InternalError(f"shadow stack underflow in {self.code.co_qualname}")
+        out = self.stack[-n:]
+        del self.stack[-n:]
+        self.popped.extend(out)
+        return out
+
+    def push(self, *vals: Val) -> None:
+        """Push known values."""
+        self.stack.extend(vals)
+
+    def expect_outputs(
+        self,
+        inst: Inst,
+        n: int | Callable[[int], int],
+        make: Callable[[list[Any]], list[Val]],
+        *,
+        opaque: bool = True,
+    ) -> Pending:
+        """Leave a ``Pending`` for the outputs of ``inst``."""
+        p = Pending(inst, n, make, opaque=opaque)
+        self.pending = p
+        return p
+
+    def original_offset(self, lasti: int) -> int:
+        """The original code's offset of the instruction at ``lasti``."""
+        return self.to_original[lasti] if self.to_original is not None else lasti
+
+    def lazy_local(self, name: str) -> Val:
+        """Read local ``name`` from the frame as an entry value (segments start mid-frame)."""
+        from magpy_refgraph import Local
+
+        f_locals = self.frame.f_locals
+        if name not in f_locals:
+            raise self.unsupported(f"local {name!r} is unbound")
+        return self.cap.root(Local(name), f_locals[name])
+
+    def load_fast(self, index: int) -> Val:
+        """The shadow of local slot ``index`` (an argument read lazily for the root frame)."""
+        v = self.fast[index]
+        if v is LAZY:
+            v = self.fast[index] = self.lazy_local(self.names[index])
+        if v is UNBOUND:
+            raise self.unsupported(f"local {self.names[index]!r} is unbound")
+        if isinstance(v, Val):
+            return v
+        raise InternalError(f"local slot {index} holds {v!r}")
+
+    def cell(self, index: int) -> CellBox:
+        """The ``CellBox`` of deref slot ``index``."""
+        box = self.fast[index]
+        if isinstance(box, Val) and isinstance(box.extra, CellBox):
+            return box.extra
+        raise InternalError(f"slot {index} ({self.names[index]}) is not a cell")
+
+
+def _same_tuple(v: Val, r: Any) -> bool:
+    """A tuple the monitor built (``enumerate``/``zip`` items) equal to the real one item-wise.
+
+    Nested tuples count too (``enumerate(list(zip(a, b)))`` yields ``(i, (x, y))`` whose inner
+    tuple the monitor built when ``zip`` ran); a matching inner shadow then takes the real tuple.
+    """
+    if type(r) is not tuple or not isinstance(v.items, list) or len(v.items) != len(r):
+        return False
+    if not all(
+        x.obj is y or (is_value_type(y) and _same_value(x.obj, y)) or _same_tuple(x, y)
+        for x, y in zip(v.items, r, strict=True)
+    ):
+        return False
+    for x, y in zip(v.items, r, strict=True):
+        if type(y) is tuple:
+            x.obj = y
+    return True
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    try:
+        return (type(a) is type(b) and bool(a == b)) or (a != a and b != b)
+    except Exception:
+        return False
+
+
+def handler(*names: str) -> Callable[[Handler], Handler]:
+    """Register a handler for the given opcode names."""
+
+    def deco(fn: Handler) -> Handler:
+        for n in names:
+            HANDLERS[n] = fn
+        return fn
+
+    return deco
+
+
+def initial_fast(
+    cap: Capture,
+    frame: types.FrameType,
+    args: dict[str, Val] | None,
+    closure: list[Val] | None,
+    *,
+    root_scope: Any = None,
+) -> list[Any]:
+    """Shadow locals for a frame about to run: bound arguments, cells, free variables.
+
+    For the root frame (``args is None``) arguments are read from SN#0 as ``Local`` accesses.
+    """
+    from magpy_refgraph import Local
+
+    code = frame.f_code
+    names = localsplus_names(code)
+    view = StackView(frame)
+    n_args = code.co_argcount + code.co_kwonlyargcount
+    n_args += bool(code.co_flags & 0x04) + bool(code.co_flags & 0x08)
+    argnames = code.co_varnames[:n_args]
+    fast: list[Any] = [UNBOUND] * nlocalsplus(code)
+    for i, name in enumerate(argnames):
+        if args is None:
+            fast[i] = cap.root(Local(name), frame.f_locals[name])
+        else:
+            fast[i] = args[name]
+    cellvars = set(code.co_cellvars)
+    n_free = len(code.co_freevars)
+    first_free = len(names) - n_free
+    for i, name in enumerate(names):
+        if i >= first_free:
+            j = i - first_free
+            real_cell = view.local(i)
+            if closure is not None:
+                fast[i] = closure[j]
+            else:
+                box = CellBox(UNBOUND, name, root_scope)
+                fast[i] = cap.new(real_cell, extra=box)
+        elif name in cellvars:
+            real_cell = view.local(i)
+            content = fast[i] if i < len(argnames) else UNBOUND
+            fast[i] = cap.new(real_cell, extra=CellBox(content, name, fresh=True))
+    return fast
+
+
+def segment_fast(cap: Capture, frame: types.FrameType, *, at_entry: bool = False) -> list[Any]:
+    """Shadow locals for a segment starting mid-frame: every local is read lazily from SN#0.
+
+    A segment starting at the function's entry (``at_entry``) owns its frame's cell variables
+    as a whole-call run does: nothing else can have captured them yet.
+    """
+    from magpy_refgraph import Local
+
+    code = frame.f_code
+    names = localsplus_names(code)
+    view = StackView(frame)
+    cells = set(code.co_cellvars) | set(code.co_freevars)
+    n_args = code.co_argcount + code.co_kwonlyargcount
+    n_args += bool(code.co_flags & 0x04) + bool(code.co_flags & 0x08)
+    fast: list[Any] = []
+    for i, name in enumerate(names):
+        if at_entry and name in code.co_cellvars:
+            content = cap.root(Local(name), frame.f_locals[name]) if i < n_args else UNBOUND
+            fast.append(cap.new(view.local(i), extra=CellBox(content, name, fresh=True)))
+        elif name in cells:
+            fast.append(cap.new(view.local(i), extra=CellBox(LAZY, name)))
+        else:
+            fast.append(LAZY)
+    return fast

@@ -1,0 +1,248 @@
+"""The operator graph being recorded: a ``torch.fx.Graph`` grown as tensor operations execute."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import torch
+import torch.fx as fx
+
+from magpy_refgraph import Path, Unsupported
+
+__all__ = ["GraphRecorder"]
+
+_NAME = re.compile(r"[^0-9a-zA-Z_]+")
+
+
+class GraphRecorder:
+    """Builds the fx graph of one record.
+
+    Placeholders are created lazily, the first time an external tensor feeds an operation; each
+    carries the entry ``Path`` it is read from. Operation nodes are added in execution order.
+    Nodes whose target mutates an argument are marked ``meta['effect']`` so that dead-code
+    elimination never drops them.
+    """
+
+    def __init__(self) -> None:
+        self.graph = fx.Graph()
+        self.input_paths: list[Path] = []
+        self.example_inputs: list[torch.Tensor] = []
+        self.op_count = 0
+        self.created: list[fx.Node] = []
+        self._insert_before: fx.Node | None = None
+        self._targets: set[str] = set()
+
+    def placeholder(self, path: Path, example: torch.Tensor) -> fx.Node:
+        """A new graph input read from ``path`` (placeholders stay ahead of every operation)."""
+        name = _NAME.sub("_", str(path)).strip("_") or "input"
+        # fx names a placeholder's parameter after its target: two paths that read alike
+        # (``x.a_b`` and ``x['a.b']``) must not give the forward a duplicate argument
+        base, n = name, 1
+        while name in self._targets:
+            n += 1
+            name = f"{base}_{n}"
+        self._targets.add(name)
+        first_op = next((n for n in self.graph.nodes if n.op != "placeholder"), None)
+        if first_op is None:
+            node = self.graph.placeholder(name)
+        else:
+            with self.graph.inserting_before(first_op):
+                node = self.graph.placeholder(name)
+        node.meta["example_value"] = example
+        node.meta["path"] = path
+        self.input_paths.append(path)
+        self.example_inputs.append(example)
+        return node
+
+    def call(
+        self,
+        op: str,
+        target: Any,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        *,
+        effect: bool = False,
+    ) -> fx.Node:
+        """Append one ``call_function``/``call_method`` node."""
+        if any(isinstance(a, torch.Generator) for a in (*args, *kwargs.values())):
+            # (a Generator cannot be a constant of the graph's code, nor restored on a miss)
+            raise Unsupported("random numbers drawn from a torch.Generator the program passes")
+        node = self.graph.create_node(op, target, args, kwargs)
+        uninit = any(a.meta.get("uninit") for a in node.all_input_nodes)
+        if uninit and not _fills(node) and not _fills_a_slice(node):
+            self.graph.erase_node(node)
+            raise Unsupported(
+                "reads a tensor a legacy constructor left uninitialised (fill it first)"
+            )
+        sealed = next((a.meta["sealed"] for a in node.all_input_nodes if "sealed" in a.meta), None)
+        if sealed is not None:  # (see _tensorattrs: a flag the mock sets after the graph)
+            self.graph.erase_node(node)
+            raise Unsupported(sealed)
+        self.created.append(node)
+        if _VIEW_NAMES.intersection((getattr(target, "__name__", None), target)) and any(
+            a.meta.get("copied_view") for a in node.all_input_nodes
+        ):
+            node.meta["copied_view"] = True  # a view of a copied x[t]: a copy too
+        if _data_dependent_shape(node):
+            node.meta["dyn_shape"] = True
+        if effect:
+            node.meta["effect"] = True
+        self.op_count += 1
+        return node
+
+    def getitem(self, node: fx.Node, index: int) -> fx.Node:
+        """``node[index]`` for operations returning several tensors."""
+        import operator
+
+        node = self.graph.call_function(operator.getitem, (node, index))
+        self.created.append(node)
+        return node
+
+    def truncate(self, n_created: int) -> None:
+        """Erase every node created after the first ``n_created`` (a segment cut earlier)."""
+        for node in reversed(self.created[n_created:]):
+            if node.users:
+                for user in list(node.users):
+                    if user not in self.created[n_created:]:
+                        raise RuntimeError("cannot cut the graph: a kept node uses a dropped one")
+            self.graph.erase_node(node)
+        del self.created[n_created:]
+
+    def extract(self, start: int, end: int) -> fx.GraphModule | None:
+        """A standalone copy of the operations created in ``[start, end)`` (``None``: none).
+
+        Values from outside the slice become placeholders and every copied node is an output.
+        Used to show the graph a callee's own segment will hold (``magpy.explain``).
+        """
+        nodes = [n for n in self.created[start:end] if n.graph is self.graph]
+        if not any(n.op in ("call_function", "call_method") for n in nodes):
+            return None
+        graph = fx.Graph()
+        env: dict[fx.Node, fx.Node] = {}
+        inside = set(nodes)
+        for n in nodes:
+            for a in n.all_input_nodes:
+                if a not in inside and a not in env:
+                    env[a] = graph.placeholder(f"in_{len(env)}")
+        for n in nodes:
+            env[n] = graph.node_copy(n, env.__getitem__)
+        graph.output(tuple(env[n] for n in nodes))
+        return fx.GraphModule(torch.nn.Module(), graph)
+
+    def finish(self, outputs: list[fx.Node]) -> fx.Graph:
+        """Set the outputs and drop every node neither an output nor an effect depends on."""
+        for out in outputs:
+            if isinstance(out, fx.Node) and out.meta.get("no_output"):
+                raise Unsupported(out.meta["no_output"])
+        self.graph.output(tuple(outputs))
+        live: set[fx.Node] = set()
+        work = [n for n in self.graph.nodes if n.op == "output" or n.meta.get("effect")]
+        while work:
+            n = work.pop()
+            if n in live:
+                continue
+            live.add(n)
+            work.extend(n.all_input_nodes)
+        for n in reversed(list(self.graph.nodes)):
+            if n not in live and n.op not in ("placeholder", "output"):
+                self.graph.erase_node(n)
+        self.graph.lint()
+        return self.graph
+
+    def num_ops(self) -> int:
+        """Operations currently in the graph (calls only)."""
+        return sum(1 for n in self.graph.nodes if n.op in ("call_function", "call_method"))
+
+
+# operations whose result is a view of their first argument
+_VIEW_NAMES = frozenset(
+    "view view_as reshape reshape_as transpose permute squeeze unsqueeze expand expand_as "
+    "narrow select getitem __getitem__ t T mT split chunk unbind as_strided flatten unflatten "
+    "diagonal movedim swapaxes detach alias unfold real imag contiguous".split()
+)
+
+_DATA_DEPENDENT = frozenset(
+    "nonzero unique unique_consecutive masked_select argwhere nonzero_static bincount "
+    "repeat_interleave histc combinations".split()
+)
+
+
+def _fills(node: fx.Node) -> bool:
+    """``node`` overwrites every element of its first argument and reads no other
+    uninitialised tensor (``torch.Tensor(n, m).fill_(v)``)."""
+    from ..libs.torch.tensorctors import FILL_METHODS
+
+    if node.op != "call_method" or node.target not in FILL_METHODS or not node.args:
+        return False
+    first = node.args[0]
+    return not any(a.meta.get("uninit") for a in node.all_input_nodes if a is not first)
+
+
+def _fills_a_slice(node: fx.Node) -> bool:
+    """``x[..., k] = v`` on a tensor a legacy constructor left uninitialised: one index of one
+    dim filled. The node carries what is left (``meta['uninit']``: dim and indices) until every
+    index of that dim is; True when the node is such a write."""
+    import operator
+
+    if node.op != "call_function" or node.target is not operator.setitem or len(node.args) != 3:
+        return False
+    dst, index, _value = node.args
+    if not isinstance(dst, fx.Node) or "uninit_shape" not in dst.meta:
+        return False
+    if any(a.meta.get("uninit") for a in node.all_input_nodes if a is not dst):
+        return False
+    shape = dst.meta["uninit_shape"]
+    hit = _one_index(index, shape)
+    state = dst.meta["uninit"]
+    if hit is None or (state is not True and state[0] != hit[0]):
+        return False
+    dim, k = hit
+    left = set(range(shape[dim])) if state is True else set(state[1])
+    left.discard(k)
+    node.meta["uninit_shape"] = shape
+    if left:
+        node.meta["uninit"] = (dim, frozenset(left))
+        node.meta["no_output"] = dst.meta.get("no_output")
+    return True
+
+
+def _one_index(index: object, shape: tuple[int, ...]) -> tuple[int, int] | None:
+    """``(dim, k)`` when ``index`` selects index ``k`` of one dim and all of the others
+    (``[..., k]``, ``[:, k]``, ``[k]``)."""
+    idx = index if isinstance(index, tuple) else (index,)
+    explicit = [i for i in idx if i is not Ellipsis]
+    if len(idx) - len(explicit) > 1 or len(explicit) > len(shape):
+        return None
+    full: list[object] = []
+    for i in idx:
+        full += [slice(None)] * (len(shape) - len(explicit)) if i is Ellipsis else [i]
+    full += [slice(None)] * (len(shape) - len(full))
+    ints = [(d, i) for d, i in enumerate(full) if type(i) is int]
+    if len(ints) != 1 or any(type(i) is not int and i != slice(None) for i in full):
+        return None
+    dim, k = ints[0]
+    assert isinstance(k, int)
+    return (dim, k % shape[dim]) if -shape[dim] <= k < shape[dim] else None
+
+
+def _data_dependent_shape(node: fx.Node) -> bool:
+    """True when the node's output shape may depend on tensor *values* (not only shapes)."""
+    if any(a.meta.get("dyn_shape") for a in node.all_input_nodes):
+        return True
+    name = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "")
+    if name in _DATA_DEPENDENT:
+        return True
+    if name == "where" and len(node.args) + len(node.kwargs) == 1:
+        return True
+    if name in ("getitem", "__getitem__") and len(node.args) > 1:
+        return _has_mask_index(node.args[1])
+    return False
+
+
+def _has_mask_index(index: object) -> bool:
+    if isinstance(index, fx.Node):
+        return index.meta.get("dtype") in (torch.bool, torch.uint8)
+    if isinstance(index, tuple | list):
+        return any(_has_mask_index(i) for i in index)
+    return False

@@ -1,0 +1,432 @@
+"""Dynamic tensor dimensions while monitoring: symbolic sizes and the guards they need.
+
+A dimension of an entry tensor is *dynamic* when the runtime names it in the capture's
+``dynamic_paths`` (``dim_key(path, d)``, after a cache miss saw that size change) or when every
+dimension is (``promote_all``: ``dynamic=True``). Only dimensions of size >= 2 of contiguous (or
+channels-last) tensors that are not parameters become dynamic; sizes 0 and 1 stay specialised,
+as in ``torch.compile``. For a capture with dynamic dimensions:
+
+- the tensor's TENSOR_META guard leaves the dynamic sizes out (``tensor_meta(t, dims)``): it
+  checks class, dtype, device, ndim, the static sizes, ``size >= 2`` for the dynamic ones and
+  the memory layout;
+- its placeholder carries a fake tensor whose dynamic sizes are symbols of one ``ShapeEnv``
+  (node meta ``"magpy_fake"``). Fake values of recorded nodes are computed lazily, only for
+  tensors whose shape the program reads;
+- reading a size that is symbolic (``x.shape[0]``, ``x.size(1)``, ``len(x)``, ``x.numel()``,
+  also of tensors computed from dynamic ones) gives a *symbolic int* ``Val``: the real value,
+  the graph node computing it (``x.size(0)``) and the ``SymInt``. Passed to a tensor operation
+  (``x.view(b, -1)``, ``torch.arange(n)``) the node goes into the graph, so the graph follows
+  the size. Observed by Python (a branch, ``range``, a dict key, a pure call) it is
+  *specialised*: the entry sizes it depends on get a TENSOR_META guard naming their values;
+- relations the ``ShapeEnv`` relied on (``Eq(s0, s1)`` when ``x + y`` broadcasts two dynamic
+  sizes) are turned into a shape guard by ``magpy_codegen``, which reads the placeholders' fakes.
+
+If a fake value cannot be computed (an operation fake tensors do not support), every dynamic
+size of the capture is specialised: the record is then exactly as static as without dynamic
+shapes, never wrong. This is the only module of the monitor that uses torch's fake-tensor and
+symbolic-shape machinery.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import operator
+import warnings
+from collections.abc import Collection, Iterator
+from typing import TYPE_CHECKING, Any
+
+import torch
+import torch.fx as fx
+
+from magpy_refgraph import Attr, GuardKind, Item, Path
+
+from .values import Val
+
+if TYPE_CHECKING:
+    from .capture import Capture
+
+__all__ = [
+    "FAKE",
+    "SIZE_FREE_READS",
+    "SYM_OPS",
+    "ShapeTracker",
+    "dim_key",
+    "dynamic_dims",
+    "index_by_promoted_int",
+    "is_symbolic",
+    "tensor_meta",
+]
+
+FAKE = "magpy_fake"  # node meta: the fake value (FakeTensor, SymInt...) or None when unknown
+_MISSING = object()
+
+# Tensor metadata reads that do not depend on sizes (the relaxed TENSOR_META guard covers them).
+SIZE_FREE_READS = frozenset(
+    "dtype device ndim dim ndimension is_cuda is_cpu requires_grad layout is_sparse "
+    "is_quantized is_leaf is_meta is_mkldnn is_nested names is_mps is_xpu itemsize "
+    "element_size is_floating_point is_complex get_device is_signed is_inference "
+    "has_names".split()
+)
+# Integer operations a symbolic size may go through and stay symbolic (recorded in the graph).
+SYM_OPS = frozenset(
+    {
+        operator.add,
+        operator.sub,
+        operator.mul,
+        operator.floordiv,
+        operator.mod,
+        operator.neg,
+        operator.iadd,
+        operator.isub,
+        operator.imul,
+        operator.ifloordiv,
+    }
+)
+
+
+def dim_key(path: Path, dim: int) -> Path:
+    """The key naming dimension ``dim`` of the entry tensor at ``path`` in ``dynamic_paths``."""
+    return path.child(Attr("shape")).child(Item(dim))
+
+
+def _layout(t: torch.Tensor) -> str | None:
+    if t.is_contiguous():
+        return "contiguous"
+    if t.dim() == 4 and t.is_contiguous(memory_format=torch.channels_last):
+        return "channels_last"
+    return None
+
+
+def tensor_meta(t: torch.Tensor, dynamic: Collection[int] = ()) -> tuple[Any, ...]:
+    """The TENSOR_META payload of ``t``: ``(class, dtype, device, shape, stride, requires_grad)``.
+
+    With ``dynamic`` dims the shape has ``None`` there and the stride is the layout's name
+    (``"contiguous"``/``"channels_last"``) instead of numbers.
+    """
+    if not dynamic:
+        return (type(t), t.dtype, t.device, tuple(t.shape), tuple(t.stride()), t.requires_grad)
+    shape = tuple(None if d in dynamic else n for d, n in enumerate(t.shape))
+    return (type(t), t.dtype, t.device, shape, _layout(t), t.requires_grad)
+
+
+def dynamic_dims(
+    t: torch.Tensor, path: Path, dynamic_paths: Collection[Path], promote_all: bool
+) -> tuple[int, ...]:
+    """The dims of entry tensor ``t`` (read from ``path``) to capture with symbolic sizes."""
+    if isinstance(t, torch.nn.Parameter) or t.is_sparse or t.layout is not torch.strided:
+        return ()
+    if not (promote_all or dynamic_paths) or _layout(t) is None or type(t) is not torch.Tensor:
+        return ()
+    return tuple(
+        d
+        for d, n in enumerate(t.shape)
+        if n >= 2 and (promote_all or dim_key(path, d) in dynamic_paths)
+    )
+
+
+def is_symbolic(val: Val) -> bool:
+    """True for a symbolic int, or an int expression over symbolic ints, not yet specialised."""
+    if val.const or type(val.obj) is not int:
+        return False
+    if isinstance(val.extra, dict) and "sym" in val.extra:
+        return True
+    return val.expr is not None and any(is_symbolic(a) for a in val.expr[1])
+
+
+_SOURCE_CLS: Any = None
+
+
+def _source(label: str) -> Any:
+    """A ``torch._guards.Source`` naming one entry dimension (used in the ShapeEnv's messages)."""
+    global _SOURCE_CLS
+    if _SOURCE_CLS is None:
+        from torch._guards import GuardSource, Source
+
+        @dataclasses.dataclass(frozen=True)
+        class DimSource(Source):
+            label: str
+
+            @property
+            def guard_source(self) -> GuardSource:
+                return GuardSource.LOCAL
+
+            @property
+            def _name_template(self) -> str:
+                return self.label
+
+        _SOURCE_CLS = DimSource
+    return _SOURCE_CLS(label)
+
+
+class ShapeTracker:
+    """The symbolic-shape state of one capture (created at its first dynamic placeholder)."""
+
+    def __init__(self) -> None:
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+        self.env = ShapeEnv()
+        self.mode = FakeTensorMode(shape_env=self.env, allow_non_fake_inputs=True)
+        self.symbols: dict[Any, tuple[Val, int]] = {}  # sympy symbol -> (entry tensor, dim)
+        self.dynamic: dict[int, tuple[Val, set[int]]] = {}  # id(Val) -> (tensor, dims left)
+
+    # ------------------------------------------------------------------ fake values
+    def add_input(self, val: Val, node: fx.Node, dims: tuple[int, ...], label: str) -> None:
+        """Give placeholder ``node`` of entry tensor ``val`` a fake with symbolic ``dims``."""
+        from torch.fx.experimental.symbolic_shapes import DimDynamic, StatelessSymbolicContext
+
+        t = val.obj
+        ctx: Any = StatelessSymbolicContext(
+            dynamic_sizes=[
+                DimDynamic.DYNAMIC if d in dims else DimDynamic.STATIC for d in range(t.dim())
+            ]
+        )
+        with _quiet():
+            fake = self.mode.from_tensor(t, source=_source(label), symbolic_context=ctx)
+        node.meta[FAKE] = fake
+        self.dynamic[id(val)] = (val, set(dims))
+        for d in dims:
+            size: Any = fake.shape[d]
+            if isinstance(size, torch.SymInt):
+                self.symbols[size.node.expr] = (val, d)
+
+    def fake(self, node: Any) -> Any:
+        """The fake value of fx ``node`` (computed with its inputs on first use), or None."""
+        if not isinstance(node, fx.Node):
+            return node
+        memo = node.meta.get(FAKE, _MISSING)
+        if memo is not _MISSING:
+            return memo
+        todo: list[fx.Node] = []
+        seen: set[fx.Node] = set()
+        stack = [node]
+        while stack:
+            n = stack.pop()
+            if n in seen or FAKE in n.meta:
+                continue
+            seen.add(n)
+            todo.append(n)
+            stack.extend(n.all_input_nodes)
+        order = {n: i for i, n in enumerate(node.graph.nodes)}
+        for n in sorted(todo, key=order.__getitem__):
+            n.meta[FAKE] = self._evaluate(n)
+        return node.meta[FAKE]
+
+    def _evaluate(self, node: fx.Node) -> Any:
+        if node.op == "placeholder":
+            example = node.meta.get("example_value")
+            if not isinstance(example, torch.Tensor):
+                return None
+            with _quiet():
+                return self.mode.from_tensor(example, static_shapes=True)
+        if node.op not in ("call_function", "call_method"):
+            return None
+        failed = False
+
+        def fake_of(a: fx.Node) -> Any:
+            nonlocal failed
+            value = a.meta.get(FAKE)
+            failed = failed or value is None
+            return value
+
+        args = fx.node.map_arg(node.args, fake_of)
+        kwargs = fx.node.map_arg(node.kwargs, fake_of)
+        if failed:
+            return None
+        try:
+            with _quiet(), self.mode, torch.no_grad():
+                if node.op == "call_method":
+                    return getattr(args[0], str(node.target))(*args[1:], **kwargs)
+                return node.target(*args, **kwargs)  # type: ignore[operator]
+        except Exception:  # an operation fake tensors cannot run: sizes become unknown
+            return None
+
+    # ------------------------------------------------------------------ symbolic ints
+    def free(self, sym: Any) -> set[Any] | None:
+        """The entry symbols ``sym`` depends on; None when some are unknown (data-dependent)."""
+        if not isinstance(sym, torch.SymInt | torch.SymFloat | torch.SymBool):
+            return set()
+        symbols = set(self.env.replace(sym.node.expr).free_symbols)
+        if any(s not in self.symbols for s in symbols):
+            return None
+        return symbols
+
+    def is_static(self, sym: Any) -> bool:
+        """True when ``sym`` does not depend on any dynamic size still unspecialised."""
+        symbols = self.free(sym)
+        if symbols is None:
+            return False
+        return all(
+            self.symbols[s][1] not in self.dynamic[id(self.symbols[s][0])][1] for s in symbols
+        )
+
+    def specialise(self, cap: Capture, sym: Any) -> None:
+        """Python depends on the value of ``sym``: guard the entry sizes it is made of."""
+        symbols = self.free(sym)
+        if symbols is None:
+            self.specialise_all(cap)
+            return
+        for s in symbols:
+            val, d = self.symbols[s]
+            self.specialise_dims(cap, val, {d})
+
+    def specialise_dims(self, cap: Capture, val: Val, dims: set[int]) -> None:
+        """Guard the sizes ``dims`` of entry tensor ``val`` by value (all its dims: exactly)."""
+        entry = self.dynamic.get(id(val))
+        if entry is None or not (entry[1] & dims):
+            return
+        entry[1].difference_update(dims)
+        if val.node is not None:
+            cap.graph.observe(val.node, GuardKind.TENSOR_META, tensor_meta(val.obj, entry[1]))
+
+    def specialise_all(self, cap: Capture) -> None:
+        """Guard every dynamic size of the capture by value (nothing stays symbolic)."""
+        for val, dims in list(self.dynamic.values()):
+            self.specialise_dims(cap, val, set(dims))
+
+    def specialise_tensor(self, cap: Capture, val: Val) -> None:
+        """Python depends on all of tensor ``val``'s sizes and strides."""
+        if id(val) in self.dynamic:
+            self.specialise_dims(cap, val, set(range(val.obj.dim())))
+            return
+        fake = self.fake(val.fx) if val.fx is not None else None
+        if not isinstance(fake, torch.Tensor):
+            self.specialise_all(cap)
+            return
+        for s in (*fake.shape, *fake.stride(), fake.storage_offset()):
+            self.specialise(cap, s)
+
+    def sym_val(self, real: int, node: fx.Node, sym: Any) -> Val:
+        """A symbolic int: value ``real``, computed in the graph by ``node``."""
+        node.meta[FAKE] = sym
+        return Val(real, extra={"scalar_fx": node, "sym": sym})
+
+
+def _fake_tensor(cap: Capture, val: Val) -> tuple[ShapeTracker, fx.Node, Any] | None:
+    """The tracker, graph node and fake value of tensor ``val``, if the capture is symbolic."""
+    if cap.shapes is None:
+        if not (val.external and val.node is not None and val.fx is None):
+            return None
+        path = cap.paths[val.node]
+        if not dynamic_dims(val.obj, path, cap.dynamic_paths, cap.promote_all):
+            return None
+    node = cap.tensor_node(val)  # creates the tracker for a dynamic entry tensor
+    tracker = cap.shapes
+    if tracker is None or node.meta.get("dyn_shape"):  # data-dependent: a graph break
+        return None
+    fake = tracker.fake(node)
+    if not isinstance(fake, torch.Tensor):
+        return None
+    return tracker, node, fake
+
+
+def size_vals(cap: Capture, val: Val) -> list[Val] | None:
+    """One ``Val`` per dim of tensor ``val`` when some size is symbolic; None otherwise."""
+    found = _fake_tensor(cap, val)
+    if found is None:
+        return None
+    tracker, node, fake = found
+    real = val.obj.shape
+    if all(tracker.is_static(s) for s in fake.shape):
+        return None
+    out: list[Val] = []
+    for d, s in enumerate(fake.shape):
+        if tracker.is_static(s):
+            out.append(cap.const(real[d]))
+        else:
+            size = cap.rec.call("call_method", "size", (node, d), {})
+            out.append(tracker.sym_val(real[d], size, s))
+    return out
+
+
+def numel_val(cap: Capture, val: Val) -> Val | None:
+    """``x.numel()`` as a symbolic int, or None when it is static."""
+    found = _fake_tensor(cap, val)
+    if found is None:
+        return None
+    tracker, node, fake = found
+    sym = fake.numel()
+    if tracker.is_static(sym):
+        return None
+    numel = cap.rec.call("call_method", "numel", (node,), {})
+    return tracker.sym_val(val.obj.numel(), numel, sym)
+
+
+def sym_node(cap: Capture, val: Val) -> fx.Node | None:
+    """The graph node computing symbolic int ``val`` (recording int arithmetic), or None."""
+    tracker = cap.shapes
+    if tracker is None or not is_symbolic(val):
+        return None
+    extra = val.extra
+    if isinstance(extra, dict) and "sym" in extra:
+        if tracker.is_static(extra["sym"]):
+            val.const = True
+            return None
+        node: fx.Node = extra["scalar_fx"]
+        return node
+    assert val.expr is not None
+    fn, args = val.expr
+    if fn not in SYM_OPS:
+        return None
+    fx_args: list[Any] = []
+    syms: list[Any] = []
+    for a in args:
+        n = sym_node(cap, a)
+        if n is None:
+            cap.observe(a)
+            fx_args.append(a.obj)
+            syms.append(a.obj)
+        else:
+            fx_args.append(n)
+            syms.append(a.extra["sym"])
+    try:
+        sym = fn(*syms)
+    except Exception:
+        return None
+    node = cap.rec.call("call_function", fn, tuple(fx_args), {})
+    val.extra = {"scalar_fx": node, "sym": sym}
+    node.meta[FAKE] = sym
+    return node
+
+
+def check_arity(cap: Capture, node: fx.Node) -> None:
+    """An operation returned a sequence whose length may follow a dynamic size: make it fixed."""
+    tracker = cap.shapes
+    if tracker is not None and tracker.fake(node) is None:
+        tracker.specialise_all(cap)
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """Silence warnings torch emits while computing fake values (tests turn them into errors)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+
+
+def index_by_promoted_int(cap: Any, base: Val, key: Val) -> Any:
+    """``x[t]`` with ``t`` a promoted int (a 0-d tensor graph input, e.g. a loop index).
+
+    Indexing with a tensor would make the result's meaning data-dependent for compilers
+    (Inductor cannot compile it); ``index_select`` of the wrapped index is the same values with
+    a shape known in advance. Returns None when ``key`` is not a promoted int.
+    """
+    if type(key.obj) is not int or key.const:
+        return None
+    scalar = cap.dynamic_scalar(key)
+    if scalar is None or base.obj.dim() == 0:
+        return None
+    rec = cap.rec
+    x = cap.to_arg(base)
+    size = rec.call("call_method", "size", (x, 0), {})
+    index = rec.call("call_function", torch.remainder, (scalar, size), {})  # x[-1] works too
+    picked = rec.call(
+        "call_function",
+        torch.index_select,
+        (x, 0, rec.call("call_method", "reshape", (index, (1,)), {})),
+        {},
+    )
+    row = rec.call("call_method", "squeeze", (picked, 0), {})
+    row.meta["copied_view"] = True  # eager's x[t] is a view: in-place updates of it break
+    return row

@@ -1,0 +1,3 @@
+"""Everything specific to CPython 3.11: the version check, the interpreter-frame layout read
+through ctypes, instruction decoding.
+"""

@@ -1,0 +1,1 @@
+"""The drivers: the tracer, segments, the planner and the entry point."""

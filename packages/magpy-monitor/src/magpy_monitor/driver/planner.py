@@ -1,0 +1,351 @@
+"""Turn a finished capture into a ``Plan``: guard requirements, graph inputs/outputs, mock recipes.
+
+This is the paper's Alg. 1 applied to our RefGraph: the guard set comes from the nodes reachable
+from SN#0 through version-0 read edges that the program observed; the mock reproduces the return
+value and every write into pre-existing objects (the last-version created edges), building new
+objects once each so that aliasing is preserved.
+"""
+
+from __future__ import annotations
+
+import collections
+import enum
+import functools
+import operator
+import types
+from typing import Any
+
+import torch
+
+from magpy_refgraph import (
+    AdvanceIter,
+    AppendItem,
+    Apply,
+    Build,
+    BuildKind,
+    CallMethod,
+    Check,
+    Constant,
+    DelAttr,
+    DelItem,
+    FromPath,
+    GraphOut,
+    GuardKind,
+    Plan,
+    Recipe,
+    ReplaceContents,
+    SetAttr,
+    SetItem,
+    Unsupported,
+    WriteBack,
+    aliases,
+    entry_paths,
+    guard_requirements,
+)
+
+from ..bytecode.closures import function_recipe, is_made_function
+from ..core.capture import Capture, is_value_type
+from ..core.values import Val
+from ..cpython.frameio import NULL
+from ..pyobj.classes import MADE_CLASS, class_escapes
+from ..pyobj.instances import is_pyobj, object_recipe
+from ..pyobj.objects import ctor_recipe, python_tuple_new
+
+__all__ = ["build_plan"]
+
+_REBUILDABLE_ITERATORS: tuple[type, ...] = (type(iter(range(0))), type(iter([])), type(iter(())))
+_MUTABLE_CONSTS = (list, dict, set, collections.deque, collections.OrderedDict)
+
+
+_SHAREABLE = (
+    types.FunctionType,
+    types.BuiltinFunctionType,
+    types.MethodType,
+    types.MethodWrapperType,
+    types.WrapperDescriptorType,
+    types.MethodDescriptorType,
+    types.ModuleType,
+    types.CodeType,
+    type,
+    enum.Enum,
+    torch.Size,
+    torch.finfo,
+    torch.iinfo,
+    functools.partial,
+)
+
+
+_ITEM = operator.methodcaller("item")
+
+
+def _shareable(obj: Any) -> bool:
+    """Whether the mock may hand the same object to every call (it cannot be changed)."""
+    if is_value_type(obj) or isinstance(obj, _SHAREABLE):
+        return not isinstance(obj, torch.nn.Module)
+    if type(obj) in (tuple, frozenset):
+        return all(_shareable(x) for x in obj)
+    return False  # numpy scalars are value types (is_value_type); any ndarray is mutable
+
+
+class _Planner:
+    def __init__(self, cap: Capture) -> None:
+        self.cap = cap
+        self.outputs: list[Any] = []
+        self.output_index: dict[Any, int] = {}
+        self.builds: dict[int, Build] = {}
+        self.mutated = {id(v) for v in cap.mutated_tensors}
+
+    def graph_out(self, node: Any) -> GraphOut:
+        if getattr(node, "meta", {}).get("copied_view"):
+            # eager's object is a view of another tensor; the graph's is a copy (x[t] with a
+            # promoted index): it must not reach the program
+            raise Unsupported("x[i] indexed by a value that changes per call escapes the graph")
+        i = self.output_index.get(node)
+        if i is None:
+            i = self.output_index[node] = len(self.outputs)
+            self.outputs.append(node)
+        return GraphOut(i)
+
+    def recipe(self, v: Val) -> Recipe:
+        obj = v.obj
+        if obj is NULL:
+            raise Unsupported("NULL cannot be rebuilt")
+        if isinstance(obj, torch.Tensor):
+            return self._tensor(v)
+        if v.external and v.node is not None:
+            if v.const and is_value_type(obj):
+                return Constant(obj)
+            return FromPath(self.cap.paths[v.node])
+        if not v.const and isinstance(v.extra, dict) and "sym" in v.extra:
+            return self.graph_out(v.extra["scalar_fx"])  # a size that follows a dynamic dim
+        if not v.const and isinstance(v.extra, dict) and "speculated" in v.extra:
+            # a tensor's value read into Python: this call's value, from its 0-d graph output
+            return Apply(Constant(_ITEM), (self.graph_out(v.extra["scalar_fx"]),))
+        if v.expr is not None and not v.const:
+            fn, args = v.expr
+            return Apply(Constant(fn), tuple(self.recipe(a) for a in args))
+        replayed = ctor_recipe(v, self.recipe)
+        if replayed is not None:
+            return replayed
+        if is_pyobj(v):  # an instance of a plain class built in the run
+            return object_recipe(v, self.recipe)
+        if is_made_function(v):  # a nested def or lambda: a new function for every call
+            return function_recipe(v, self.recipe)
+        if isinstance(v.extra, dict) and MADE_CLASS in v.extra:
+            raise class_escapes(v)
+        if v.items is not None:
+            return self._build(v)
+        if v.const or is_value_type(obj):
+            return self._const(obj)
+        if isinstance(
+            obj, types.FunctionType | types.BuiltinFunctionType | type | types.ModuleType
+        ):
+            return Constant(obj)
+        if isinstance(v.extra, dict):
+            special = self._special(v)
+            if special is not None:
+                return special
+        raise Unsupported(f"cannot rebuild a {type(obj).__name__} created during the run")
+
+    def _special(self, v: Val) -> Recipe | None:
+        """Iterators over known containers, and a context manager's ``__exit__``."""
+        extra = v.extra
+        if "grad_exit" in extra:
+            from ..bytecode.exceptions import reenter_grad_context
+
+            args = (
+                Constant(extra["grad_cls"]),
+                Constant(extra["grad_mode"]),
+                Constant(extra["grad_exit"]),
+            )
+            return Apply(Constant(reenter_grad_context), args)
+        if "ctx_exit" in extra:  # a modelled context manager's __exit__ (``_contexts``)
+            again = extra["ctx_exit"].reenter()
+            if again is None:
+                raise Unsupported(f"a segment ending inside a {type(v.obj.__self__).__name__}")
+            fn, fn_args = again
+            return Apply(Constant(fn), tuple(Constant(a) for a in fn_args))
+        if "exit_of" in extra:  # a Python context manager's bound __exit__
+            return Apply(Constant(getattr), (self.recipe(extra["exit_of"]), Constant("__exit__")))
+        if "lazy_range" in extra:  # an untouched iterator over a range of a dynamic length
+            return Build(id(v), BuildKind.ITER, (self.recipe(extra["lazy_range"]),), (0,))
+        base = extra.get("base")
+        if "iter" in extra and base is not None and type(v.obj) in _REBUILDABLE_ITERATORS:
+            reduced = v.obj.__reduce__()
+            pos = reduced[2] if len(reduced) > 2 else 0
+            if pos != extra["pos"]:
+                raise Unsupported("iterator position disagrees with the shadow")
+            return Build(id(v), BuildKind.ITER, (self.recipe(base),), (pos,))
+        return None
+
+    def _tensor(self, v: Val) -> Recipe:
+        if v.external and v.node is not None:
+            # an entry tensor (possibly updated in place by the graph): the very object
+            return FromPath(self.cap.paths[v.node])
+        if v.fx is not None:
+            return self.graph_out(v.fx)
+        raise Unsupported("a tensor of unknown origin reaches the output")
+
+    def _const(self, obj: Any) -> Recipe:
+        if type(obj) in (list, set):
+            parts = tuple(self._const(x) for x in obj)
+            return Build(id(obj), BuildKind.LIST if type(obj) is list else BuildKind.SET, parts)
+        if type(obj) is dict:
+            kv: list[Recipe] = []
+            for k, x in obj.items():
+                kv += [Constant(k), self._const(x)]
+            return Build(id(obj), BuildKind.DICT, tuple(kv), (dict,))
+        if type(obj) is tuple and not all(_shareable(x) for x in obj):
+            return Build(id(obj), BuildKind.TUPLE, tuple(self._const(x) for x in obj))
+        if not _shareable(obj):
+            # the mock would hand the very object of the recorded run to every call: only
+            # objects nobody can change may be shared (a numpy array changed in place later
+            # would leak from one call into the next)
+            raise Unsupported(f"cannot rebuild a constant {type(obj).__name__}")
+        return Constant(obj)
+
+    def _build(self, v: Val) -> Build:
+        key = id(v)
+        done = self.builds.get(key)
+        if done is not None:
+            return done
+        obj = v.obj
+        if isinstance(v.items, dict):
+            kv: list[Recipe] = []
+            for k, x in v.items.values():
+                kv += [self.recipe(k), self.recipe(x)]
+            if type(obj) is collections.defaultdict:  # defaultdict(factory, {...})
+                inner = Build(-key, BuildKind.DICT, tuple(kv), (dict,))
+                call = (Constant(collections.defaultdict), Constant(obj.default_factory), inner)
+                b = Build(key, BuildKind.CALL, call)
+            else:
+                b = Build(key, BuildKind.DICT, tuple(kv), (type(obj),))
+        else:
+            parts = tuple(self.recipe(x) for x in v.items)
+            t = type(obj)
+            if t is tuple:
+                b = Build(key, BuildKind.TUPLE, parts)
+            elif t is list:
+                b = Build(key, BuildKind.LIST, parts)
+            elif t in (set, frozenset):
+                from ..pyobj.sets import rebuild_check
+
+                rebuild_check(v)  # (only a set built by adding one element after another)
+                if t is set:
+                    b = Build(key, BuildKind.SET, parts)
+                else:
+                    inner = Build(-key, BuildKind.TUPLE, parts)
+                    b = Build(key, BuildKind.CALL, (Constant(frozenset), inner))
+            elif t is collections.deque:
+                inner = Build(-key, BuildKind.LIST, parts)
+                b = Build(key, BuildKind.CALL, (Constant(t), inner, Constant(obj.maxlen)))
+            elif t is slice:
+                b = Build(key, BuildKind.SLICE, parts)
+            elif issubclass(t, tuple) and python_tuple_new(t) is not None:
+                # (PackedSequence: its Python __new__ is not run again, tuple.__new__ is)
+                tup = Build(-key, BuildKind.TUPLE, parts)
+                b = Build(key, BuildKind.CALL, (Constant(tuple.__new__), Constant(t), tup))
+            elif issubclass(t, tuple) and hasattr(t, "_fields"):
+                b = Build(key, BuildKind.NAMEDTUPLE, parts, (t,))
+            elif issubclass(t, tuple):  # structseq such as torch.return_types.max
+                b = Build(key, BuildKind.CALL, (Constant(t), Build(-key, BuildKind.TUPLE, parts)))
+            else:
+                raise Unsupported(f"cannot rebuild a {t.__name__} created during the run")
+        self.builds[key] = b
+        return b
+
+    def replace_contents(self, v: Val) -> WriteBack:
+        target = FromPath(self.cap.paths[v.node])
+        if isinstance(v.items, dict):
+            kv: list[Recipe] = []
+            for k, x in v.items.values():
+                kv += [self.recipe(k), self.recipe(x)]
+            return ReplaceContents(target, BuildKind.DICT, tuple(kv))
+        return ReplaceContents(target, BuildKind.LIST, tuple(self.recipe(x) for x in v.items))
+
+    def writeback(self, op: str, target: Val, key: Any, value: Val | None) -> WriteBack:
+        if op == "setglobal":  # target: the module's globals dict itself
+            assert value is not None
+            return SetItem(Constant(target.obj), Constant(key), self.recipe(value))
+        if op == "delglobal":
+            return DelItem(Constant(target.obj), Constant(key))
+        tgt = FromPath(self.cap.paths[target.node])
+        if op == "setattr":
+            assert value is not None
+            return SetAttr(tgt, key, self.recipe(value))
+        if op == "delattr":
+            return DelAttr(tgt, key)
+        if op == "setitem":
+            assert value is not None
+            return SetItem(tgt, self._const(key), self.recipe(value))
+        if op == "append":
+            assert value is not None
+            return AppendItem(tgt, self.recipe(value))
+        if op == "callmethod":  # a change to an entry set, replayed as the same call
+            return CallMethod(tgt, key, () if value is None else (self.recipe(value),))
+        raise Unsupported(f"write-back {op} is not supported yet")
+
+
+def _advance(cap: Capture, it: Val) -> WriteBack | None:
+    """Guard how many values a pre-existing iterator has left; advance it as the run did."""
+    state = it.extra
+    cap.graph.observe(it.node, GuardKind.CUSTOM, ("iter_len", state["exhausted"], state["pos"]))
+    if not state["pos"]:
+        return None
+    return AdvanceIter(FromPath(cap.paths[it.node]), state["pos"])
+
+
+def _identity_aliases(cap: Capture) -> list[tuple[Any, Any]]:
+    """The alias pairs whose identity matters: not those of values (ints, strs, tuples of
+    them), whose identity is an accident (``f.__code__.co_varnames`` is a new tuple on every
+    read, equal but not the same object)."""
+    pairs = aliases(cap.graph)
+    if not pairs:
+        return pairs
+    value_paths = set()
+    for node in cap.paths:
+        val = node.meta.get("val")
+        if isinstance(val, Val) and is_value_type(val.obj):
+            value_paths.update(entry_paths(cap.graph, node))
+    return [(a, b) for a, b in pairs if a not in value_paths and b not in value_paths]
+
+
+def _distinct(cap: Capture, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Entry paths that must reach pairwise distinct objects: the tensor inputs, and the
+    objects hashed by identity that met in sets (membership answers depend on it)."""
+    paths = [x for i, x in enumerate(inputs) if i not in cap.scalar_inputs]
+    for node in cap.distinct_nodes:
+        path = cap.paths[node]
+        if path not in paths:
+            paths.append(path)
+    return tuple(paths)
+
+
+def build_plan(cap: Capture) -> tuple[Plan, list[Any]]:
+    """The plan of a finished capture and the fx output nodes it needs (in output order)."""
+    if cap.result is None:
+        raise Unsupported("the monitored call did not return")
+    from ..libs.stdlib.pyenv import check_context_vars
+
+    check_context_vars(cap)
+    p = _Planner(cap)
+    result = p.recipe(cap.result)
+    writes = tuple(p.writeback(w.op, w.target, w.key, w.value) for w in cap.writes)
+    writes += tuple(p.replace_contents(v) for v in cap.mutated_containers)
+    writes += tuple(w for v in cap.ahead_iters if (w := _advance(cap, v)) is not None)
+    checks = tuple(
+        Check(p.graph_out(a.node).index, a.expected, a.truth, a.where) for a in cap.assumptions
+    )
+    inputs = tuple(cap.rec.input_paths)
+    plan = Plan(
+        guards=guard_requirements(cap.graph),
+        aliases=tuple(_identity_aliases(cap)),
+        distinct=_distinct(cap, inputs),
+        inputs=inputs,
+        result=result,
+        writebacks=writes,
+        num_outputs=len(p.outputs),
+        scalar_inputs=frozenset(cap.scalar_inputs),
+        checks=checks,
+    )
+    return plan, p.outputs

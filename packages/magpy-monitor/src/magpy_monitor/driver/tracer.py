@@ -1,0 +1,242 @@
+"""The settrace driver: which frames are monitored, and the per-frame opcode callbacks.
+
+``run_monitored(entry, *args)`` calls ``entry`` with a global trace function installed. The
+entry frame becomes the root monitored frame; a new Python frame becomes monitored only when the
+innermost monitored frame's pending instruction expects it (an inlined call, a generator it
+drives). Frames entered by native code on behalf of an opaque instruction (a torch function's
+Python internals, ``Module.__getattr__``) run untraced. Any error inside a callback stops
+monitoring for good in this run: tracing is removed from every frame, and the program finishes
+natively, so its results never depend on the monitor.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from collections.abc import Callable
+from typing import Any, cast
+
+from magpy_refgraph import InternalError, MagPyError, Unsupported
+
+from ..bytecode.exceptions import on_exception
+from ..core.capture import Capture, is_value_type
+from ..core.frame import FrameMonitor, Pending, initial_fast
+from ..core.values import Val
+from ..cpython.compat import set_compiling
+from . import plugins  # noqa: F401  (every handler is registered before the first run)
+
+__all__ = ["Monitor"]
+
+TraceFn = Callable[[types.FrameType, str, Any], Any]
+
+
+class Monitor:
+    """Runs one call under monitoring and keeps what was captured (or why capture stopped)."""
+
+    def __init__(self, capture: Capture, entry_code: types.CodeType) -> None:
+        self.cap = capture
+        self.entry_code = entry_code
+        self.failure: BaseException | None = None
+        self.user_exception = False
+        self.finished = False
+        self.chain: list[tuple[types.CodeType, Any]] = []
+        self._prev: TraceFn | None = None
+        self._was_compiling: bool | None = None  # torch.compiler.is_compiling() before us
+
+    def _begin_compiling(self) -> None:
+        if self._was_compiling is None:
+            self._was_compiling = set_compiling(True)
+
+    def run(self, entry: Callable[..., Any], *args: Any) -> Any:
+        """Call ``entry(*args)`` monitored; returns its real result (never altered)."""
+        # typeshed types the event as a Literal; the previous tracer only goes back to settrace
+        self._prev = cast("TraceFn | None", sys.gettrace())
+        self._begin_compiling()
+        sys.settrace(self._global)
+        try:
+            return entry(*args)
+        finally:
+            sys.settrace(self._prev)
+            self._detach()
+
+    # ------------------------------------------------------------------ callbacks
+    def _global(self, frame: types.FrameType, event: str, arg: Any) -> TraceFn | None:
+        if event != "call" or self.failure is not None or self.finished:
+            return None
+        try:
+            return self._on_call(frame)
+        except BaseException as exc:  # never let a monitor error reach the program
+            self._fail(exc)
+            return None
+
+    def _on_call(self, frame: types.FrameType) -> TraceFn | None:
+        frames = self.cap.frames
+        if not frames:
+            if frame.f_code is self.entry_code:
+                mon = FrameMonitor(
+                    self.cap, frame, initial_fast(self.cap, frame, None, None), kind="root"
+                )
+                return self._attach(mon)
+            return None
+        top: FrameMonitor = frames[-1]
+        gen = self.cap.gen_frames.get(id(frame))
+        if gen is not None and gen.obj.gi_frame is frame:
+            return self._resume_generator(top, frame, gen)
+        p = top.pending
+        if p is None:
+            return None
+        if p.expect is not None and p.expect[0] is frame.f_code:
+            start = p.expect[1]
+            p.expect = None
+            return self._attach(start(frame))
+        if frame.f_code in p.callbacks:
+            return self._attach(self._callback(top, frame, p.callbacks[frame.f_code]))
+        if p.opaque:
+            return None
+        raise top.unsupported(f"unexpected call of {frame.f_code.co_qualname} from {p.inst}")
+
+    def _callback(self, top: FrameMonitor, frame: types.FrameType, fn_val: Val) -> FrameMonitor:
+        """A Python callable called by native code: bind its arguments by identity (or as
+        the callable's own ``bind(frame)`` says, when its shadow has one)."""
+        code = frame.f_code
+        n = code.co_argcount + code.co_kwonlyargcount
+        n += bool(code.co_flags & 0x04) + bool(code.co_flags & 0x08)
+        bind = fn_val.extra.get("bind") if isinstance(fn_val.extra, dict) else None
+        bound: dict[str, Val] = bind(frame) if bind is not None else {}
+        for name in code.co_varnames[:n] if bind is None else ():
+            obj = frame.f_locals[name]
+            known = self.cap.known(obj)
+            if known is None:
+                if not is_value_type(obj):
+                    raise top.unsupported(
+                        f"native code passed an unknown {type(obj).__name__} to {code.co_qualname}"
+                    )
+                known = self.cap.const(obj)
+            bound[name] = known
+        from ..core.calls import _closure
+
+        mon = FrameMonitor(
+            self.cap,
+            frame,
+            initial_fast(self.cap, frame, bound, _closure(top, fn_val)),
+            kind="callback",
+        )
+        return mon
+
+    def _resume_generator(
+        self, top: FrameMonitor, frame: types.FrameType, gen: Val
+    ) -> TraceFn | None:
+        if top.pending is None:
+            raise top.unsupported("generator resumed outside an instruction")
+        state: dict[str, Any] = gen.extra
+        mon: FrameMonitor | None = state["monitor"]
+        if mon is None:
+            bound, closure = state["gen"]
+            mon = FrameMonitor(
+                self.cap, frame, initial_fast(self.cap, frame, bound, closure), kind="generator"
+            )
+            state["monitor"] = mon
+        else:
+
+            def sent(real: list[Any]) -> list[Val]:
+                if real[0] is not None:
+                    raise mon.unsupported("generator.send() of a value")
+                return [self.cap.const(None)]
+
+            mon.pending = Pending(mon.last, 1, sent)  # type: ignore[arg-type]
+        return self._attach(mon)
+
+    def _attach(self, mon: FrameMonitor) -> TraceFn:
+        self.cap.frames.append(mon)
+        frame = mon.frame
+        frame.f_trace_opcodes = True
+        frame.f_trace_lines = False
+
+        def local(f: types.FrameType, event: str, arg: Any) -> TraceFn | None:
+            if self.failure is not None:
+                return None
+            try:
+                if event == "opcode":
+                    mon.on_opcode()
+                elif event == "return":
+                    self._on_return(mon, arg)
+                elif event == "exception":
+                    on_exception(mon, arg[1])
+            except BaseException as exc:
+                self._fail(exc)
+                return None
+            return local
+
+        return local
+
+    def _on_return(self, mon: FrameMonitor, value: Any) -> None:
+        frames = self.cap.frames
+        if not frames or frames[-1] is not mon:
+            raise InternalError("monitored frames out of order at return")
+        frames.pop()
+        if mon.unwinding:  # the frame is left by an exception; its caller sees it next
+            if mon.kind == "root":
+                self.finished = True
+                self.failure = Unsupported("the program raised an exception")
+            return
+        inst = mon.last
+        opname = inst.opname if inst is not None else ""
+        if opname not in ("RETURN_VALUE", "YIELD_VALUE"):
+            raise mon.unsupported(f"frame left at {opname}")
+        if mon.pending is not None:
+            raise InternalError(f"{mon.pending.inst} still pending at return")
+        (val,) = mon.pop()
+        if val.obj is not value:
+            raise InternalError(f"returned {value!r} but the shadow holds {val!r}")
+        if mon.kind == "root":
+            self.cap.result = val
+            self.finished = True
+            return
+        caller: FrameMonitor = frames[-1]
+        if caller.pending is None:
+            raise InternalError("callee returned to a caller with nothing pending")
+        if opname == "YIELD_VALUE":
+            caller.pending.yields.append(val)
+        elif mon.kind == "callback":
+            caller.pending.callback_results.append(val)
+        elif mon.kind == "generator":
+            caller.pending.result = val  # its return value (a `yield from` takes it)
+        else:
+            if caller.pending.on_result is not None:
+                caller.pending.on_result(val)
+            else:
+                caller.pending.result = val
+
+    # ------------------------------------------------------------------ failure
+    def _fail(self, exc: BaseException, *, user: bool = False) -> None:
+        if self.failure is None:
+            self.chain = [(m.code, m.func) for m in self.cap.frames]
+            if not isinstance(exc, MagPyError):
+                loc = self.cap.location
+                exc = InternalError(f"{type(exc).__name__}: {exc} (at {loc})").with_traceback(
+                    exc.__traceback__
+                )
+            self.failure = exc
+            self.user_exception = user
+        sys.settrace(self._prev)
+        self._detach()
+
+    def _detach(self) -> None:
+        if self._was_compiling is not None:
+            set_compiling(self._was_compiling)
+            self._was_compiling = None
+        for mon in self.cap.frames:
+            mon.frame.f_trace = None
+            mon.frame.f_trace_opcodes = False
+        for gen in self.cap.gen_frames.values():
+            state = gen.extra
+            mon = state.get("monitor") if isinstance(state, dict) else None
+            if mon is not None:
+                mon.frame.f_trace = None
+                mon.frame.f_trace_opcodes = False
+        self.cap.frames.clear()
+
+    @property
+    def unsupported(self) -> Unsupported | None:
+        """The reason capture stopped, when it is a graph break rather than a bug."""
+        return self.failure if isinstance(self.failure, Unsupported) else None

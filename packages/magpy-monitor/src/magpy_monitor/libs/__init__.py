@@ -1,0 +1,1 @@
+"""Knowledge of libraries: torch, numpy and the standard library."""

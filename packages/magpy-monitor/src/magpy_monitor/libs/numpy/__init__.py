@@ -1,0 +1,1 @@
+"""numpy arrays made during the run."""

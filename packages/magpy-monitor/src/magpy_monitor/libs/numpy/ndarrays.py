@@ -1,0 +1,485 @@
+"""numpy arrays the program makes during the run: constants of the record.
+
+An ndarray created during the run from guarded values (``np.array(x.shape[2:])``,
+``np.zeros((0, 4))``, ``np.tile(k, (c, 1, 1))``, arithmetic, subscripts, ``a.T``...) is a pure
+function of those values (the paper's PureClosure): numpy runs natively at record time, the inputs
+are guarded and the array is a constant of the record. ``torch.from_numpy``, ``torch.tensor``,
+``torch.as_tensor`` and the legacy constructors (``torch.FloatTensor(a)``) of such an array are a
+constant tensor of the graph, built anew on every call from the eager result's values (its dtype,
+device and strides).
+
+- Arrays from outside (attributes, globals, arguments, function defaults) are mutable and a guard
+  checks only their type: numpy over them stays a break ("... read from outside").
+- A run-made array never reaches the mock (the planner refuses to hand one mutable constant to every
+  call): returning or storing one is a break.
+- In-place changes of run-made arrays (``a[0] = 1``, ``a += 1``, ``out=``) run natively and keep the
+  array a constant. The tensors made from an array without a copy (``from_numpy``, ``as_tensor``,
+  legacy constructors) share its memory while the graph's constant is a snapshot: writing such an
+  array afterwards, or reading it after the graph changed the tensor in place, is a break.
+- Object arrays (``dtype=object``) hold references to program objects, and ndarray subclasses
+  carry more state: both are breaks, as are ``np.empty`` (uninitialised memory) and ``np.random``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import weakref
+from typing import Any
+
+import torch
+
+from ...core.calls import _as_op, _opaque_input
+from ...core.capture import Capture, is_value_type
+from ...core.frame import FrameMonitor, Inst
+from ...core.values import Val
+from ...pyobj.builtins import BUILTIN_HANDLERS, METHOD_HANDLERS
+
+__all__ = [
+    "array_attr",
+    "array_items",
+    "array_op",
+    "array_to_tensor",
+    "involves_array",
+    "is_array",
+    "is_fresh_array",
+    "outside_array",
+    "store_array_item",
+]
+
+try:
+    np: Any = importlib.import_module("numpy")
+except ImportError:  # numpy is optional
+    np = None
+
+MAX_CONSTANT_ELEMENTS = 1 << 16  # larger constants would make the graph's source huge
+_SCAN_DEPTH = 16
+
+
+class _Arrays:
+    """What one capture knows about numpy arrays."""
+
+    def __init__(self) -> None:
+        self.fresh: dict[int, Any] = {}  # id -> an array created during the run
+        self.shared: list[tuple[Any, Any]] = []  # (array, fx node of the tensor sharing it)
+
+
+_STATE: weakref.WeakKeyDictionary[Capture, _Arrays] = weakref.WeakKeyDictionary()
+
+
+def _state(cap: Capture) -> _Arrays:
+    st = _STATE.get(cap)
+    if st is None:
+        st = _STATE[cap] = _Arrays()
+    return st
+
+
+def is_array(obj: Any) -> bool:
+    """``obj`` is a numpy array (of any ndarray subclass)."""
+    return np is not None and isinstance(obj, np.ndarray)
+
+
+def involves_array(args: list[Val], result: Any) -> bool:
+    """An operator's operands or result include a numpy array."""
+    return np is not None and (
+        isinstance(result, np.ndarray) or any(isinstance(a.obj, np.ndarray) for a in args)
+    )
+
+
+def _registered(cap: Capture, obj: Any) -> bool:
+    return _state(cap).fresh.get(id(obj)) is obj
+
+
+def is_fresh_array(cap: Capture, v: Val) -> bool:
+    """``v`` is an array created during the run from guarded values (a constant)."""
+    return v.const and is_array(v.obj) and _registered(cap, v.obj)
+
+
+def _made(cap: Capture, obj: Any) -> Val:
+    """The constant ``Val`` of an array numpy created during the run."""
+    known = cap.known(obj)
+    if known is not None and known.const and _registered(cap, obj):
+        return known
+    _state(cap).fresh[id(obj)] = obj
+    return cap.new(obj, const=True)
+
+
+def _result(m: FrameMonitor, obj: Any, inputs: list[Val]) -> Val:
+    """The ``Val`` of what numpy returned: one of its inputs, a new array, or plain values."""
+    cap = m.cap
+    if not is_value_type(obj):
+        for v in inputs:
+            if v.obj is obj:
+                return v
+    if obj is None or is_value_type(obj):
+        return cap.const(obj)  # (numpy scalars are values)
+    if type(obj) is np.ndarray:
+        if obj.dtype.hasobject:
+            raise m.unsupported("a numpy array of Python objects (it holds references)")
+        return _made(cap, obj)
+    if type(obj) in (list, tuple):
+        return cap.new(obj, items=[_result(m, x, inputs) for x in obj])
+    if isinstance(obj, np.dtype):
+        return cap.new(obj, const=True)
+    raise m.unsupported(f"numpy gave a {type(obj).__name__}")
+
+
+# ---------------------------------------------------------------------- inputs
+def outside_array(cap: Capture, v: Val) -> Any:
+    """An array in ``v`` that was not created during the run (or a tensor numpy would read),
+    else None."""
+    if is_array(v.obj):
+        return None if is_fresh_array(cap, v) else v.obj
+    return _scan(cap, v.obj, 0)
+
+
+def _scan(cap: Capture, obj: Any, depth: int) -> Any:
+    if isinstance(obj, torch.Tensor):
+        return obj
+    if is_array(obj):
+        return None if _registered(cap, obj) else obj
+    if depth > _SCAN_DEPTH or type(obj) not in (list, tuple, dict):
+        return None
+    items = obj.items() if type(obj) is dict else [(x,) for x in obj]
+    for pair in items:
+        for x in pair:
+            found = _scan(cap, x, depth + 1)
+            if found is not None:
+                return found
+    return None
+
+
+def _plain_const(obj: Any, depth: int) -> bool:
+    """A constant numpy may read: values, run-made arrays, types and dtypes, numpy's own
+    objects (``np.mgrid``), and lists/tuples/dicts of those."""
+    if obj is None or is_value_type(obj) or is_array(obj) or isinstance(obj, type):
+        return True  # (arrays: ``outside_array`` already found any not made during the run)
+    if type(obj) in (list, tuple, dict):
+        if depth > _SCAN_DEPTH:
+            return False
+        items = [x for kv in obj.items() for x in kv] if type(obj) is dict else obj
+        return all(_plain_const(x, depth + 1) for x in items)
+    return np is not None and (
+        isinstance(obj, np.dtype) or type(obj).__module__.split(".")[0] == "numpy"
+    )
+
+
+def _accept(m: FrameMonitor, vals: list[Val], what: str) -> None:
+    """Guard the inputs of a numpy computation; a break for inputs whose contents no guard
+    checks (arrays from outside, objects made during the run) and for tensors (their values)."""
+    for v in vals:
+        _accept_one(m, v, what)
+
+
+def _accept_one(m: FrameMonitor, v: Val, what: str) -> None:
+    cap = m.cap
+    bad = outside_array(cap, v)
+    if isinstance(bad, torch.Tensor):
+        raise m.unsupported(f"{what} over a tensor reads its values")
+    if bad is not None:
+        raise m.unsupported(
+            f"{what} over a {type(bad).__name__} read from outside (its contents are not guarded)"
+        )
+    obj = v.obj
+    if is_array(obj):
+        _check_shared(m, obj, write=False)
+        return
+    if obj is None or is_value_type(obj):
+        cap.observe(v)
+        return
+    if v.const:
+        if not _plain_const(obj, 0):
+            # (a function's default, say: mutable, and no guard checks its contents)
+            raise m.unsupported(f"{what} over a constant {type(obj).__name__}")
+        return
+    if isinstance(v.items, list):
+        for x in v.items:
+            _accept_one(m, x, what)
+        return
+    if isinstance(v.items, dict):
+        for k, x in v.items.values():
+            _accept_one(m, k, what)
+            _accept_one(m, x, what)
+        return
+    if v.external:
+        opaque = _opaque_input(v)
+        if opaque is not None:
+            raise m.unsupported(
+                f"{what} over a {type(opaque).__name__} read from outside "
+                "(its contents are not guarded)"
+            )
+        cap.observe(v)
+        return
+    raise m.unsupported(f"{what} over a {type(obj).__name__} made during the run")
+
+
+# ---------------------------------------------------------------------- memory shared with tensors
+def _check_shared(m: FrameMonitor, arr: Any, *, write: bool) -> None:
+    """``arr`` is about to be read (or written): a break if a tensor shares its memory and the
+    graph changed that tensor in place (or if it is written at all)."""
+    for base, node in _state(m.cap).shared:
+        if not np.may_share_memory(arr, base):
+            continue
+        if write:
+            raise m.unsupported(
+                "writing a numpy array that a tensor shares memory with (from_numpy/as_tensor)"
+            )
+        if _changed_in_graph(node):
+            raise m.unsupported(
+                "reading a numpy array after the graph changed a tensor sharing its memory"
+            )
+
+
+def _changed_in_graph(node: Any) -> bool:
+    """An in-place operation of the graph uses ``node`` or a value computed from it."""
+    seen: set[Any] = set()
+    work = list(node.users)
+    while work:
+        n = work.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        if n.meta.get("effect"):
+            return True
+        work.extend(n.users)
+    return False
+
+
+def _snapshots(cap: Capture, vals: list[Val]) -> list[tuple[Any, Any]]:
+    """Copies of the arrays among ``vals`` that a tensor shares memory with (to notice a write
+    through ``out=``); usually none."""
+    st = _state(cap)
+    if not st.shared:
+        return []
+    out = []
+    for v in vals:
+        if is_array(v.obj) and any(np.may_share_memory(v.obj, b) for b, _ in st.shared):
+            out.append((v.obj, v.obj.copy()))
+    return out
+
+
+def _unchanged(m: FrameMonitor, snaps: list[tuple[Any, Any]]) -> None:
+    for arr, before in snaps:
+        if arr.shape != before.shape or arr.tobytes() != before.tobytes():
+            raise m.unsupported(
+                "writing a numpy array that a tensor shares memory with (from_numpy/as_tensor)"
+            )
+
+
+# ---------------------------------------------------------------------- operations
+def array_op(m: FrameMonitor, fn: Any, args: list[Val], result: Any) -> Val:
+    """An operator over arrays (``a + 1``, ``a[i]``, ``a > 0``, ``a += b``), after it ran."""
+    _accept(m, args, getattr(fn, "__name__", str(fn)))
+    if is_array(result) and args and result is args[0].obj:
+        _check_shared(m, result, write=True)  # an in-place operator (a += b)
+    return _result(m, result, args)
+
+
+def store_array_item(m: FrameMonitor, container: Val, key: Val, value: Val) -> None:
+    """``a[key] = value`` on an array, about to run."""
+    if not is_fresh_array(m.cap, container):
+        raise m.unsupported("item assignment on a ndarray read from outside")
+    _accept(m, [key, value], "item assignment on a ndarray")
+    _check_shared(m, container.obj, write=True)
+
+
+def array_attr(m: FrameMonitor, base: Val, name: str, real: Any) -> Val:
+    """``a.name`` of a constant array (``a.T``, ``a.shape``, ``a.astype``)."""
+    if not is_fresh_array(m.cap, base):
+        raise m.unsupported(f"attribute {name!r} of a ndarray read from outside")
+    _check_shared(m, base.obj, write=False)
+    if callable(real) and getattr(real, "__self__", None) is base.obj:
+        return Val(real, extra={"self": base})
+    return _result(m, real, [base])
+
+
+def array_items(m: FrameMonitor, v: Val) -> list[Val] | None:
+    """The elements of constant 1-d array ``v`` (``for n in a``, ``h, w = a``), or None if ``v``
+    is no array."""
+    if not is_array(v.obj):
+        return None
+    if not is_fresh_array(m.cap, v):
+        raise m.unsupported("iterating over a ndarray read from outside")
+    if v.obj.ndim != 1:
+        # the rows of a 2-d array are new views on every pass: no shadow could name them
+        raise m.unsupported(f"iterating over a {v.obj.ndim}-d ndarray")
+    _check_shared(m, v.obj, write=False)
+    return [_result(m, x, [v]) for x in v.obj]  # numpy scalars (values)
+
+
+def _call(what: str) -> Any:
+    def handle(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+        vals = [*pos, *kw.values()]
+        _accept(m, vals, what)
+        snaps = _snapshots(m.cap, vals)
+
+        def make(real: list[Any]) -> list[Val]:
+            _unchanged(m, snaps)
+            return [_result(m, real[0], vals)]
+
+        m.expect_outputs(inst, 1, make)
+
+    return handle
+
+
+def _method(name: str) -> Any:
+    call = _call(f"ndarray.{name}")
+
+    def handle(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+        if not pos or not is_fresh_array(m.cap, pos[0]):
+            raise m.unsupported(f"ndarray.{name} of a ndarray read from outside")
+        call(m, inst, pos, kw)
+
+    return handle
+
+
+# ---------------------------------------------------------------------- tensors from arrays
+_CONSTANT_DTYPES = frozenset(
+    {
+        torch.bool,
+        torch.uint8,
+        torch.int8,
+        torch.int16,
+        torch.int32,
+        torch.int64,
+        torch.float16,
+        torch.float32,
+        torch.float64,
+        torch.complex64,
+        torch.complex128,
+    }
+)
+
+
+def array_to_tensor(
+    m: FrameMonitor, inst: Inst, data: Val, others: list[Val], what: str, *, shares: bool
+) -> None:
+    """``what(data, ...)`` of a run-made array (or a numpy scalar): a constant of the graph.
+
+    ``shares``: the tensor may share the array's memory (``from_numpy``, ``as_tensor``).
+    """
+    cap = m.cap
+    _accept(m, [data], what)
+    for v in others:
+        cap.observe(v)  # dtype, device, copy=...
+
+    def make(real: list[Any]) -> list[Val]:
+        t = real[0]
+        if not isinstance(t, torch.Tensor) or type(t) is not torch.Tensor:
+            raise m.unsupported(f"{what} gave a {type(t).__name__}")
+        if t.requires_grad:
+            raise m.unsupported(f"{what}(requires_grad=True) makes a new autograd leaf")
+        node = constant_tensor(cap, t, what)
+        if shares and is_array(data.obj):
+            _state(cap).shared.append((data.obj, node))
+        return [cap.op_result(t, node)]
+
+    m.expect_outputs(inst, 1, make)
+
+
+def constant_tensor(cap: Capture, t: torch.Tensor, what: str) -> Any:
+    """A graph node that builds a fresh copy of ``t`` (same values, dtype, device, strides)."""
+    from magpy_refgraph import Unsupported
+
+    if t.dtype not in _CONSTANT_DTYPES:
+        raise Unsupported(f"{what} of a {t.dtype} array")
+    if t.numel() > MAX_CONSTANT_ELEMENTS:
+        raise Unsupported(f"{what} of {t.numel()} elements is too large for a graph constant")
+    size, stride = tuple(t.shape), t.stride()
+    order = sorted(range(t.dim()), key=lambda d: -stride[d])
+    dense = _dense(size, stride, order) and not t.is_contiguous()
+    values = (t.permute(order) if dense else t).detach().cpu().contiguous().reshape(-1)
+    opts = {"dtype": t.dtype, "device": t.device}
+    node = cap.rec.call("call_function", torch.tensor, (values.tolist(),), opts)
+    if dense:  # eager's strides (torch.from_numpy(a.T)): the same layout over fresh memory
+        return cap.rec.call("call_function", torch.as_strided, (node, size, stride), {})
+    if t.dim() != 1:
+        node = cap.rec.call("call_method", "reshape", (node, size), {})
+    return node
+
+
+def _dense(size: tuple[int, ...], stride: tuple[int, ...], order: list[int]) -> bool:
+    """The strides lay the elements out without gaps or overlaps (a permuted contiguous
+    layout)."""
+    expected = 1
+    for d in reversed(order):
+        if size[d] != 1 and stride[d] != expected:
+            return False
+        expected *= size[d]
+    return True
+
+
+def _tensor_ctor(fn: Any, *, shares: bool) -> Any:
+    """``torch.tensor``/``as_tensor``/``from_numpy``: arrays become graph constants; any other
+    data is the tensor operation it always was."""
+    from ...core.annotations import classify
+
+    name = f"torch.{fn.__name__}"
+
+    def handle(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+        data = pos[0] if pos else kw.get("data", kw.get("ndarray"))
+        if data is None or not (is_array(data.obj) or _numpy_scalar(data.obj)):
+            _as_op(m, inst, fn, classify(fn), pos, kw)
+            return
+        others = [v for v in (*pos, *kw.values()) if v is not data]
+        array_to_tensor(m, inst, data, others, name, shares=shares)
+
+    return handle
+
+
+def _numpy_scalar(obj: Any) -> bool:
+    return np is not None and isinstance(obj, np.generic)
+
+
+# ---------------------------------------------------------------------- registration
+# numpy's functions that compute new values from their arguments (np.empty reads uninitialised
+# memory and np.random draws from hidden state: neither is here)
+_FUNCTIONS = (
+    "array asarray asanyarray ascontiguousarray asfortranarray copy "
+    "zeros ones full zeros_like ones_like full_like arange linspace logspace geomspace "
+    "eye identity diag diagflat tri triu tril meshgrid indices "
+    "tile repeat stack vstack hstack dstack column_stack concatenate append insert delete "
+    "expand_dims squeeze reshape ravel transpose swapaxes moveaxis flip fliplr flipud roll rot90 "
+    "pad broadcast_to atleast_1d atleast_2d atleast_3d split array_split hsplit vsplit "
+    "where select clip round around rint fix floor ceil trunc sign abs absolute negative "
+    "sqrt square cbrt exp exp2 expm1 log log2 log10 log1p power float_power reciprocal "
+    "sin cos tan arcsin arccos arctan arctan2 sinh cosh tanh arcsinh arccosh arctanh hypot "
+    "radians degrees deg2rad rad2deg add subtract multiply divide true_divide floor_divide "
+    "mod fmod remainder maximum minimum fmax fmin logical_and logical_or logical_not "
+    "logical_xor greater greater_equal less less_equal equal not_equal isnan isinf isfinite "
+    "isclose allclose array_equal sum prod mean average std var median max min amax amin "
+    "argmax argmin argsort sort cumsum cumprod diff nonzero count_nonzero any all unique "
+    "dot matmul outer inner cross einsum kron trace ptp percentile quantile interp "
+    "floor_divide nan_to_num sinc "
+    # scalar types and dtype conversions: np.float32(0.5) is a value, np.float32(a) an array
+    "float16 float32 float64 int8 int16 int32 int64 uint8 uint16 uint32 uint64 bool_ "
+    "dtype result_type promote_types can_cast"
+)
+_LINALG = "norm inv det pinv"
+# ndarray methods that leave the array as it is (``sort``, ``fill``, ``put``, ``resize`` and
+# ``itemset`` change it in place and stay breaks)
+_METHODS = (
+    "astype reshape ravel flatten transpose swapaxes squeeze repeat take clip round copy view "
+    "sum prod mean std var max min argmax argmin argsort cumsum cumprod any all dot nonzero "
+    "tolist item conj conjugate diagonal trace ptp searchsorted compress __array__ tobytes"
+)
+
+
+def _register() -> None:
+    if np is None:
+        return
+    for name in _FUNCTIONS.split():
+        fn = getattr(np, name, None)
+        if fn is not None:
+            BUILTIN_HANDLERS[id(fn)] = (fn, _call(f"numpy.{name}"))
+    for name in _LINALG.split():
+        fn = getattr(np.linalg, name, None)
+        if fn is not None:
+            BUILTIN_HANDLERS[id(fn)] = (fn, _call(f"numpy.linalg.{name}"))
+    for name in _METHODS.split():
+        if hasattr(np.ndarray, name):
+            METHOD_HANDLERS[(np.ndarray, name)] = _method(name)
+    for fn, shares in ((torch.from_numpy, True), (torch.as_tensor, True), (torch.tensor, False)):
+        BUILTIN_HANDLERS[id(fn)] = (fn, _tensor_ctor(fn, shares=shares))
+
+
+_register()

@@ -1,0 +1,1 @@
+"""The standard library: warnings, context variables and the like."""

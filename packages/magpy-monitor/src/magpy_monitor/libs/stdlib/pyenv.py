@@ -1,0 +1,177 @@
+"""The Python environment library code consults: context variables, ``torch.jit.isinstance``.
+
+- ``ContextVar.set``/``reset``/``get``: a variable set *and* reset during the run (a library's
+  "active collector" scoped around a forward) leaves no trace once the call returns, so the
+  monitor tracks the values the run sets (``get`` returns the shadow of the value last set) and
+  the record needs no write-back. Reading a variable the run did not set is a hidden input, and
+  a variable still set when the capture ends cannot be replayed: both stop capture.
+- ``dict(...)`` and ``dict.__getitem__`` (a dict subclass's ``super().__getitem__(k)``).
+- ``torch.jit.isinstance(x, T)`` outside TorchScript is ``isinstance`` with typing-refined
+  containers (``List[int]``): a pure function of ``x``'s type and (for containers) contents.
+- ``Logger.isEnabledFor(level)`` (inside ``logger.debug(...)``): its answer is guarded by asking
+  the logger again, so a message at a disabled level costs nothing on a hit and a logging
+  configuration change is a miss. (On a cold cache it takes the logging lock: without this it
+  would break the graph on the first call.)
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import operator
+import weakref
+from typing import Any
+
+import torch
+
+from magpy_refgraph import Const, GuardKind, Item, Unsupported
+
+from ...bytecode.iteration import consume_generator, exhaust, is_generator, iter_items, pairs_of
+from ...core.calls import pure_call
+from ...core.capture import Capture, is_value_type
+from ...core.frame import FrameMonitor, Inst
+from ...core.values import Val
+from ...pyobj.builtins import BUILTIN_HANDLERS, METHOD_HANDLERS
+
+__all__ = ["check_context_vars"]
+
+# capture -> id(ContextVar) -> (the variable, the shadows of the values the run set, in order)
+_SET: weakref.WeakKeyDictionary[Capture, dict[int, tuple[contextvars.ContextVar[Any], list[Val]]]]
+_SET = weakref.WeakKeyDictionary()
+_TOKEN = "ctxvar_token"
+
+
+def _stack(m: FrameMonitor, var: Any) -> list[Val]:
+    per_var = _SET.setdefault(m.cap, {})
+    return per_var.setdefault(id(var), (var, []))[1]
+
+
+def _var_set(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    var_val, value = pos[0], pos[1]
+    m.cap.observe_identity(var_val)
+    stack = _stack(m, var_val.obj)
+    stack.append(value)
+    depth = len(stack)
+    m.expect_outputs(
+        inst, 1, lambda real: [m.cap.new(real[0], extra={_TOKEN: (var_val.obj, depth)})]
+    )
+
+
+def _var_reset(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    var_val, token = pos[0], pos[1]
+    stack = _stack(m, var_val.obj)
+    info = token.extra.get(_TOKEN) if isinstance(token.extra, dict) else None
+    if info is None or info[0] is not var_val.obj or info[1] != len(stack):
+        raise m.unsupported("ContextVar.reset with a token of a set from outside the run")
+    stack.pop()
+    m.expect_outputs(inst, 1, lambda real: [m.cap.const(None)])
+
+
+def _var_get(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    stack = _stack(m, pos[0].obj)
+    if not stack:
+        raise m.unsupported("ContextVar.get reads context state set outside the run")
+    m.push(stack[-1])
+
+
+METHOD_HANDLERS[(contextvars.ContextVar, "set")] = _var_set
+METHOD_HANDLERS[(contextvars.ContextVar, "reset")] = _var_reset
+METHOD_HANDLERS[(contextvars.ContextVar, "get")] = _var_get
+
+
+def check_context_vars(cap: Capture) -> None:
+    """Raise ``Unsupported`` if the run leaves a context variable set (a replay would not)."""
+    for var, stack in _SET.get(cap, {}).values():
+        if stack:
+            raise Unsupported(f"ContextVar {var.name!r} is set when the capture ends")
+
+
+def _jit_isinstance(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    """``torch.jit.isinstance(x, T)``: guard ``x``'s type (and a container's contents)."""
+    if len(pos) != 2 or kw:
+        raise m.unsupported("torch.jit.isinstance with unusual arguments")
+    target, cls = pos
+    m.cap.observe(cls)
+    flat = [target]
+    if not isinstance(target.obj, torch.Tensor) and not is_value_type(target.obj):
+        items = iter_items(m, target) if isinstance(target.obj, list | tuple | dict) else None
+        flat = [target, *(items or [])]
+    for v in flat:
+        if isinstance(v.obj, torch.Tensor):
+            m.cap.guard_meta(v)
+        elif v.external:
+            m.cap.observe_type(v)
+        else:
+            m.cap.observe(v)
+    pure_call(m, inst, [], {})
+
+
+BUILTIN_HANDLERS[id(torch.jit.isinstance)] = (torch.jit.isinstance, _jit_isinstance)
+
+
+def _dict_getitem(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    """``dict.__getitem__(d, k)`` (``super().__getitem__(k)`` in a dict subclass)."""
+    from ...core.calls import subscr
+
+    subscr(m, inst, pos[0], pos[1])
+
+
+def _dict_ctor(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    """``dict()``, ``dict(mapping)``, ``dict(pairs)``, ``dict(**kw)``: a new dict whose entries
+    are the shadows of the source's."""
+    cap = m.cap
+    items: dict[Any, tuple[Val, Val]] = {}
+    if len(pos) > 1:
+        raise m.unsupported("dict() with more than one positional argument")
+    if pos:
+        src = pos[0]
+        if isinstance(src.items, dict) and isinstance(src.obj, dict):
+            items.update(src.items)
+        elif src.external and type(src.obj) is dict:
+            cap.observe_keys(src)
+            items.update(
+                {k: (cap.const(k), cap.child(src, Item(k), x)) for k, x in src.obj.items()}
+            )
+        elif is_generator(src):  # dict(self.named_parameters())
+
+            def finish(yielded: list[Val], real: list[Any]) -> list[Val]:
+                for k, v in pairs_of(m, yielded, "dict()"):
+                    items[k.obj] = (k, v)
+                for name, v in kw.items():
+                    items[name] = (cap.const(name), v)
+                return [cap.new(real[0], items=items)]
+
+            consume_generator(m, inst, src, 1, finish)
+            return
+        else:
+            pairs = iter_items(m, src)
+            if pairs is None:
+                raise m.unsupported(f"dict() of a {type(src.obj).__name__}")
+            for k, v in pairs_of(m, pairs, "dict()"):
+                items[k.obj] = (k, v)
+            exhaust(m, src)
+    for name, v in kw.items():
+        items[name] = (cap.const(name), v)
+    m.expect_outputs(inst, 1, lambda real: [cap.new(real[0], items=items)])
+
+
+METHOD_HANDLERS[(dict, "__getitem__")] = _dict_getitem
+BUILTIN_HANDLERS[id(dict)] = (dict, _dict_ctor)
+
+
+def _is_enabled_for(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    cap = m.cap
+    if kw or len(pos) != 2 or not isinstance(pos[0].obj, logging.Logger):
+        raise m.unsupported("Logger.isEnabledFor with unusual arguments")
+    logger, level = pos
+    cap.observe(level)
+    node = logger.node if logger.external else cap.root(Const(logger.obj), logger.obj).node
+    if node is None:
+        raise m.unsupported("Logger.isEnabledFor of a logger made during the run")
+    enabled = logger.obj.isEnabledFor(level.obj)  # what the call about to run gives
+    ask = operator.methodcaller("isEnabledFor", level.obj)
+    cap.graph.observe(node, GuardKind.CUSTOM, ("outcome", ask, enabled))
+    m.expect_outputs(inst, 1, lambda real: [cap.const(real[0])])
+
+
+BUILTIN_HANDLERS[id(logging.Logger.isEnabledFor)] = (logging.Logger.isEnabledFor, _is_enabled_for)

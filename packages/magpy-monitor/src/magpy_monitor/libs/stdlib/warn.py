@@ -1,0 +1,207 @@
+"""``warnings.warn(...)``: an effect the mock replays as eager would issue it.
+
+At record time the warning is issued natively (the monitored run is the real one). The record then
+holds a write-back that, on every later hit, calls ``warnings.warn_explicit`` with what
+``warnings.warn`` computed for its ``stacklevel`` at record time: the message, the category, and
+the file, line, module name and module globals of the frame the warning is attributed to. The
+registry is looked up in those globals at replay time (``__warningregistry__``, created if
+missing, as ``warnings.warn`` does), so the ``"default"``/``"once"``/``"module"`` filters, a
+``catch_warnings(record=True)``, a custom ``showwarning`` and ``filterwarnings`` calls made between
+two calls behave as in eager.
+
+Faithful only when the attribution is the same on every call, so the warning must name a frame of
+the recorded code (the calling frame or one of the monitored frames above it, and the Python glue
+between them, such as ``Module._call_impl``); a ``stacklevel`` that reaches the compiled
+function's caller is a break. A filter that turns the warning into an exception would raise it
+in eager where the program calls ``warn``, before the rest of the program's effects; the mock
+replays write-backs after the graph ran, so the record is guarded on the filters not saying
+``"error"`` for this warning (a miss re-records, and the recording run raises as eager does).
+
+A ``warnings.catch_warnings()`` block and a replayed warning never share a record (the mock does
+not replay the block's filters, nor its reset of every registry): the second one is a break.
+
+The write-back reuses ``CallMethod``: ``replay_warning.__call__((message, category, filename,
+lineno, module, module_globals))`` on a constant root, in program order with the other writes.
+"""
+
+from __future__ import annotations
+
+import _warnings
+import sys
+import types
+import warnings
+import weakref
+from typing import Any
+
+import attrs
+
+from magpy_refgraph import Const, GuardKind
+
+from ...core.capture import Capture, Write
+from ...core.frame import FrameMonitor, Inst
+from ...core.values import Val
+from ...pyobj.builtins import BUILTIN_HANDLERS
+
+__all__ = ["SYNTHETIC_CODES", "note_catch_warnings", "record_warning", "replay_warning"]
+
+_WARN_PARAMS = ("message", "category", "stacklevel", "source")
+# code of MagPy's own stand-ins that a call was given instead of the program's callable (see
+# ``_checkpoint``): eager has another frame there, so a warning naming one is a break
+SYNTHETIC_CODES: set[types.CodeType] = set()
+# captures that replay a warning / that entered a ``catch_warnings`` block: entering and leaving
+# one resets every warning registry (``_filters_mutated``), which the mock does not replay, so
+# the two never meet in one record
+_WARNED: weakref.WeakSet[Capture] = weakref.WeakSet()
+_BLOCKS: weakref.WeakSet[Capture] = weakref.WeakSet()
+
+
+def note_catch_warnings(m: FrameMonitor) -> None:
+    """A ``warnings.catch_warnings()`` block is about to be made in this capture."""
+    if m.cap in _WARNED:
+        raise m.unsupported("warnings.catch_warnings() after a replayed warning")
+    _BLOCKS.add(m.cap)
+
+
+def replay_warning(args: tuple[Any, ...]) -> None:
+    """Issue the warning ``warnings.warn`` issued at record time (called by the mock)."""
+    message, category, filename, lineno, module, module_globals = args
+    if "__warningregistry__" not in module_globals:
+        module_globals["__warningregistry__"] = {}
+    registry = module_globals["__warningregistry__"]
+    _warnings.warn_explicit(message, category, filename, lineno, module, registry)
+
+
+@attrs.frozen
+class WarningRaises:
+    """Whether the filters of warnings module ``w`` turn this warning into an exception (the
+    filter lookup of ``warnings.warn_explicit``)."""
+
+    text: str
+    category: type
+    module: Any
+    lineno: int
+
+    def __call__(self, w: Any) -> bool:
+        for action, msg, cat, mod, ln in w.filters:
+            if (
+                _matches(msg, self.text)
+                and issubclass(self.category, cat)
+                and _matches(mod, self.module)
+                and (ln == 0 or ln == self.lineno)
+            ):
+                return bool(action == "error")
+        return bool(w.defaultaction == "error")
+
+
+def _matches(pattern: Any, arg: Any) -> bool:
+    if pattern is None:
+        return True
+    if type(pattern) is str:  # an exact-text filter (the interpreter's own defaults)
+        return bool(pattern == arg)
+    return bool(pattern.match(arg))
+
+
+def _bind(m: FrameMonitor, pos: list[Val], kw: dict[str, Val]) -> dict[str, Val]:
+    if len(pos) > len(_WARN_PARAMS) or set(kw) - set(_WARN_PARAMS):
+        raise m.unsupported("warnings.warn with unusual arguments")
+    bound = dict(zip(_WARN_PARAMS, pos, strict=False))
+    for k, v in kw.items():
+        if k in bound:
+            raise m.unsupported("warnings.warn with unusual arguments")
+        bound[k] = v
+    if "message" not in bound:
+        raise m.unsupported("warnings.warn without a message")
+    return bound
+
+
+def _is_internal(frame: types.FrameType) -> bool:
+    name = frame.f_code.co_filename
+    return "importlib" in name and "_bootstrap" in name
+
+
+def _target_frame(start: types.FrameType, stacklevel: int) -> types.FrameType | None:
+    """The frame ``warnings.warn(stacklevel=...)`` called from ``start`` attributes the warning
+    to (CPython's ``setup_context``: importlib's bootstrap frames are skipped)."""
+    f: types.FrameType | None = start
+    if stacklevel <= 0 or _is_internal(start):
+        while stacklevel > 1 and f is not None:
+            f = f.f_back
+            stacklevel -= 1
+        return f
+    while stacklevel > 1 and f is not None:
+        f = f.f_back
+        while f is not None and _is_internal(f):
+            f = f.f_back
+        stacklevel -= 1
+    return f
+
+
+def _within(m: FrameMonitor, target: types.FrameType) -> bool:
+    """``target`` is the calling frame or a frame between it and the capture's first frame."""
+    root = m.cap.frames[0].frame if m.cap.frames else m.frame
+    f: types.FrameType | None = m.frame
+    while f is not None:
+        if f is target:
+            return True
+        if f is root:
+            return False
+        f = f.f_back
+    return False
+
+
+def _warn(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    cap = m.cap
+    if cap in _BLOCKS:
+        # the block's filters (or its reset of the registries) are not replayed by the mock
+        raise m.unsupported("warnings.warn in a record with a `warnings.catch_warnings()` block")
+    bound = _bind(m, pos, kw)
+    for v in bound.values():
+        cap.observe(v)
+    message = bound["message"].obj
+    category = bound["category"].obj if "category" in bound else None
+    stacklevel = bound["stacklevel"].obj if "stacklevel" in bound else 1
+    if type(message) is not str:
+        raise m.unsupported(f"warnings.warn of a {type(message).__name__}")
+    if category is None:
+        category = UserWarning
+    if not (isinstance(category, type) and issubclass(category, Warning)):
+        raise m.unsupported("warnings.warn with a category that is no Warning class")
+    if type(stacklevel) is not int or ("source" in bound and bound["source"].obj is not None):
+        raise m.unsupported("warnings.warn with unusual arguments")
+    target = _target_frame(m.frame, stacklevel)
+    if target is None or not _within(m, target) or target.f_code in SYNTHETIC_CODES:
+        raise m.unsupported(
+            f"warnings.warn(stacklevel={stacklevel}) names a frame outside the compiled code"
+        )
+    record_warning(m, message, category, target)
+    m.expect_outputs(inst, 1, lambda real: [cap.const(real[0])])
+
+
+def record_warning(
+    m: FrameMonitor, message: str, category: type[Warning], target: types.FrameType
+) -> None:
+    """The run issued ``message`` attributed to ``target`` (a monitored frame): the mock
+    replays it on every hit (see the module doc)."""
+    cap = m.cap
+    if cap in _BLOCKS:
+        raise m.unsupported("a warning in a record with a `warnings.catch_warnings()` block")
+    glob = target.f_globals
+    module = glob.get("__name__")
+    if "__name__" not in glob or not (module is None or isinstance(module, str)):
+        module = "<string>"
+    filename, lineno = target.f_code.co_filename, target.f_lineno
+    wmod = sys.modules["warnings"]
+    raises = WarningRaises(message, category, module, lineno)
+    if raises(wmod):
+        raise m.unsupported("a warning the filters turn into an exception")
+    guard = cap.root(Const(wmod), wmod)
+    assert guard.node is not None
+    cap.graph.observe(guard.node, GuardKind.CUSTOM, ("outcome", raises, False))
+    fields = (message, category, filename, lineno, module, glob)
+    items = [cap.const(x) for x in fields[:5]] + [cap.root(Const(glob), glob)]
+    target_fn = cap.root(Const(replay_warning), replay_warning)
+    cap.writes.append(Write("callmethod", target_fn, "__call__", cap.new(fields, items=items)))
+    _WARNED.add(cap)
+
+
+BUILTIN_HANDLERS[id(warnings.warn)] = (warnings.warn, _warn)

@@ -1,0 +1,140 @@
+"""Reads of torch's global state: the autocast settings and the default dtype.
+
+``torch.get_autocast_gpu_dtype()``, ``torch.is_autocast_enabled()``, ``torch.get_default_dtype()``
+and the like take no tensor: their result is fixed by process-wide state the caller may change
+between two calls (``with torch.autocast(...)`` around the compiled function,
+``torch.set_default_dtype``). The result is a constant of the record, guarded by the outcome of
+the same read when the guard runs (``("outcome", read, value)`` on the function itself).
+
+The guard runs where the record starts, so the read must see the state the record started
+with: a read after the run entered or left an autocast block, or changed the default dtype,
+is a graph break. The deprecated spellings (``get_autocast_gpu_dtype``,
+``get_autocast_cpu_dtype``, ``is_autocast_cpu_enabled``) also issue a ``DeprecationWarning`` on
+every call; the guard reads the state through their replacements, and the warning is replayed
+on every hit as ``warnings.warn`` is (see ``_warn``).
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import attrs
+import torch
+from torch.amp.autocast_mode import _enter_autocast, _exit_autocast
+
+from magpy_refgraph import Const, GuardKind
+
+from ...core.capture import is_value_type
+from ...core.frame import FrameMonitor, Inst
+from ...core.values import Val
+from ...pyobj.builtins import BUILTIN_HANDLERS
+
+__all__ = ["StateRead"]
+
+
+@attrs.frozen
+class StateRead:
+    """``fn(*args)``: reading global state again (a guard's outcome function)."""
+
+    fn: Any
+    args: tuple[Any, ...]
+
+    def __call__(self, _: Any) -> Any:
+        return self.fn(*self.args)
+
+
+def _autocast_reader(fn: Any) -> Any:
+    return lambda *args: StateRead(fn, args)
+
+
+# function -> (readers: its arguments -> the guard's read, the state it reads)
+_READS: dict[Any, tuple[Any, str]] = {
+    torch.get_autocast_dtype: (_autocast_reader(torch.get_autocast_dtype), "autocast"),
+    torch.is_autocast_enabled: (_autocast_reader(torch.is_autocast_enabled), "autocast"),
+    torch.get_autocast_gpu_dtype: (
+        lambda: StateRead(torch.get_autocast_dtype, ("cuda",)),
+        "autocast",
+    ),
+    torch.get_autocast_cpu_dtype: (
+        lambda: StateRead(torch.get_autocast_dtype, ("cpu",)),
+        "autocast",
+    ),
+    torch.is_autocast_cpu_enabled: (
+        lambda: StateRead(torch.is_autocast_enabled, ("cpu",)),
+        "autocast",
+    ),
+    torch.get_default_dtype: (lambda: StateRead(torch.get_default_dtype, ()), "default dtype"),
+}
+
+# graph operations that change that state (a read after one does not see the entry state)
+_WRITERS: dict[str, frozenset[Any]] = {
+    "autocast": frozenset(
+        {
+            _enter_autocast,
+            _exit_autocast,
+            torch.set_autocast_enabled,
+            torch.set_autocast_dtype,
+            torch.set_autocast_gpu_dtype,
+            torch.set_autocast_cpu_dtype,
+            torch.set_autocast_cpu_enabled,
+        }
+    ),
+    "default dtype": frozenset(
+        {torch.set_default_dtype, torch.set_default_tensor_type, torch._C._set_default_dtype}
+    ),
+}
+
+
+def _state_read(fn: Any, m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    cap = m.cap
+    reader, state = _READS[fn]
+    if kw or not all(v.obj is None or is_value_type(v.obj) for v in pos):
+        raise m.unsupported(f"torch.{fn.__name__} with unusual arguments")
+    for v in pos:
+        cap.observe(v)
+    writers = _WRITERS[state]
+    if any(n.target in writers for n in cap.rec.created if _hashable(n.target)):
+        raise m.unsupported(f"reads the {state} after the run changed it")
+    args = tuple(v.obj for v in pos)
+    try:
+        read = reader(*args)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            value = fn(*args)  # what the call about to run natively gives
+        again = read(None)
+    except Exception as exc:  # arguments the function refuses: eager raises there
+        raise m.unsupported(f"torch.{fn.__name__} with unusual arguments") from exc
+    if again != value or type(again) is not type(value):
+        raise m.unsupported(f"torch.{fn.__name__} reads state the guard cannot read again")
+    root = cap.root(Const(fn), fn)
+    assert root.node is not None
+    cap.graph.observe(root.node, GuardKind.CUSTOM, ("outcome", read, value))
+    if not caught:
+        m.expect_outputs(inst, 1, lambda real: [cap.const(real[0])])
+        return
+    if len(caught) != 1:
+        raise m.unsupported(f"torch.{fn.__name__} issued several warnings")
+    from ..stdlib.warn import _warn  # (the call issues a warning: replayed like warnings.warn)
+
+    w = caught[0]
+    _warn(m, inst, [cap.const(str(w.message)), cap.const(w.category)], {})
+
+
+def _hashable(target: Any) -> bool:
+    try:
+        hash(target)
+    except TypeError:
+        return False
+    return True
+
+
+def _handler(fn: Any) -> Any:
+    def handle(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+        _state_read(fn, m, inst, pos, kw)
+
+    return handle
+
+
+for _fn in _READS:
+    BUILTIN_HANDLERS[id(_fn)] = (_fn, _handler(_fn))

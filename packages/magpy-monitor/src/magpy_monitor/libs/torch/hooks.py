@@ -1,0 +1,241 @@
+"""Calls of ``nn.Module`` instances, forward hooks included.
+
+``module(x)`` runs ``Module.__call__`` -> ``_call_impl``, which runs the forward pre-hooks, then
+``forward``, then the forward hooks. The monitor does not follow ``_call_impl`` itself: it guards
+that no backward or global hooks exist and that the module's forward-hook dicts hold exactly the
+hooks seen now, and follows each hook and ``forward`` in turn, with the arguments
+``_call_impl`` passes them (pre-hooks may replace the arguments, forward hooks the result).
+"""
+
+from __future__ import annotations
+
+import types
+from typing import Any, cast
+
+import torch
+
+from magpy_refgraph import Attr, GuardKind, Item
+
+from ...core.capture import is_value_type
+from ...core.frame import FrameMonitor, Inst, Pending, initial_fast
+from ...core.values import Val
+from .modctor import MODULE_INTERNALS
+
+__all__ = ["module_call"]
+
+
+def _unsupported_hooks(mod: torch.nn.Module) -> str | None:
+    from torch.nn.modules import module as mm
+
+    if mod._backward_hooks or mod._backward_pre_hooks:
+        return "backward hooks"
+    if (
+        mm._global_backward_pre_hooks
+        or mm._global_backward_hooks
+        or mm._global_forward_hooks
+        or mm._global_forward_pre_hooks
+    ):
+        return "global module hooks"
+    if (
+        mod._forward_pre_hooks_with_kwargs
+        or mod._forward_hooks_with_kwargs
+        or mod._forward_hooks_always_called
+    ):
+        return "forward hooks with kwargs or always_called"
+    return None
+
+
+def _stateless_torch_module(mod: torch.nn.Module, kept: dict[str, Val]) -> bool:
+    """A module without parameters, buffers or submodules: torch.nn's (ReLU, Upsample,
+    MaxPool), or one whose other attributes are plain values (``ScaledDotProductAttention()``
+    built and called inside forward, its constructor's arguments guarded) or tensors its
+    construction made (``kept``, see ``_modctor``)."""
+    if mod._parameters or mod._modules:
+        return False
+    if any(b is not None for b in mod._buffers.values()):  # BCEWithLogitsLoss's weight=None
+        return False
+    if type(mod).__module__.startswith("torch.nn."):
+        return True
+    return all(
+        is_value_type(v) or k in kept for k, v in vars(mod).items() if k not in MODULE_INTERNALS
+    )
+
+
+def _hook_vals(m: FrameMonitor, mod_val: Val, attr: str) -> list[Val]:
+    cap = m.cap
+    hooks = getattr(mod_val.obj, attr)
+    d = cap.child(mod_val, Attr(attr), hooks)
+    cap.observe_keys(d)
+    out = []
+    for k, h in hooks.items():
+        hv = cap.child(d, Item(k), h)
+        cap.observe_identity(hv)
+        out.append(hv)
+    return out
+
+
+def module_call(
+    m: FrameMonitor, inst: Inst, fn_val: Val, pos: list[Val], kwargs: dict[str, Val]
+) -> None:
+    """Model ``module(*pos, **kwargs)``."""
+    from ...core.calls import inline
+    from ...pyobj.special import OPAQUE_FORWARDS, OPAQUE_MODULES, opaque_module_call
+
+    mod: torch.nn.Module = fn_val.obj
+    cap = m.cap
+    if (
+        isinstance(mod, OPAQUE_MODULES)
+        and type(mod).forward in OPAQUE_FORWARDS  # (a subclass's own forward is followed)
+        and not (mod._forward_hooks or mod._forward_pre_hooks)
+        and _unsupported_hooks(mod) is None
+        and fn_val.external
+    ):
+        opaque_module_call(m, inst, fn_val, pos, kwargs)
+        return
+    why = _unsupported_hooks(mod)
+    if why is not None:
+        raise m.unsupported(f"{type(mod).__name__} has {why}")
+    if "forward" in mod.__dict__:
+        _own_forward_call(m, inst, fn_val, pos, kwargs)
+        return
+    forward = type(mod).forward
+    if not isinstance(forward, types.FunctionType):
+        raise m.unsupported(f"{type(mod).__name__}.forward is not a Python function")
+    # a @staticmethod forward (yolov5's SiLU, Mish) is called without the module
+    self_args = [] if _static_forward(type(mod)) else [fn_val]
+    if not fn_val.external or fn_val.node is None:
+        if (
+            fn_val.const
+            and _stateless_torch_module(mod, fn_val.attrs or {})
+            and not (mod._forward_hooks or mod._forward_pre_hooks)
+        ):
+            # e.g. nn.ReLU(inplace=True)(x) built inside forward: its forward is all there is
+            inline(m, inst, cap.const(forward), [*self_args, *pos], kwargs)
+            return
+        raise m.unsupported("calling a module created during the run")
+    cap.observe_type(fn_val)
+    cap.graph.observe(fn_val.node, GuardKind.CUSTOM, "module_call")
+    if not (mod._forward_pre_hooks or mod._forward_hooks):
+        cap.graph.observe(fn_val.node, GuardKind.CUSTOM, "module_no_hooks")
+        inline(m, inst, cap.const(forward), [*self_args, *pos], kwargs)
+        return
+    pre = _hook_vals(m, fn_val, "_forward_pre_hooks")
+    post = _hook_vals(m, fn_val, "_forward_hooks")
+    _HookedCall(m, inst, fn_val, forward, pre, post, pos, kwargs).start()
+
+
+def _own_forward_call(
+    m: FrameMonitor, inst: Inst, fn_val: Val, pos: list[Val], kwargs: dict[str, Val]
+) -> None:
+    """``module(x)`` of a module whose instance holds its own ``forward`` (a function or a
+    bound method stored by ``module.forward = f``): ``_call_impl`` calls ``module.forward(x)``,
+    which finds the stored callable, so it is called without the module. The stored callable
+    is guarded by identity (a bound method by what it binds)."""
+    from ...core.calls import dispatch_call
+
+    mod: torch.nn.Module = fn_val.obj
+    cap = m.cap
+    fwd = mod.__dict__["forward"]
+    if not fn_val.external or fn_val.node is None:
+        raise m.unsupported(f"{type(mod).__name__} built during the run overrides forward")
+    if mod._forward_pre_hooks or mod._forward_hooks:
+        raise m.unsupported(f"{type(mod).__name__} overrides forward and has forward hooks")
+    if not isinstance(fwd, types.FunctionType | types.MethodType):
+        raise m.unsupported(f"{type(mod).__name__}.forward is a {type(fwd).__name__}")
+    cap.observe_type(fn_val)
+    cap.graph.observe(fn_val.node, GuardKind.CUSTOM, "module_call_own_forward")
+    cap.graph.observe(fn_val.node, GuardKind.CUSTOM, "module_no_hooks")
+    fwd_val = cap.child(fn_val, Attr("forward"), fwd)
+    cap.observe(fwd_val)
+    dispatch_call(m, inst, fwd_val, pos, kwargs)
+
+
+def _static_forward(cls: type) -> bool:
+    for klass in cls.__mro__:
+        if "forward" in klass.__dict__:
+            return isinstance(klass.__dict__["forward"], staticmethod)
+    return False
+
+
+class _HookedCall:
+    """The sequence pre-hooks -> forward -> hooks inside one CALL instruction."""
+
+    def __init__(
+        self,
+        m: FrameMonitor,
+        inst: Inst,
+        mod_val: Val,
+        forward: Any,
+        pre: list[Val],
+        post: list[Val],
+        pos: list[Val],
+        kwargs: dict[str, Val],
+    ) -> None:
+        self.m, self.mod_val = m, mod_val
+        self.steps: list[tuple[str, Val]] = [("pre", h) for h in pre]
+        self.steps.append(("forward", m.cap.const(forward)))
+        self.steps += [("post", h) for h in post]
+        self.args, self.kwargs = list(pos), kwargs
+        self.result: Val | None = None
+        self.i = 0
+
+        def make(real: list[Any]) -> list[Val]:
+            if self.i != len(self.steps) or self.result is None:
+                raise m.unsupported("module hooks ran in an order the monitor did not expect")
+            return [self.result]
+
+        self.pending: Pending = m.expect_outputs(inst, 1, make)
+        self.pending.on_result = self.on_result
+
+    def _args_tuple(self) -> Val:
+        return Val(tuple(v.obj for v in self.args), items=list(self.args), extra={"fresh": True})
+
+    def start(self) -> None:
+        self.arm()
+
+    def arm(self) -> None:
+        from ...core.calls import _closure, _fresh, _python_call, bind_args, method_self
+
+        m = self.m
+        kind, hv = self.steps[self.i]
+        fn = hv.obj
+        pos: list[Val]
+        kw: dict[str, Val] = {}
+        if kind == "forward":
+            own = [] if _static_forward(type(self.mod_val.obj)) else [self.mod_val]
+            fn_val, pos, kw = hv, [*own, *self.args], self.kwargs
+        else:
+            # a post hook runs after forward, whose on_result set self.result
+            extra = [self._args_tuple()] + ([cast(Val, self.result)] if kind == "post" else [])
+            if type(fn) is types.MethodType:
+                fn_val, pos = m.cap.const(fn.__func__), [method_self(m, hv), self.mod_val, *extra]
+            elif isinstance(fn, types.FunctionType):
+                fn_val, pos = hv, [self.mod_val, *extra]
+            elif (call := _python_call(fn)) is not None:
+                # an object whose class defines __call__ in Python (weight_norm's WeightNorm)
+                m.cap.observe_type(hv)
+                fn_val, pos = m.cap.const(call), [hv, self.mod_val, *extra]
+            else:
+                raise m.unsupported(f"module hook {fn!r} is not a Python function")
+        bound = bind_args(m, fn_val, pos, kw)
+        closure = _closure(m, fn_val)
+        cap = m.cap
+
+        def start(frame: types.FrameType) -> FrameMonitor:
+            mon = FrameMonitor(cap, frame, initial_fast(cap, frame, _fresh(frame, bound), closure))
+            mon.func = fn_val.obj
+            return mon
+
+        self.pending.expect = (fn_val.obj.__code__, start)
+
+    def on_result(self, val: Val) -> None:
+        kind, _ = self.steps[self.i]
+        if kind == "pre" and val.obj is not None:
+            self.args = list(val.items) if isinstance(val.obj, tuple) and val.items else [val]
+            if isinstance(val.obj, tuple) and not val.items:
+                raise self.m.unsupported("forward pre-hook returned a tuple of unknown origin")
+        elif kind == "forward" or (kind == "post" and val.obj is not None):
+            self.result = val
+        self.i += 1
+        if self.i < len(self.steps):
+            self.arm()

@@ -1,0 +1,743 @@
+"""Handlers for builtins and container/str methods that model code calls.
+
+Each handler models one native callable's effect on provenance. Scalar arithmetic (``abs``,
+``int``, ``math.sqrt``) stays replayable (an ``expr``) until its value is observed; container
+builders keep the shadows of their elements; everything else here is pure and guarded by its
+inputs.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import types
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from magpy_refgraph import GuardKind
+
+from ..bytecode.iteration import consume_items, draw, exhaust, get_iter, iter_items, make_iterator
+from ..core.annotations import classify
+from ..core.calls import _as_op, load_attr, pure_call
+from ..core.capture import is_value_type
+from ..core.frame import FrameMonitor, Inst
+from ..core.speculation import read_value
+from ..core.values import Val
+
+__all__ = ["BUILTIN_HANDLERS", "METHOD_HANDLERS", "register_builtin"]
+
+BuiltinHandler = Callable[[FrameMonitor, Inst, list[Val], dict[str, Val]], None]
+BUILTIN_HANDLERS: dict[int, tuple[Any, BuiltinHandler]] = {}
+METHOD_HANDLERS: dict[tuple[Any, Any], BuiltinHandler] = {}
+
+
+def register_builtin(*fns: Any) -> Callable[[BuiltinHandler], BuiltinHandler]:
+    """Use the decorated handler for calls of ``fns`` (by identity)."""
+
+    def deco(h: BuiltinHandler) -> BuiltinHandler:
+        for fn in fns:
+            BUILTIN_HANDLERS[id(fn)] = (fn, h)
+        return h
+
+    return deco
+
+
+def _methods(owner: type, *names: str) -> Callable[[BuiltinHandler], BuiltinHandler]:
+    def deco(h: BuiltinHandler) -> BuiltinHandler:
+        for n in names:
+            METHOD_HANDLERS[(owner, n)] = h
+        return h
+
+    return deco
+
+
+def _has_tensor(vals: list[Val]) -> bool:
+    return any(isinstance(v.obj, torch.Tensor) for v in vals)
+
+
+# builtins that, given a tensor, call its own method: a tensor operation, not a value read
+_TENSOR_BUILTINS: dict[Any, Any] = {abs: torch.abs, pow: torch.pow}
+
+
+def _replayable(fn: Any) -> BuiltinHandler:
+    def handle(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+        if _has_tensor([*pos, *kw.values()]) or kw:
+            if fn in (int, float, bool) and len(pos) == 1 and not kw:
+                # int(t.sum()): the value stays in the graph until Python needs it
+                reason = f"{fn.__name__}() of a tensor reads its value"
+                m.expect_outputs(inst, 1, lambda real: [read_value(m.cap, pos[0], real[0], reason)])
+                return
+            op = _TENSOR_BUILTINS.get(fn)
+            if op is not None and not kw and len(pos) == (2 if fn is pow else 1):
+                _as_op(m, inst, op, classify(op), pos, {})  # abs(t) is t.__abs__()
+                return
+            if _has_tensor([*pos, *kw.values()]):
+                raise m.unsupported(f"{fn.__name__}() of a tensor reads its value")
+            pure_call(m, inst, pos, kw)
+            return
+        from ..bytecode.handlers import _scalar_op
+
+        _scalar_op(m, inst, fn, pos)
+
+    return handle
+
+
+_fn: Callable[..., Any]
+for _fn in (
+    abs,
+    int,
+    float,
+    bool,
+    str,
+    round,
+    divmod,
+    pow,
+    math.sqrt,
+    math.exp,
+    math.log,
+    math.log2,
+    math.log10,
+    math.ceil,
+    math.floor,
+    math.trunc,
+    math.sin,
+    math.cos,
+    math.tan,
+    math.tanh,
+    math.erf,
+    math.fabs,
+    math.isqrt,
+    math.gcd,
+    math.pow,
+    math.isnan,
+    math.isinf,
+    math.isfinite,
+    operator.index,
+    chr,
+    ord,
+    hash,
+):
+    BUILTIN_HANDLERS[id(_fn)] = (_fn, _replayable(_fn))
+
+for _fn in (
+    operator.add,
+    operator.sub,
+    operator.mul,
+    operator.truediv,
+    operator.floordiv,
+    operator.mod,
+    operator.neg,
+    operator.pow,
+    operator.matmul,
+    operator.lt,
+    operator.le,
+    operator.gt,
+    operator.ge,
+    operator.eq,
+    operator.ne,
+    operator.and_,
+    operator.or_,
+    operator.not_,
+    operator.abs,
+    operator.pos,
+    operator.invert,
+    operator.xor,
+):
+
+    def _op_handler(
+        m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val], fn: Any = _fn
+    ) -> None:
+        from ..bytecode.handlers import _scalar_op, _tensor_op
+
+        if _has_tensor(pos):
+            _tensor_op(m, inst, fn, pos)
+        else:
+            _scalar_op(m, inst, fn, pos)
+
+    BUILTIN_HANDLERS[id(_fn)] = (_fn, _op_handler)
+
+
+@register_builtin(len)
+def _len(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    (v,) = pos
+    cap = m.cap
+    obj = v.obj
+    if isinstance(obj, torch.Tensor):
+        from ..core.shapes import size_vals
+
+        dims = size_vals(cap, v)
+        if dims is not None:
+            m.expect_outputs(inst, 1, lambda real: [dims[0]])
+            return
+        cap.guard_meta(v)
+        m.expect_outputs(inst, 1, lambda real: [cap.const(real[0])])
+    elif isinstance(v.items, list | dict):
+        m.expect_outputs(inst, 1, lambda real: [cap.const(real[0])])
+    elif (hook := _own_len(obj)) is not None:
+        from .instances import follow
+
+        if v.external:
+            cap.observe_type(v)
+
+        def outputs(real: list[Any], got: Val) -> list[Val]:
+            if type(got.obj) is not int or got.obj != real[0]:
+                raise m.unsupported(f"{type(obj).__name__}.__len__ gave a {type(got.obj).__name__}")
+            return [got]
+
+        follow(m, inst, hook, [v], 1, outputs)  # a user class's Python __len__
+    elif v.external:
+        m.expect_outputs(inst, 1, lambda real: [Val(real[0], expr=(len, (v,)))])
+    else:
+        cap.observe(v)
+        m.expect_outputs(inst, 1, lambda real: [cap.const(real[0])])
+
+
+def _own_len(obj: Any) -> Any:
+    """The Python ``__len__`` of ``obj``'s class, but for torch's module containers (pure:
+    the guard on ``len(obj)`` may run it)."""
+    from .instances import python_dunder
+
+    return None if isinstance(obj, torch.nn.Module) else python_dunder(obj, "__len__")
+
+
+def _dunder_len(owner: type) -> BuiltinHandler:
+    """``x.__len__()`` of a built-in container (``t.shape.__len__()``): ``len(x)``."""
+    own = getattr(owner, "__len__", None)
+
+    def handle(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+        if len(pos) != 1 or kw or getattr(type(pos[0].obj), "__len__", None) is not own:
+            raise m.unsupported(f"{owner.__name__}.__len__ called unusually")
+        _len(m, inst, pos, kw)
+
+    return handle
+
+
+for _owner in (tuple, list, dict, set, frozenset, str):
+    METHOD_HANDLERS[(_owner, "__len__")] = _dunder_len(_owner)
+
+
+@register_builtin(isinstance, issubclass)
+def _isinstance(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    obj, cls = pos
+    cap = m.cap
+    if isinstance(obj.obj, torch.Tensor):
+        cap.guard_meta(obj, sizes=False)
+    elif obj.obj is None or is_value_type(obj.obj):
+        if obj.external and obj.node is not None:
+            cap.observe_type(obj)
+    else:
+        cap.observe_type(obj)
+    cap.observe(cls)
+    m.expect_outputs(inst, 1, lambda real: [cap.const(real[0])])
+
+
+@register_builtin(type)
+def _type(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    if len(pos) != 1:
+        raise m.unsupported("type() with three arguments creates a class")
+    (v,) = pos
+    if isinstance(v.obj, torch.Tensor):
+        m.cap.guard_meta(v, sizes=False)
+    else:
+        m.cap.observe_type(v)
+    m.expect_outputs(inst, 1, lambda real: [m.cap.const(real[0])])
+
+
+@register_builtin(getattr)
+def _getattr(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    from .instances import external_attr_followed, python_descriptor
+
+    base, name = pos[0], pos[1]
+    m.cap.observe(name)
+    if python_descriptor(base.obj, name.obj) is not None:
+        # (a getter that raises AttributeError makes getattr give the default: that stops
+        # capture, see external_attr_followed)
+        if external_attr_followed(m, inst, base, name.obj, method=False):
+            return
+        if len(pos) == 3:  # (asking here would run the getter a second time)
+            raise m.unsupported("getattr() with a default of an attribute a Python getter gives")
+    if len(pos) == 3 and not hasattr(base.obj, name.obj):
+        _hasattr_guard(m, base, name.obj, False)
+        m.push(pos[2])
+        m.expect_outputs(inst, 0, lambda real: [])
+        m.pop()
+        m.push(pos[2])
+        return
+    m.expect_outputs(inst, 1, lambda real: [load_attr(m, base, name.obj, real[0])])
+
+
+def _hasattr_guard(m: FrameMonitor, base: Val, name: str, present: bool) -> None:
+    cap = m.cap
+    if base.external and base.node is not None:
+        cap.observe_type(base)
+        cap.graph.observe(base.node, GuardKind.HASATTR if present else GuardKind.NOT_HASATTR, name)
+    elif isinstance(base.obj, torch.Tensor):
+        pass  # a tensor the run computed: its attributes are its type's
+    elif (
+        not base.const
+        and not is_value_type(base.obj)
+        and (base.attrs is None or name not in base.attrs)
+    ):
+        raise m.unsupported("hasattr() on an object created during the run")
+
+
+@register_builtin(hasattr)
+def _hasattr(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    from .instances import external_attr_followed, python_descriptor
+
+    base, name = pos
+    m.cap.observe(name)
+    if python_descriptor(base.obj, name.obj) is not None:
+        true = m.cap.const(True)  # (once the getter returned)
+        if external_attr_followed(
+            m, inst, base, name.obj, method=False, outputs=lambda r, g: [true]
+        ):
+            return
+        raise m.unsupported("hasattr() of an attribute a Python getter gives (it would run)")
+    _hasattr_guard(m, base, name.obj, hasattr(base.obj, name.obj))
+    m.expect_outputs(inst, 1, lambda real: [m.cap.const(real[0])])
+
+
+@register_builtin(setattr)
+def _setattr(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    """``setattr(obj, name, value)``: like ``obj.name = value`` (STORE_ATTR)."""
+    from ..bytecode.handlers import store_attr
+
+    if len(pos) != 3 or kw or type(pos[1].obj) is not str:
+        raise m.unsupported("setattr() with unusual arguments")
+    m.cap.observe(pos[1])
+    store_attr(m, pos[0], pos[1].obj, pos[2])
+    m.expect_outputs(inst, 1, lambda real: [m.cap.const(None)])
+
+
+@register_builtin(range, slice)
+def _range(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    if (
+        not kw
+        and all(type(v.obj) is int for v in pos)
+        and any(
+            not v.const and ((isinstance(v.extra, dict) and "sym" in v.extra) or v.external)
+            for v in pos
+        )
+    ):
+        # range() over a dynamic size or an int read from outside is not specialised yet: its
+        # values are read (and its bounds guarded) only when a loop takes one (see
+        # _iteration.get_iter), so a segment ending at the loop's head serves every trip count
+        args = tuple(pos)
+
+        def make(real: list[Any]) -> list[Val]:
+            if type(real[0]) is range and not any(v.const for v in args):
+                return [Val(real[0], expr=(range, args))]
+            for v in args:
+                m.cap.observe(v)
+            return [m.cap.const(real[0])]
+
+        m.expect_outputs(inst, 1, make)
+        return
+    for v in pos:
+        m.cap.observe(v)
+    m.expect_outputs(inst, 1, lambda real: [m.cap.const(real[0])])
+
+
+@register_builtin(tuple, list)
+def _tuple_list(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    cap = m.cap
+    if not pos:
+        m.expect_outputs(inst, 1, lambda real: [cap.new(real[0], items=[])])
+        return
+    (src,) = pos
+    items = iter_items(m, src)
+    if items is None:
+        from ..bytecode.iteration import is_generator
+
+        if not is_generator(src):
+            raise m.unsupported(f"building a sequence from a {type(src.obj).__name__}")
+
+        def make_gen(real: list[Any]) -> list[Val]:
+            return [cap.new(real[0], items=list(p.yields))]
+
+        p = m.expect_outputs(inst, 1, make_gen)
+        p.gen = src
+        return
+    exhaust(m, src)
+
+    def make(real: list[Any]) -> list[Val]:
+        # a tuple of constants is a constant; a list stays a container the program may change
+        if (
+            type(real[0]) is tuple
+            and all(i.const for i in items)
+            and is_value_type(tuple(i.obj for i in items))
+        ):
+            return [cap.new(real[0], const=True)]
+        return [cap.new(real[0], items=list(items))]
+
+    m.expect_outputs(inst, 1, make)
+
+
+@register_builtin(iter)
+def _iter(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    if len(pos) != 1:
+        raise m.unsupported("iter() with a sentinel")
+    get_iter(m, inst, pos[0])
+
+
+@register_builtin(enumerate)
+def _enumerate(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    cap = m.cap
+    start_val = pos[1] if len(pos) > 1 else kw.get("start")
+    start = 0
+    if start_val is not None:
+        cap.observe(start_val)
+        start = start_val.obj
+    if isinstance(pos[0].obj, torch.Tensor) and type(pos[0].obj).__iter__ is torch.Tensor.__iter__:
+        _enumerate_rows(m, inst, pos[0], start)
+        return
+    drawn = draw(m, [pos[0]])
+    if drawn is None:
+        raise m.unsupported(f"enumerate over a {type(pos[0].obj).__name__}")
+    rows, feeds = drawn
+    pairs = [
+        cap.new((start + i, v.obj), items=[cap.const(start + i), v]) for i, (v,) in enumerate(rows)
+    ]
+    m.expect_outputs(inst, 1, lambda real: [make_iterator(m, real[0], pairs, feeds=feeds)])
+
+
+def _enumerate_rows(m: FrameMonitor, inst: Inst, x: Val, start: int) -> None:
+    """``enumerate(x)`` of a tensor: Tensor.__iter__ (Python, run natively by enumerate) made the
+    rows with ``x.unbind(0)``; the rows it holds are the outputs of an unbind in the graph."""
+    cap = m.cap
+    if x.obj.dim() == 0:
+        raise m.unsupported("enumerate over a 0-d tensor")
+
+    def make(real: list[Any]) -> list[Val]:
+        try:  # enumerate -> (tuple_iterator, start); tuple_iterator -> (iter, (rows,), index)
+            inner = real[0].__reduce__()[1][0].__reduce__()
+            rows, index = inner[1][0], inner[2] if len(inner) > 2 else 0
+        except Exception as exc:  # not the iterator Tensor.__iter__ makes
+            raise m.unsupported("enumerate over a tensor with an unknown iterator") from exc
+        if type(rows) is not tuple or index != 0 or len(rows) != x.obj.shape[0]:
+            raise m.unsupported("enumerate over a tensor with an unknown iterator")
+        node = cap.rec.call("call_function", torch.unbind, (cap.to_arg(x), 0), {})
+        items = cap.op_result(rows, node).items
+        assert isinstance(items, list)
+        pairs = [
+            cap.new((start + i, v.obj), items=[cap.const(start + i), v])
+            for i, v in enumerate(items)
+        ]
+        return [make_iterator(m, real[0], pairs)]
+
+    m.expect_outputs(inst, 1, make)
+
+
+@register_builtin(zip)
+def _zip(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    cap = m.cap
+    if set(kw) - {"strict"}:
+        raise m.unsupported(f"zip() with keyword arguments {sorted(kw)}")
+    if _has_tensor(pos):
+        from ..libs.torch.tensorrows import zip_rows
+
+        zip_rows(m, inst, pos, kw)  # zip(ws, t): t's rows are those of an unbind
+        return
+    drawn = draw(m, list(pos))
+    if drawn is None:
+        raise m.unsupported("zip over an iterable of unknown contents")
+    rows, feeds = drawn
+    if "strict" in kw:
+        cap.observe(kw["strict"])
+        if kw["strict"].obj and feeds:
+            raise m.unsupported("zip(strict=True) over an iterator")
+        if kw["strict"].obj and len({len(iter_items(m, p) or ()) for p in pos}) > 1:
+            raise m.unsupported("zip(strict=True) of unequal lengths raises ValueError")
+    tuples = [cap.new(tuple(v.obj for v in row), items=row) for row in rows]
+    m.expect_outputs(inst, 1, lambda real: [make_iterator(m, real[0], tuples, feeds=feeds)])
+
+
+@register_builtin(next)
+def _next(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    """``next(gen)`` of a generator the monitor follows (the value it yields; exhaustion
+    raises StopIteration in the caller, as the exception machinery models), or ``next(it)``
+    / ``next(it, default)`` of an iterator whose values the shadow knows."""
+    from ..bytecode.iteration import is_generator, is_known_iterator, next_value
+
+    if pos and not kw and len(pos) <= 2 and is_known_iterator(pos[0]):
+        next_value(m, inst, pos[0], pos[1] if len(pos) == 2 else None)
+        return
+    if len(pos) != 1 or kw or not is_generator(pos[0]):
+        raise m.unsupported(f"next() of a {type(pos[0].obj).__name__ if pos else 'nothing'}")
+
+    def make(real: list[Any]) -> list[Val]:
+        if not p.yields:
+            raise m.unsupported("generator produced a value the monitor did not see")
+        return [p.yields[-1]]
+
+    p = m.expect_outputs(inst, 1, make, opaque=True)
+    p.gen = pos[0]
+
+
+@register_builtin(reversed)
+def _reversed(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    items = iter_items(m, pos[0])
+    if items is None:
+        raise m.unsupported(f"reversed() of a {type(pos[0].obj).__name__}")
+    rev = list(reversed(items))
+    m.expect_outputs(inst, 1, lambda real: [make_iterator(m, real[0], rev)])
+
+
+def _min_max(maximum: bool) -> BuiltinHandler:
+    def handle(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+        if len(pos) == 1:
+            items = iter_items(m, pos[0])
+            if items is None:
+                raise m.unsupported("min()/max() over an iterable of unknown contents")
+            exhaust(m, pos[0])
+            pos = items
+        if _has_tensor([*pos, *kw.values()]):
+            _pick_extreme(m, inst, pos, kw, maximum)
+            return
+        pure_call(m, inst, pos, kw)
+
+    return handle
+
+
+BUILTIN_HANDLERS[id(min)] = (min, _min_max(False))
+BUILTIN_HANDLERS[id(max)] = (max, _min_max(True))
+
+
+def _pick_extreme(
+    m: FrameMonitor, inst: Inst, items: list[Val], kw: dict[str, Val], maximum: bool
+) -> None:
+    """``max(1.0, t.sum())`` (mmaction's ``max(torch.sum(mask), 1)``): Python keeps the first
+    item and replaces it by each later one that compares greater (``>``; ``<`` for ``min``).
+    Each comparison that involves a tensor is a branch on a tensor's value: its outcome is
+    assumed (``_speculation``); the result is the item it picked, the very object."""
+    from ..core.speculation import truth_of_tensor
+
+    cap = m.cap
+    if kw or not items:
+        raise m.unsupported("min()/max() over tensors with key= or default=")
+    op = operator.gt if maximum else operator.lt
+    best = items[0]
+    for item in items[1:]:
+        if not (isinstance(item.obj, torch.Tensor) or isinstance(best.obj, torch.Tensor)):
+            cap.observe(item)
+            cap.observe(best)
+            outcome = bool(op(item.obj, best.obj))
+        else:
+            for v in (item, best):
+                if isinstance(v.obj, torch.Tensor) and v.obj.numel() != 1:
+                    raise m.unsupported("min()/max() of a tensor of several elements")
+            real = op(item.obj, best.obj)
+            if not isinstance(real, torch.Tensor):
+                raise m.unsupported("min()/max() comparison that gives no tensor")
+            node = cap.rec.call("call_function", op, (cap.to_arg(item), cap.to_arg(best)), {})
+            reason = "min()/max() compares tensor values"
+            outcome = truth_of_tensor(cap, cap.op_result(real, node), reason)
+        if outcome:
+            best = item
+    chosen = best
+
+    def make(real: list[Any]) -> list[Val]:
+        if real[0] is not chosen.obj:
+            raise m.unsupported("min()/max() picked another item than the comparisons said")
+        return [chosen]
+
+    m.expect_outputs(inst, 1, make)
+
+
+def _effect(name: str) -> BuiltinHandler:
+    def handle(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+        raise m.unsupported(f"{name}() has effects outside the program (I/O, identity, scopes)")
+
+    return handle
+
+
+for _fn in (
+    print,
+    input,
+    open,
+    id,
+    globals,
+    locals,
+    vars,
+    exec,
+    eval,
+    compile,
+    breakpoint,
+    __import__,
+):
+    BUILTIN_HANDLERS[id(_fn)] = (_fn, _effect(_fn.__name__))
+
+
+@register_builtin(
+    torch.Size,
+    torch.device,
+    torch.finfo,
+    torch.iinfo,
+    math.prod,
+    sorted,
+    any,
+    all,
+    repr,
+    format,
+    callable,
+    math.isclose,
+)
+def _pure(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    flat: list[Val] = []
+    for v in pos:
+        items = None if is_value_type(v.obj) else consume_items(m, v)
+        flat.extend(items if items is not None else [v])
+    if _has_tensor(flat):
+        raise m.unsupported("pure function over tensors would read their values")
+    pure_call(m, inst, flat, kw)
+
+
+# ---------------------------------------------------------------------- container methods
+def _dict_view(name: str) -> BuiltinHandler:
+    def handle(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+        (base,) = pos
+        m.expect_outputs(
+            inst, 1, lambda real: [m.cap.new(real[0], extra={"view": name, "base": base})]
+        )
+
+    return handle
+
+
+for _name in ("items", "keys", "values"):
+    METHOD_HANDLERS[(dict, _name)] = _dict_view(_name)
+
+
+def _const_mapping_read(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    """A read of a read-only mapping that is a constant of the record (``Signature.parameters``
+    from ``inspect.signature``): its result is a constant too."""
+    if not pos[0].const:
+        raise m.unsupported("reading a mappingproxy from outside (it may view a changing dict)")
+    pure_call(m, inst, pos, kw)
+
+
+for _name in ("items", "keys", "values", "get", "copy", "__getitem__", "__contains__"):
+    METHOD_HANDLERS[(types.MappingProxyType, _name)] = _const_mapping_read
+
+
+def _plain_dict(obj: Any) -> bool:
+    """A dict, or a subclass that reads items like one (a registry adding a ``get`` helper)."""
+    cls = type(obj)
+    return cls is dict or (
+        isinstance(obj, dict)
+        and cls.__getitem__ is dict.__getitem__
+        and cls.keys is dict.keys
+        and cls.__contains__ is dict.__contains__
+    )
+
+
+@_methods(dict, "get")
+def _dict_get(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    from magpy_refgraph import Item
+
+    base, key = pos[0], pos[1]
+    default = pos[2] if len(pos) > 2 else m.cap.const(None)
+    cap = m.cap
+    cap.observe(key)
+    if isinstance(base.items, dict):
+        pair = base.items.get(key.obj)
+        m.push(pair[1] if pair is not None else default)
+        return
+    if base.external and _plain_dict(base.obj):
+        cap.observe_keys(base)
+        if key.obj in base.obj:
+            m.expect_outputs(inst, 1, lambda real: [cap.child(base, Item(key.obj), real[0])])
+        else:
+            m.push(default)
+        return
+    raise m.unsupported("dict.get on a dict of unknown contents")
+
+
+@_methods(list, "append")
+def _list_append(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    base, v = pos
+    if not isinstance(base.items, list) or base.external:
+        raise m.unsupported("list.append on a list from outside (write-back not supported yet)")
+    base.items.append(v)
+    m.expect_outputs(inst, 1, lambda real: [m.cap.const(None)])
+
+
+@_methods(
+    str,
+    "join",
+    "split",
+    "rsplit",
+    "strip",
+    "lstrip",
+    "rstrip",
+    "upper",
+    "lower",
+    "startswith",
+    "endswith",
+    "replace",
+    "format",
+    "partition",
+    "rpartition",
+    "find",
+    "rfind",
+    "index",
+    "count",
+    "isidentifier",
+    "isdigit",
+    "isalpha",
+    "title",
+    "zfill",
+    "splitlines",
+    "capitalize",
+    "casefold",
+    "center",
+    "ljust",
+    "rjust",
+    "encode",
+)
+@_methods(tuple, "index", "count")
+def _str_method(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    flat: list[Val] = [pos[0]]
+    for v in pos[1:]:
+        items = None if is_value_type(v.obj) else consume_items(m, v)
+        flat.extend(items if items is not None else [v])
+    if _has_tensor(flat):
+        raise m.unsupported("string method over tensors")
+    pure_call(m, inst, flat, kw)
+
+
+def _plain_data(obj: Any, depth: int = 0) -> bool:
+    """Values, and lists/tuples/dicts/sets of them (what ``json`` could hold)."""
+    if depth > 16:
+        return False
+    if obj is None or is_value_type(obj):
+        return True
+    if type(obj) in (list, tuple, set, frozenset):
+        return all(_plain_data(x, depth + 1) for x in obj)
+    if type(obj) is dict:
+        return all(_plain_data(k, depth + 1) and _plain_data(v, depth + 1) for k, v in obj.items())
+    return False
+
+
+def _copy_handler(fn: Any) -> BuiltinHandler:
+    def handle(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+        if len(pos) == 1 and not kw and _plain_data(pos[0].obj):
+            pure_call(m, inst, pos, kw)  # the copy is a fresh constant, rebuilt by the mock
+            return
+        from ..core.calls import inline
+
+        inline(m, inst, m.cap.const(fn), pos, kw)
+
+    return handle
+
+
+def _register_copy() -> None:
+    import copy
+
+    for fn in (copy.copy, copy.deepcopy):
+        BUILTIN_HANDLERS[id(fn)] = (fn, _copy_handler(fn))
+
+
+_register_copy()

@@ -1,0 +1,201 @@
+"""Class statements run inside the compiled region (``class Cfg: ...`` in ``forward``).
+
+``class C(B): body`` compiles to ``__build_class__(<body function>, "C", B)``: the native
+``__build_class__`` calls the body with a fresh namespace dict as its locals, then
+``type("C", (B,), namespace)``. The monitor follows the body like a call: its frame's
+LOAD_NAME/STORE_NAME/DELETE_NAME work on a shadow of the namespace (a name not in it is a global,
+then a builtin, as CPython looks it up), LOAD_CLASSDEREF looks in the namespace before the cell,
+and SETUP_ANNOTATIONS adds ``__annotations__``. What the body reads from outside (globals, the
+enclosing function's variables, the bases) is guarded like any other read, so the class is a
+value the record derives from guarded inputs: on a hit the mock does not build it at all.
+
+That holds while the class stays inside the region. A class that leaves it (returned, stored
+outside, or reachable from what is: an instance, a method closing over ``__class__``) would be
+the recorded run's class on every call where eager makes a new one, so the record refuses it
+(``class_escapes``): a graph break, never a shared class.
+
+Only classes whose metaclass is ``type`` are followed, with no class keywords; a Python
+``__init_subclass__`` or ``__set_name__`` that ``type`` would call breaks the graph (the pending
+call is not opaque, so any Python frame it enters is unexpected).
+"""
+
+from __future__ import annotations
+
+import builtins
+import types
+from typing import Any
+
+from magpy_refgraph import Unsupported
+
+from ..bytecode.closures import is_made_function
+from ..bytecode.handlers import global_value, load_deref
+from ..core.calls import _closure
+from ..core.frame import CellBox, FrameMonitor, Inst, handler, initial_fast
+from ..core.values import Val
+from .builtins import register_builtin
+from .collections import put_item
+
+__all__ = ["MADE_CLASS", "class_escapes"]
+
+MADE_CLASS = "made_class"  # Val.extra key of a class built in the run: its namespace shadow
+
+# entries type() turns into something else in the class dict (implicit classmethod and
+# staticmethod wrappers), or consumes
+_CHANGED_BY_TYPE = frozenset(("__init_subclass__", "__class_getitem__", "__new__", "__classcell__"))
+
+
+def class_escapes(v: Val) -> Unsupported:
+    """The error for a class built in the run that the mock would have to hand out."""
+    return Unsupported(f"the class {v.obj.__qualname__} made in the region leaves it")
+
+
+def _namespace(m: FrameMonitor) -> dict[Any, tuple[Val, Val]]:
+    """The shadow items of the class body's namespace."""
+    ns = m.namespace
+    if ns is None or not isinstance(ns.items, dict):
+        raise m.unsupported("a name lookup outside a class body (module code, exec)")
+    return ns.items
+
+
+@handler("LOAD_BUILD_CLASS")
+def _load_build_class(m: FrameMonitor, inst: Inst) -> None:
+    def make(real: list[Any]) -> list[Val]:
+        if real[0] is not builtins.__build_class__:
+            raise m.unsupported("builtins.__build_class__ was replaced")
+        return [m.cap.const(real[0])]
+
+    m.expect_outputs(inst, 1, make)
+
+
+@register_builtin(builtins.__build_class__)
+def _build_class(m: FrameMonitor, inst: Inst, pos: list[Val], kwargs: dict[str, Val]) -> None:
+    cap = m.cap
+    if len(pos) < 2 or not is_made_function(pos[0]) or not isinstance(pos[1].obj, str):
+        raise m.unsupported("__build_class__ called other than by a class statement")
+    body, name, bases = pos[0], pos[1].obj, pos[2:]
+    meta = kwargs.pop("metaclass", None)
+    if kwargs:
+        raise m.unsupported(f"class {name} with keywords {sorted(kwargs)}")
+    for b in bases:
+        cap.observe_identity(b)  # the class's layout and behaviour follow its bases
+        if type(b.obj) is not type:
+            raise m.unsupported(f"class {name} with a base of metaclass {type(b.obj).__name__}")
+    if meta is not None:
+        cap.observe_identity(meta)
+        if meta.obj is not type:
+            raise m.unsupported(
+                f"class {name} with metaclass {getattr(meta.obj, '__name__', meta)}"
+            )
+    code = body.obj.__code__
+    closure = _closure(m, body)
+    seen: list[FrameMonitor] = []
+
+    def start(frame: types.FrameType) -> FrameMonitor:
+        ns = frame.f_locals
+        if type(ns) is not dict or ns:
+            raise m.unsupported(f"class {name} body started with a non-empty namespace")
+        mon = FrameMonitor(cap, frame, initial_fast(cap, frame, {}, closure))
+        mon.namespace = cap.new(ns, items={})
+        mon.func = body.obj
+        seen.append(mon)
+        return mon
+
+    def make(real: list[Any]) -> list[Val]:
+        cls = real[0]
+        if not seen or type(cls) is not type or cls.__name__ != name:
+            raise m.unsupported(f"class {name} was built other than the monitor saw")
+        ns = seen[0].namespace
+        assert ns is not None and isinstance(ns.items, dict)
+        made = cap.new(cls, extra={MADE_CLASS: ns, "bases": bases})
+        made.attrs = {}
+        real_dict = vars(cls)
+        for key, (_, value) in ns.items.items():
+            if key == "__classcell__":  # type() fills the cell with the class
+                if not isinstance(value.extra, CellBox) or value.obj.cell_contents is not cls:
+                    raise m.unsupported(f"class {name}: __classcell__ disagrees with the shadow")
+                value.extra.content = made
+            elif key == "__qualname__":  # type() takes it out of the class dict
+                if cls.__qualname__ != value.obj:
+                    raise m.unsupported(f"class {name}: __qualname__ disagrees with the shadow")
+            elif key in _CHANGED_BY_TYPE or real_dict.get(key) is not value.obj:
+                raise m.unsupported(f"class {name}: type() changed its namespace entry {key!r}")
+            else:
+                made.attrs[key] = value
+        return [made]
+
+    p = m.expect_outputs(inst, 1, make, opaque=False)
+    p.expect = (code, start)
+    p.on_result = lambda val: None  # the body's result (None, or the __class__ cell)
+
+
+def class_attr(m: FrameMonitor, cls_val: Val, name: str, real: Any) -> Val:
+    """``C.name`` of a class built in the run, not in its namespace: its name, or an attribute
+    it inherits (read from the base that has it, which the class statement guarded)."""
+    from ..core.calls import load_attr
+
+    cls = cls_val.obj
+    if name in ("__name__", "__qualname__") or (name == "__doc__" and real is None):
+        return m.cap.const(real)  # from the class statement's constants
+    owner = next((k for k in cls.__mro__[1:] if name in vars(k)), None)
+    bases: list[Val] = cls_val.extra["bases"]
+    base = next((b for b in bases if owner is not None and owner in b.obj.__mro__), None)
+    if base is None or getattr(base.obj, name) is not real:
+        raise m.unsupported(f"attribute {name!r} of the class {cls.__qualname__} made in the run")
+    return load_attr(m, base, name, real)
+
+
+@handler("STORE_NAME")
+def _store_name(m: FrameMonitor, inst: Inst) -> None:
+    (value,) = m.pop()
+    put_item(_namespace(m), m.cap.const(m.code.co_names[inst.arg]), value)
+    m.expect_outputs(inst, 0, lambda real: [])
+
+
+@handler("DELETE_NAME")
+def _delete_name(m: FrameMonitor, inst: Inst) -> None:
+    names, name = _namespace(m), m.code.co_names[inst.arg]
+    if name not in names:
+        raise m.unsupported(f"del of {name!r}, not in the class namespace")
+    del names[name]
+    m.expect_outputs(inst, 0, lambda real: [])
+
+
+@handler("LOAD_NAME")
+def _load_name(m: FrameMonitor, inst: Inst) -> None:
+    name = m.code.co_names[inst.arg]
+    hit = _namespace(m).get(name)  # else a global, else a builtin (as CPython looks)
+    globals_ = m.frame.f_globals
+
+    def make(real: list[Any]) -> list[Val]:
+        if hit is not None:
+            return [hit[1]]
+        return [global_value(m, globals_, name, real[0])]
+
+    m.expect_outputs(inst, 1, make)
+
+
+@handler("LOAD_CLASSDEREF")
+def _load_classderef(m: FrameMonitor, inst: Inst) -> None:
+    """A class body's read of an enclosing function's variable: the namespace first."""
+    hit = _namespace(m).get(m.names[inst.arg])
+    if hit is not None:
+        m.push(hit[1])
+        return
+    load_deref(m, inst)
+
+
+@handler("SETUP_ANNOTATIONS")
+def _setup_annotations(m: FrameMonitor, inst: Inst) -> None:
+    names = _namespace(m)
+    if "__annotations__" in names:
+        m.expect_outputs(inst, 0, lambda real: [])
+        return
+
+    def make(real: list[Any]) -> list[Val]:
+        made = m.frame.f_locals.get("__annotations__")
+        if type(made) is not dict or made:
+            raise m.unsupported("SETUP_ANNOTATIONS made no empty dict")
+        put_item(names, m.cap.const("__annotations__"), m.cap.new(made, items={}))
+        return []
+
+    m.expect_outputs(inst, 0, make)

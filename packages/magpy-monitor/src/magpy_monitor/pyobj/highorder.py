@@ -1,0 +1,626 @@
+"""Native functions that run Python: consumers of generators and callers of callbacks.
+
+``sum(gen)``, ``"".join(gen)``, ``sorted(xs, key=lambda ...)``, ``functools.reduce``,
+``map``/``filter``: the native function drives Python frames (generator resumptions, callbacks)
+while its CALL is pending. Generator frames hand their yielded values to the pending
+instruction; callback frames are monitored with their arguments bound to the shadows of the
+objects native code passes them (found by identity), and their results are collected in order.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import operator
+from collections.abc import Callable
+from typing import Any, cast
+
+import torch
+
+from ..bytecode.iteration import (
+    consume_items,
+    exhaust,
+    is_generator,
+    iter_items,
+    lazy_source,
+    make_iterator,
+)
+from ..core.calls import pure_call
+from ..core.capture import is_value_type
+from ..core.frame import FrameMonitor, Inst, Pending
+from ..core.values import Val
+from .builtins import BUILTIN_HANDLERS, METHOD_HANDLERS, register_builtin
+
+__all__ = ["consume", "unpack_lazy"]
+
+Then = Callable[[list[Val], Any, Pending], Val]
+
+
+def _lazy(v: Val) -> dict[str, Any] | None:
+    return v.extra if isinstance(v.extra, dict) and "lazy" in v.extra else None
+
+
+def consume(
+    m: FrameMonitor, inst: Inst, src: Val, then: Then, *, in_order: bool = False
+) -> Pending:
+    """Model a native call that iterates ``src`` completely, then builds its result.
+
+    ``then(items, real_result, pending)`` runs at bind time with the shadows of every value the
+    iteration produced (known up front, yielded by a generator, or returned by callbacks).
+    ``in_order``: the real result holds those values in order (``list(x)``, ``tuple(x)``).
+    """
+    lazy = _lazy(src)
+    if lazy is not None:
+        return _consume_lazy(m, inst, src, lazy, then, in_order=in_order)
+    items = None if is_generator(src) else iter_items(m, src)
+    if items is None and not is_generator(src):
+        raise m.unsupported(f"iterating a {type(src.obj).__name__} of unknown contents")
+    exhaust(m, src)
+
+    def make(real: list[Any]) -> list[Val]:
+        return [then(list(p.yields) if items is None else items, real[0], p)]
+
+    p = m.expect_outputs(inst, 1, make)
+    return p
+
+
+def unpack_lazy(m: FrameMonitor, inst: Inst, src: Val, n: int) -> bool:
+    """UNPACK_SEQUENCE n of a ``map``/``filter`` made during the run (``q, k, v = map(f, qkv)``):
+    CPython iterates it natively, calling ``f`` back for each item. False: ``src`` is not one."""
+    lazy = _lazy(src)
+    if lazy is None:
+        return False
+    _consume_lazy(m, inst, src, lazy, lambda items, real, p: items[::-1], outputs=n)
+    return True
+
+
+def call_with_lazy_star(
+    m: FrameMonitor, inst: Inst, fn: Val, star: Val, kwargs: dict[str, Val]
+) -> bool:
+    """``zip(*map(f, xs))`` (CALL_FUNCTION_EX over a ``map``/``filter`` made in the run, as in
+    mmdetection's ``multi_apply``, or over a generator): CPython makes the argument tuple
+    natively, calling ``f`` back for each item (or resuming the generator), then calls
+    ``zip``; the call is modelled once its arguments are known. False: ``star`` is not such
+    an object, or the callee is not one of the native builtins that run no Python of their
+    own."""
+    lazy = _lazy(star)
+    if (lazy is None and not is_generator(star)) or fn.obj not in (zip, list, tuple):
+        return False
+
+    def then(items: list[Val], real: Any, p: Pending | None) -> Val:
+        from ..core.calls import dispatch_call
+
+        depth = len(m.stack)
+        m.pending = None
+        dispatch_call(m, inst, fn, list(items), kwargs)
+        call = cast("Pending | None", m.pending)  # (set by the call's handler)
+        m.pending = None
+        if call is None:  # the handler knew the result up front and pushed it
+            (val,) = m.pop(len(m.stack) - depth)
+            return val
+        (val,) = call.make([real])
+        return val
+
+    if lazy is None:  # zip(*(f(w) for w in widths)): the generator runs to its end first
+        from ..bytecode.iteration import consume_generator
+
+        consume_generator(m, inst, star, 1, lambda values, real: [then(values, real[0], None)])
+    else:
+        _consume_lazy(m, inst, star, lazy, then)
+    return True
+
+
+def _consume_lazy(
+    m: FrameMonitor,
+    inst: Inst,
+    src: Val,
+    lazy: dict[str, Any],
+    then: Any,
+    outputs: int | None = None,
+    *,
+    in_order: bool = False,
+) -> Pending:
+    """``outputs``: the instruction pushes that many values (``then`` returns them), else one.
+    ``in_order``: the instruction's result holds the produced values in order."""
+    fn_val: Val = lazy["fn"]
+    items: list[Val] | None = lazy["items"]
+    if "source" in lazy:
+        # the values are drawn now, from what the source holds now (a list may have grown,
+        # an iterator advanced, since the map was made); a second use finds it exhausted
+        source = lazy.pop("source")
+        items = lazy["items"] = iter_items(m, source)
+        exhaust(m, source)
+    elif lazy.get("drawn"):
+        items = lazy["items"] = []
+    lazy["drawn"] = True
+    if items is None:
+        raise m.unsupported(f"{lazy['lazy']}() over an iterable of unknown contents")
+    native = not _is_python(fn_val.obj)
+
+    def make(real: list[Any]) -> list[Val]:
+        if native and outputs is not None and lazy["lazy"] == "map":
+            if len(items) != outputs:
+                raise m.unsupported(f"unpacking {len(items)} values into {outputs}")
+            # the values UNPACK_SEQUENCE pushed are the calls' own results (last on top)
+            results = [
+                _native_apply(m, fn_val.obj, [v], real=r)
+                for v, r in zip(items, real[::-1], strict=True)
+            ]
+        elif native and in_order and lazy["lazy"] == "map" and len(real[0]) == len(items):
+            # (the very objects native code made: tuple(map(list, rows)))
+            pairs = zip(items, real[0], strict=True)
+            results = [_native_apply(m, fn_val.obj, [v], real=r) for v, r in pairs]
+        elif native:
+            results = [_native_apply(m, fn_val.obj, [v]) for v in items]
+        else:
+            results = list(p.callback_results)
+        if lazy["lazy"] == "map":
+            produced = results
+        else:
+            for r in results:
+                m.cap.observe(r)
+            produced = [v for v, r in zip(items, results, strict=True) if r.obj]
+        if outputs is not None:
+            if len(produced) != outputs:
+                raise m.unsupported(f"unpacking {len(produced)} values into {outputs}")
+            return list(then(produced, None, p))
+        return [then(produced, real[0], p)]
+
+    p = m.expect_outputs(inst, 1 if outputs is None else outputs, make)
+    if not native:
+        follow_callbacks(m, p, fn_val, lambda k: [items[k]] if k < len(items) else [])
+    return p
+
+
+def follow_callbacks(
+    m: FrameMonitor, p: Pending, fn_val: Val, args_of: Callable[[int], list[Val]]
+) -> None:
+    """Native code will call Python ``fn_val`` back, the ``k``-th time with the values whose
+    shadows ``args_of(k)`` gives (``map``: the k-th item): each callee frame is bound to those
+    shadows, so a number passed keeps where it came from (binding by identity could not tell
+    two equal ints apart). A call with other arguments stops capture."""
+    import types
+
+    from ..core.calls import _fresh, bind_args, method_self
+
+    fn = fn_val.obj
+    lead: list[Val] = []
+    keywords: dict[str, Val] = {}
+    target, target_val = fn, fn_val
+    if type(fn) is functools.partial:
+        from ..libs.torch.tensorctors import _partial
+
+        target_val, lead, keywords = _partial(m, fn_val, [], {})
+        target = target_val.obj
+    if isinstance(target, types.MethodType):
+        lead = [method_self(m, target_val), *lead]
+        target = target.__func__
+    if not isinstance(target, types.FunctionType):
+        raise m.unsupported(f"native code calling back a {type(target).__name__}")
+    calls = [0]
+
+    def bind(frame: types.FrameType) -> dict[str, Val]:
+        k = calls[0]
+        calls[0] += 1
+        bound = bind_args(m, m.cap.const(target), [*lead, *args_of(k)], dict(keywords))
+        bound = _fresh(frame, bound)
+        for name, v in bound.items():
+            real = frame.f_locals.get(name)
+            if real is not v.obj and not (is_value_type(real) and _same_value(real, v.obj)):
+                raise m.unsupported(f"{target.__qualname__} called back with other arguments")
+        return bound
+
+    p.callbacks[target.__code__] = Val(target, extra={"bind": bind})
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    return type(a) is type(b) and (a == b or (a != a and b != b))
+
+
+def _is_python(fn: Any) -> bool:
+    import types
+
+    if type(fn) is functools.partial:  # functools.partial(f, ...) of a Python f
+        fn = fn.func
+    if isinstance(fn, types.MethodType):  # a bound Python method: its frame is followed
+        return isinstance(fn.__func__, types.FunctionType)
+    return isinstance(fn, types.FunctionType)
+
+
+def _native_apply(m: FrameMonitor, fn: Any, args: list[Val], real: Any = None) -> Val:
+    """Shadow of ``fn(*args)`` for a native ``fn`` called by native code.
+
+    ``real`` is the object native code produced, when known (the last step); otherwise the
+    pure ``fn`` is re-executed to get an intermediate value.
+    """
+    cap = m.cap
+    if real is None:
+        real = fn(*(a.obj for a in args))
+    if fn in (list, tuple) and len(args) == 1 and isinstance(args[0].items, list):
+        return cap.new(real, items=list(args[0].items))  # list(row): the same values
+    if any(isinstance(a.obj, torch.Tensor) for a in args):
+        node = cap.rec.call("call_function", fn, tuple(cap.to_arg(a) for a in args), {})
+        return cap.op_result(real, node)
+    for a in args:
+        cap.observe(a)
+    return cap.new(real, const=True)
+
+
+def _same_pair(v: Val, obj: Any) -> bool:
+    """A tuple the monitor built (``dict.items()``) standing for the real, equal one."""
+    if type(obj) is not tuple or not isinstance(v.items, list) or len(v.items) != len(obj):
+        return False
+    return all(
+        x.obj is y or (is_value_type(y) and type(x.obj) is type(y) and x.obj == y)
+        for x, y in zip(v.items, obj, strict=True)
+    )
+
+
+def _match_order(items: list[Val], result: list[Any]) -> list[Val]:
+    """The shadows of ``result``'s elements, taken from ``items`` by identity (sorted/filter)."""
+    pool = list(items)
+    out = []
+    for obj in result:
+        for i, v in enumerate(pool):
+            if v.obj is obj or _same_pair(v, obj):
+                out.append(pool.pop(i))
+                break
+        else:
+            raise KeyError("element not among the inputs")
+    return out
+
+
+# ---------------------------------------------------------------------- consumers
+def _seq_builder(m: FrameMonitor) -> Then:
+    def then(items: list[Val], real: Any, p: Pending) -> Val:
+        return m.cap.new(real, items=list(items))
+
+    return then
+
+
+def _as_seq(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> bool:
+    """list(x)/tuple(x) over generators and lazy iterators; False if not applicable."""
+    if len(pos) == 1 and (is_generator(pos[0]) or _lazy(pos[0]) is not None):
+        consume(m, inst, pos[0], _seq_builder(m), in_order=True)
+        return True
+    return False
+
+
+def _pure_over(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    """A pure consumer (``"".join``, ``any``, ``set``...) over any iterable."""
+    cap = m.cap
+    if not pos:
+        pure_call(m, inst, pos, kw)
+        return
+    head, src, rest = pos[:-1], pos[-1], kw
+
+    def then(items: list[Val], real: Any, p: Pending) -> Val:
+        for v in (*head, *items, *rest.values()):
+            if isinstance(v.obj, torch.Tensor):
+                raise m.unsupported("a pure function over tensors would read their values")
+            cap.observe(v)
+        return cap.new(real, const=True)
+
+    consume(m, inst, src, then)
+
+
+_fn: Callable[..., Any]
+for _fn in (any, all, set, frozenset):
+    BUILTIN_HANDLERS[id(_fn)] = (_fn, _pure_over)
+METHOD_HANDLERS[(str, "join")] = _pure_over
+
+
+@register_builtin(sum)
+def _sum(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    cap = m.cap
+    start = pos[1] if len(pos) > 1 else kw.get("start", cap.const(0))
+    src = pos[0].obj
+    if isinstance(src, torch.Tensor) and src.dim() and type(src).__iter__ is torch.Tensor.__iter__:
+        _sum_rows(m, inst, pos[0], start)  # sum(t): start + t[0] + t[1] + ... (AddTensors)
+        return
+
+    def then(items: list[Val], real: Any, p: Pending) -> Val:
+        if not any(isinstance(v.obj, torch.Tensor) for v in (*items, start)):
+            for v in (*items, start):
+                cap.observe(v)
+            return cap.new(real, const=True)
+        acc = cap.to_arg(start)
+        for v in items:
+            acc = cap.rec.call("call_function", operator.add, (acc, cap.to_arg(v)), {})
+        return cap.op_result(real, acc)
+
+    consume(m, inst, pos[0], then)
+
+
+def _sum_rows(m: FrameMonitor, inst: Inst, t: Val, start: Val) -> None:
+    """``sum(t)`` iterates ``t``'s rows (``Tensor.__iter__`` is ``iter(t.unbind(0))``) and adds
+    them one by one: the same operations in the graph; the number of rows is guarded."""
+    cap = m.cap
+    n = t.obj.shape[0]
+    if not n:
+        raise m.unsupported("sum() over a tensor without rows")
+    cap.guard_meta(t)
+
+    def make(real: list[Any]) -> list[Val]:
+        rows = cap.rec.call("call_method", "unbind", (cap.tensor_node(t), 0), {})
+        acc = cap.to_arg(start)
+        for i in range(n):
+            acc = cap.rec.call("call_function", operator.add, (acc, cap.rec.getitem(rows, i)), {})
+        return [cap.op_result(real[0], acc)]
+
+    m.expect_outputs(inst, 1, make)
+
+
+@register_builtin(sorted)
+def _sorted(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    cap = m.cap
+    key = kw.get("key")
+    if "reverse" in kw:
+        cap.observe(kw["reverse"])
+    if key is not None and key.obj is not None and _is_python(key.obj):
+        items = consume_items(m, pos[0])
+        if items is None:
+            raise m.unsupported("sorted() with a key over an iterable of unknown contents")
+
+        def make(real: list[Any]) -> list[Val]:
+            for r in p.callback_results:
+                if isinstance(r.obj, torch.Tensor):
+                    raise m.unsupported("sorted() by tensor values")
+                cap.observe(r)
+            return [cap.new(real[0], items=_match_order(items, real[0]))]
+
+        p = m.expect_outputs(inst, 1, make)
+        # (sorted computes every key first, in the iterable's order)
+        follow_callbacks(m, p, key, lambda k: [items[k]] if k < len(items) else [])
+        return
+    if key is not None and key.obj is not None:
+        cap.observe(key)
+
+    def then(items: list[Val], real: Any, p: Pending) -> Val:
+        if key is None or key.obj is None:
+            for v in items:
+                if isinstance(v.obj, torch.Tensor):
+                    raise m.unsupported("sorted() compares tensor values")
+                cap.observe(v)
+        return cap.new(real, items=_match_order(items, real))
+
+    consume(m, inst, pos[0], then)
+
+
+@register_builtin(functools.reduce)
+def _reduce(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    cap = m.cap
+    fn_val, src = pos[0], pos[1]
+    init = pos[2] if len(pos) > 2 else None
+    cap.observe_identity(fn_val)
+    if _is_python(fn_val.obj):
+        items = consume_items(m, src)
+        if items is None:
+            raise m.unsupported("reduce() with a Python function over a generator")
+
+        def make(real: list[Any]) -> list[Val]:
+            if not p.callback_results:
+                return [init if init is not None else items[0]]
+            return [p.callback_results[-1]]
+
+        p = m.expect_outputs(inst, 1, make)
+        seq = ([init] if init is not None else []) + list(items)
+
+        def step(k: int) -> list[Val]:  # fn(acc, next): acc is the previous call's result
+            acc = seq[0] if k == 0 else p.callback_results[k - 1]
+            return [acc, seq[k + 1]] if k + 1 < len(seq) else []
+
+        follow_callbacks(m, p, fn_val, step)
+        return
+
+    def then(items: list[Val], real: Any, p: Pending) -> Val:
+        seq = ([init] if init is not None else []) + list(items)
+        acc = seq[0]
+        for i, v in enumerate(seq[1:], start=2):
+            acc = _native_apply(m, fn_val.obj, [acc, v], real if i == len(seq) else None)
+        return acc
+
+    consume(m, inst, src, then)
+
+
+def _lazy_handler(kind: str) -> Callable[[FrameMonitor, Inst, list[Val], dict[str, Val]], None]:
+    def handle(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+        if len(pos) != 2 or kw:
+            raise m.unsupported(f"{kind}() over several iterables")
+        fn_val = pos[0]
+        if isinstance(pos[1].obj, torch.Tensor):
+            from ..libs.torch.tensorrows import map_rows
+
+            m.cap.observe_identity(fn_val)
+            map_rows(m, inst, kind, fn_val, pos[1])  # map(f, t): f over the rows of t
+            return
+        items = iter_items(m, pos[1])
+        if items is None:
+            raise m.unsupported(f"{kind}() over an iterable of unknown contents")
+        m.cap.observe_identity(fn_val)
+        # (an iterator it draws from is left exhausted once the map is consumed, always whole)
+        extra = {"lazy": kind, "fn": fn_val, "items": items, "source": pos[1]}
+        m.expect_outputs(inst, 1, lambda real: [m.cap.new(real[0], extra=extra)])
+
+    return handle
+
+
+BUILTIN_HANDLERS[id(map)] = (map, _lazy_handler("map"))
+BUILTIN_HANDLERS[id(filter)] = (filter, _lazy_handler("filter"))
+
+
+def _sequence_handler(
+    previous: Any,
+) -> Callable[[FrameMonitor, Inst, list[Val], dict[str, Val]], None]:
+    def handle(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+        if not _as_seq(m, inst, pos, kw):
+            previous(m, inst, pos, kw)
+
+    return handle
+
+
+for _fn in (list, tuple):
+    BUILTIN_HANDLERS[id(_fn)] = (_fn, _sequence_handler(BUILTIN_HANDLERS[id(_fn)][1]))
+
+
+@register_builtin(itertools.chain)
+def _chain(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    """``itertools.chain(xs, reversed(xs))``: the values of each part in turn. An iterator
+    among the parts advances as the chain gives its values (a ``Feed``, as for ``zip``)."""
+    from ..bytecode.iteration import Feed, is_known_iterator
+
+    items: list[Val] = []
+    drawn: list[tuple[Val, int, int, int]] = []  # an iterator, its start, offset and length
+    for p in pos:
+        if is_generator(p):
+            raise m.unsupported("itertools.chain over a generator")
+        part = iter_items(m, p)
+        if part is None:
+            raise m.unsupported("itertools.chain over an iterable of unknown contents")
+        if is_known_iterator(p):
+            if any(d[0] is p for d in drawn):
+                raise m.unsupported("itertools.chain over one iterator twice")
+            drawn.append((p, p.extra["pos"], len(items), len(part)))
+        items += part
+    # after the chain gave k values, a part at ``offset`` of ``n`` values has given
+    # min(max(k - offset, 0), n) of them; at the chain's end, all (and was found exhausted)
+    feeds: list[Feed] = [
+        (p, [start + min(max(k - offset, 0), n) for k in range(len(items) + 1)], start + n, True)
+        for p, start, offset, n in drawn
+    ]
+    m.expect_outputs(inst, 1, lambda real: [make_iterator(m, real[0], items, feeds=feeds)])
+
+
+# the itertools functions modelled, and the positions of the arguments each iterates (None:
+# all); the first seven only rearrange what they are given: every value they give is an
+# argument, a value of an iterated one, or a tuple of those
+_ITERTOOLS: dict[Any, tuple[int, ...] | None] = {
+    itertools.combinations: (0,),
+    itertools.permutations: (0,),
+    itertools.product: None,
+    itertools.combinations_with_replacement: (0,),
+    itertools.islice: (0,),
+    itertools.repeat: (),
+    itertools.pairwise: (0,),
+    itertools.accumulate: (0,),
+    itertools.starmap: (1,),
+}
+_REARRANGING = tuple(_ITERTOOLS)[:7]
+_POOLED = _REARRANGING[:4]  # these keep a tensor's rows in a tuple, a pool (see __reduce__)
+
+
+def _itertools_iterator(
+    m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val], fn: Any
+) -> None:
+    """``itertools.combinations(parts, 2)`` and the like: the iterator's values are worked
+    out by running ``fn`` again over the shadows' objects (the real iterator is left alone: a
+    copy of it could share, and advance, the iterator it draws from). Numbers among the
+    arguments (``r``, lengths) are guarded; other objects, tensors among them, are found again
+    by identity (DeepCTR's bilinear interactions). A tensor iterated gives the rows of an
+    ``unbind(0)``: those in the pool native code made of it."""
+    from ..libs.torch.tensorrows import check_row_source, tensor_rows
+
+    name = f"itertools.{fn.__name__}"
+    if fn is itertools.repeat and len(pos) + len(kw) < 2:
+        raise m.unsupported(f"{name} without an end")
+    iterated = _ITERTOOLS[fn]
+    args: list[Val | list[Val]] = []
+    row_sources = []
+    for j, v in enumerate(pos):
+        if not (iterated is None or j in iterated):
+            args.append(v)
+        elif isinstance(v.obj, torch.Tensor) and fn in _POOLED:
+            check_row_source(m, v)
+            row_sources.append(j)
+            args.append(v)
+        else:
+            lazy_source(m, v, name)
+            items = iter_items(m, v)
+            if items is None:
+                raise m.unsupported(f"{name} over an iterable of unknown contents")
+            args.append(items)
+    flat = [x for a in args for x in (a if isinstance(a, list) else [a])]
+    flat += [v for j, v in enumerate(pos) if j in row_sources]
+    for v in (*flat, *kw.values()):
+        if v.obj is None or is_value_type(v.obj):
+            m.cap.observe(v)
+        elif fn not in _REARRANGING:
+            raise m.unsupported(f"{name} over a {type(v.obj).__name__}")
+    by_id = {id(v.obj): v for v in flat}
+
+    def shadow(x: Any) -> Val:
+        found = by_id.get(id(x))
+        if found is not None:
+            return found
+        if x is None or is_value_type(x):
+            return m.cap.const(x)
+        raise m.unsupported(f"{name} gave a {type(x).__name__} it was not given")
+
+    def make(real: list[Any]) -> list[Val]:
+        if row_sources:
+            pools = real[0].__reduce__()[1]
+            for j in row_sources:
+                rows = tensor_rows(m, pos[j], pools[j if fn is itertools.product else 0]).items
+                by_id.update((id(r.obj), r) for r in rows)
+                args[j] = rows
+        values = fn(
+            *[[x.obj for x in a] if isinstance(a, list) else a.obj for a in args],
+            **{k: v.obj for k, v in kw.items()},
+        )
+        given = []
+        for x in values:
+            if type(x) is tuple and not is_value_type(x):
+                given.append(m.cap.new(x, items=[shadow(e) for e in x]))
+            else:
+                given.append(shadow(x))
+        return [make_iterator(m, real[0], given)]
+
+    m.expect_outputs(inst, 1, make)
+
+
+for _fn in _ITERTOOLS:
+    BUILTIN_HANDLERS[id(_fn)] = (_fn, functools.partial(_itertools_iterator, fn=_fn))
+
+
+def _endless(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val], fn: Any) -> None:
+    """``itertools.count()``/``cycle(xs)``: an iterator shadow lists its values up front."""
+    raise m.unsupported(f"itertools.{fn.__name__} without an end")
+
+
+for _fn in (itertools.count, itertools.cycle):
+    BUILTIN_HANDLERS[id(_fn)] = (_fn, functools.partial(_endless, fn=_fn))
+
+
+def _pure_method(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    pure_call(m, inst, pos, kw)
+
+
+def _register_pure_methods() -> None:
+    import re
+
+    pattern, match = type(re.compile("")), type(re.match("", ""))
+    for owner, names in (
+        (pattern, "match search fullmatch findall sub subn split finditer"),
+        (match, "group groups groupdict span start end expand"),
+        (torch.Size, "numel count index"),
+        (int, "bit_length to_bytes conjugate"),
+        (float, "is_integer hex conjugate"),
+        (bytes, "hex decode startswith endswith split join"),
+        (list, "index count copy"),
+    ):
+        for n in names.split():
+            METHOD_HANDLERS.setdefault((owner, n), _pure_method)
+    for fn in (
+        re.compile,
+        re.match,
+        re.search,
+        re.fullmatch,
+        re.sub,
+        re.split,
+        re.findall,
+        re.escape,
+    ):
+        BUILTIN_HANDLERS.setdefault(id(fn), (fn, _pure_method))
+
+
+_register_pure_methods()

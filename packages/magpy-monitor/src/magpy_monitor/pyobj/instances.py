@@ -1,0 +1,573 @@
+"""Instances of plain Python classes built during the run (``out = ModelOutput()``,
+``box = Get(x)``, ``with Timer():``).
+
+A *plain* class is one whose instances are made by a native ``__new__`` (``object``'s, or
+``dict``'s/``OrderedDict``'s for a mapping subclass) through ``type.__call__``, hold their
+state in ``__dict__`` (and, for a mapping, in their items), and whose ``__init__`` is Python or
+the native one. The monitor follows construction: ``__new__`` runs natively, ``__init__`` is
+inlined with ``self`` bound to a fresh shadow. From then on the shadow knows the object's whole
+state: attributes stored by STORE_ATTR or ``object.__setattr__`` (a Python ``__setattr__`` is
+followed like any call), items stored by STORE_SUBSCR or the native ``__setitem__`` (a Python
+``__setitem__`` is followed too, so ``super().__setitem__`` inside it stores the item).
+
+The mock rebuilds such an object without running the class's Python code: a new instance from
+the native ``__new__``, its items put with the native base's ``__setitem__`` and its attributes
+written into its ``__dict__``. The rebuilt object's state is checked against the real one when
+the record is made, so anything the monitor did not see (native code storing into the object)
+makes the record fail rather than differ.
+"""
+
+from __future__ import annotations
+
+import collections
+import enum
+import types
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from magpy_refgraph import Build, BuildKind, Constant, Recipe, Unsupported
+
+from ..core.frame import FrameMonitor, Inst, initial_fast
+from ..core.values import Val
+
+__all__ = [
+    "PYOBJ",
+    "construct_object",
+    "follow",
+    "getattr_followed",
+    "instance_dict",
+    "is_plain_class",
+    "is_pyobj",
+    "load_attr_followed",
+    "lookup",
+    "object_recipe",
+    "plain_store",
+    "python_meta_call",
+    "store_attr_followed",
+    "store_item_followed",
+]
+
+PYOBJ = "pyobj"  # Val.extra key of an instance built during the run: the shadow of its class
+
+_HEAPTYPE = 1 << 9
+# native bases whose instances start empty and whose state the shadow can hold
+_NATIVE_BASES: tuple[type, ...] = (object, dict, collections.OrderedDict)
+# dunder methods that would make the object behave other than its shadow says, when Python
+_UNFOLLOWED = ("__delattr__", "__delitem__", "__del__")
+
+
+def lookup(cls: type, name: str) -> Any:
+    """``name`` as defined on ``cls`` or its bases (read without running descriptors)."""
+    for klass in cls.__mro__:
+        if name in vars(klass):
+            return vars(klass)[name]
+    return None
+
+
+def native_base(cls: type) -> type:
+    """The first class of ``cls``'s MRO written in C: the one whose layout instances have."""
+    return next(k for k in cls.__mro__ if not k.__flags__ & _HEAPTYPE)
+
+
+def is_plain_class(cls: Any, *, metaclass_call: bool = False) -> bool:
+    """True when ``cls(...)`` can be followed and its instances rebuilt (see the module doc).
+
+    ``metaclass_call``: asked for ``type.__call__(cls, ...)`` reached from the Python
+    ``__call__`` of ``cls``'s metaclass (which is followed), so that ``__call__`` is allowed.
+    """
+    if not isinstance(cls, type) or not cls.__flags__ & _HEAPTYPE:
+        return False
+    if issubclass(cls, BaseException | torch.nn.Module | torch.Tensor | tuple | type):
+        return False
+    base = native_base(cls)
+    if base not in _NATIVE_BASES or lookup(cls, "__new__") is not lookup(base, "__new__"):
+        return False
+    metaclass: Any = type(cls)
+    if not metaclass_call and any(
+        "__call__" in vars(meta) for meta in metaclass.__mro__ if meta is not type
+    ):
+        return False
+    heap = [k for k in cls.__mro__ if k.__flags__ & _HEAPTYPE]
+    # slot attributes live outside ``__dict__`` (an empty ``__slots__``, as ``typing.Generic``
+    # has, adds none)
+    if not cls.__dictoffset__ or any(vars(k).get("__slots__", ()) for k in heap):
+        return False
+    if any(isinstance(lookup(cls, name), types.FunctionType) for name in _UNFOLLOWED):
+        return False
+    init = lookup(cls, "__init__")
+    return init is lookup(base, "__init__") or isinstance(init, types.FunctionType)
+
+
+def is_pyobj(v: Val) -> bool:
+    """``v`` is an instance of a plain class built during the run."""
+    return isinstance(v.extra, dict) and PYOBJ in v.extra
+
+
+def construct_object(
+    m: FrameMonitor, inst: Inst, cls_val: Val, pos: list[Val], kwargs: dict[str, Val]
+) -> None:
+    """``cls(*pos, **kwargs)`` of a plain class: native ``__new__``, then ``__init__`` inlined."""
+    from ..core.calls import _closure, _fresh, bind_args
+
+    cap = m.cap
+    cls = cls_val.obj
+    cap.observe_identity(cls_val)
+    init = lookup(cls, "__init__")
+    mapping = issubclass(cls, dict)
+
+    def shadow(obj: Any) -> Val:
+        v = cap.new(obj, items={} if mapping else None, extra={PYOBJ: cls_val})
+        v.attrs = {}
+        return v
+
+    if not isinstance(init, types.FunctionType):  # the native base's own __init__
+        if pos or (kwargs and not mapping):
+            raise m.unsupported(f"{cls.__name__}(...) with arguments for a native __init__")
+        _native_init(m, inst, cls, kwargs, shadow)
+        return
+    self_val = Val(None)  # the object exists once __init__'s frame starts
+    fn_val = cap.const(init)
+    bound = bind_args(m, fn_val, [self_val, *pos], kwargs)
+    closure = _closure(m, fn_val)
+    built: list[Val] = []
+
+    def start(frame: types.FrameType) -> FrameMonitor:
+        obj = frame.f_locals[init.__code__.co_varnames[0]]
+        if type(obj) is not cls:
+            raise m.unsupported(f"{cls.__name__}.__init__ called on a {type(obj).__name__}")
+        made = shadow(obj)
+        built.append(made)
+        args = {k: made if v is self_val else v for k, v in _fresh(frame, bound).items()}
+        mon = FrameMonitor(cap, frame, initial_fast(cap, frame, args, closure))
+        mon.func = init
+        return mon
+
+    def make(real: list[Any]) -> list[Val]:
+        if not built or built[0].obj is not real[0]:
+            raise m.unsupported(f"{cls.__name__}.__init__ was not seen running")
+        return [built[0]]
+
+    p = m.expect_outputs(inst, 1, make, opaque=True)
+    p.expect = (init.__code__, start)
+    p.on_result = lambda val: None  # __init__ returns None; the call gives the object
+
+
+def _native_init(
+    m: FrameMonitor,
+    inst: Inst,
+    cls: type,
+    kwargs: dict[str, Val],
+    shadow: Callable[[Any], Val],
+) -> None:
+    """``cls(**kwargs)`` of a mapping class with the native ``__init__``: the keywords become
+    its items. ``OrderedDict.__init__`` stores them through ``self[key] = value``, so a Python
+    ``__setitem__`` is followed for each (``dict.__init__`` stores them directly)."""
+    from .collections import put_item
+
+    cap = m.cap
+    setitem = lookup(cls, "__setitem__")
+    follows = bool(kwargs) and isinstance(setitem, types.FunctionType)
+    follows = follows and native_base(cls) is collections.OrderedDict
+    made: list[Val] = []
+
+    def make(real: list[Any]) -> list[Val]:
+        v = made[0] if made else shadow(real[0])
+        if v.obj is not real[0] or (follows and list(v.obj) != list(kwargs)):
+            raise m.unsupported(f"{cls.__name__}(**kwargs) was not seen storing its items")
+        if not follows:
+            for k, x in kwargs.items():
+                put_item(v.items, cap.const(k), x)
+        return [v]
+
+    p = m.expect_outputs(inst, 1, make, opaque=True)
+    if not follows:
+        return
+    code = setitem.__code__
+    if code.co_argcount != 3 or code.co_flags & 0x0C:
+        raise m.unsupported(f"{cls.__name__}.__setitem__ takes unusual arguments")
+    me, key_name, value_name = code.co_varnames[:3]
+
+    def bind(frame: types.FrameType) -> dict[str, Val]:
+        obj, key = frame.f_locals[me], frame.f_locals[key_name]
+        if not made:
+            made.append(shadow(obj))
+        if made[0].obj is not obj or key not in kwargs:
+            raise m.unsupported(f"{cls.__name__}.__setitem__ called on unexpected arguments")
+        value = kwargs[key]
+        if frame.f_locals[value_name] is not value.obj:
+            raise m.unsupported(f"{cls.__name__}.__setitem__ called on unexpected arguments")
+        return {me: made[0], key_name: cap.const(key), value_name: value}
+
+    p.callbacks[code] = Val(setitem, extra={"bind": bind})
+
+
+def follow(
+    m: FrameMonitor,
+    inst: Inst,
+    fn: types.FunctionType,
+    args: list[Val],
+    n_out: int,
+    outputs: Callable[[list[Any], Val], list[Val]] | None = None,
+) -> None:
+    """Inline ``fn(*args)``, called natively by ``inst`` (a Python ``__setattr__``, a
+    property getter, ``__enter__``). ``inst`` pushes ``n_out`` values: ``outputs(real,
+    result)`` gives their shadows (by default: ``fn``'s result when ``n_out`` is 1)."""
+    from ..core.calls import _closure, _fresh, bind_args
+
+    cap = m.cap
+    fn_val = cap.const(fn)
+    bound = bind_args(m, fn_val, args, {})
+    closure = _closure(m, fn_val)
+    seen: list[Val] = []
+
+    def start(frame: types.FrameType) -> FrameMonitor:
+        mon = FrameMonitor(cap, frame, initial_fast(cap, frame, _fresh(frame, bound), closure))
+        mon.func = fn
+        return mon
+
+    def make(real: list[Any]) -> list[Val]:
+        if not seen:
+            raise m.unsupported(f"{fn.__qualname__} was called but its frame was not seen")
+        return outputs(real, seen[0]) if outputs is not None else seen[:n_out]
+
+    p = m.expect_outputs(inst, n_out, make, opaque=True)
+    p.expect = (fn.__code__, start)
+    p.on_result = seen.append
+
+
+def plain_store(cls: type, name: str) -> bool:
+    """``setattr(obj, name, v)`` on a ``cls`` only writes ``obj.__dict__``."""
+    return not isinstance(lookup(cls, "__setattr__"), types.FunctionType) and not hasattr(
+        type(lookup(cls, name)), "__set__"
+    )
+
+
+def load_attr_followed(m: FrameMonitor, inst: Inst, base: Val, name: str) -> bool:
+    """LOAD_ATTR on an object built during the run that runs a descriptor of its class: a
+    property's getter, or a Python ``__get__`` (``lazy_property``), is followed."""
+    cls = type(base.obj)
+    if getattr_followed(m, inst, base, name, method=False):
+        return True
+    desc = lookup(cls, name)
+    if isinstance(desc, property) and not isinstance(desc.fget, types.FunctionType):
+        raise m.unsupported(f"property {cls.__name__}.{name} is not Python")
+    found = python_descriptor(base.obj, name)
+    if found is None:
+        return False
+    _follow_getter(m, inst, found, base, base.extra[PYOBJ], method=False)
+    return True
+
+
+def _follow_getter(
+    m: FrameMonitor,
+    inst: Inst,
+    found: tuple[types.FunctionType, tuple[Any, ...]],
+    base: Val,
+    cls_val: Val,
+    *,
+    method: bool,
+    outputs: Callable[[list[Any], Val], list[Val]] | None = None,
+) -> None:
+    """Follow the getter ``python_descriptor`` found for reading an attribute of ``base``.
+    The descriptor is part of the (guarded) class, like its methods: a constant."""
+    getter, lead = found
+    args = [m.cap.new(x, const=True) for x in lead] + [base]
+    if lead:
+        args.append(cls_val)  # (``__get__(desc, obj, cls)``)
+    _follow_read(m, inst, getter, args, method=method, outputs=outputs)
+
+
+def _follow_read(
+    m: FrameMonitor,
+    inst: Inst,
+    fn: types.FunctionType,
+    args: list[Val],
+    *,
+    method: bool,
+    outputs: Callable[[list[Any], Val], list[Val]] | None = None,
+) -> None:
+    """Follow ``fn(*args)`` run natively by LOAD_ATTR, or by LOAD_METHOD, which pushes NULL
+    and the attribute (there is no method to bind)."""
+    if method:
+        from ..cpython.frameio import NULL
+
+        null = Val(NULL, const=True)
+        follow(m, inst, fn, args, 2, lambda real, got: [null, got])
+    else:
+        follow(m, inst, fn, args, 1, outputs)
+
+
+def getattr_followed(m: FrameMonitor, inst: Inst, base: Val, name: str, *, method: bool) -> bool:
+    """LOAD_ATTR/LOAD_METHOD on an object built during the run whose class has a Python
+    ``__getattribute__`` (every read runs it), or a Python ``__getattr__`` and not the name
+    (an ``AttrDict``): the hook is followed."""
+    cls = type(base.obj)
+    hook = lookup(cls, "__getattribute__")
+    if not isinstance(hook, types.FunctionType):
+        hook = lookup(cls, "__getattr__")
+        if not isinstance(hook, types.FunctionType) or name in vars(base.obj) or lookup(cls, name):
+            return False
+    elif lookup(cls, "__getattr__") is not None:
+        raise m.unsupported(f"{cls.__name__} has both __getattribute__ and __getattr__")
+    _follow_read(m, inst, hook, [base, m.cap.const(name)], method=method)
+    return True
+
+
+def python_dunder(obj: Any, name: str) -> types.FunctionType | None:
+    """The Python function ``type(obj)`` defines for special method ``name``, if it does
+    (native code calls it: ``__contains__`` for ``in``, ``__len__`` for ``len``)."""
+    fn = lookup(type(obj), name)
+    return fn if isinstance(fn, types.FunctionType) else None
+
+
+def python_descriptor(obj: Any, name: str) -> Any:
+    """The Python getter that reading ``obj.name`` runs, with the arguments after ``obj`` it
+    takes: a property's ``fget`` (no more arguments) or a Python ``__get__`` (the descriptor
+    first, the class last); None where the read runs no Python of a descriptor."""
+    cls = type(obj)
+    desc = lookup(cls, name)
+    if desc is None or isinstance(obj, type | types.ModuleType | torch.Tensor | enum.Enum):
+        return None
+    if isinstance(desc, property):
+        return (desc.fget, ()) if isinstance(desc.fget, types.FunctionType) else None
+    get = lookup(type(desc), "__get__")
+    if not isinstance(get, types.FunctionType):
+        return None
+    if not hasattr(type(desc), "__set__") and name in getattr(obj, "__dict__", {}):
+        return None  # a non-data descriptor hidden by the instance's own attribute
+    return (get, (desc,))
+
+
+def external_attr_followed(
+    m: FrameMonitor,
+    inst: Inst,
+    base: Val,
+    name: str,
+    *,
+    method: bool,
+    outputs: Callable[[list[Any], Val], list[Val]] | None = None,
+) -> bool:
+    """LOAD_ATTR/LOAD_METHOD/``getattr`` on an object from outside whose class runs Python to
+    read ``name`` (a module's ``@property``, a parametrization's weight, a config's computed
+    setting): the getter is followed like a call, so what it computes is in the record and
+    what it reads is guarded. (Read as a plain attribute instead, the guard would run the
+    getter on every call, its effects included, and the graph take its result as an input.)
+    ``outputs``: as for ``follow`` (``hasattr``: True once the getter returned; a getter that
+    raises, for ``hasattr``/``getattr`` with a default to catch, leaves the monitor without a
+    result, which stops capture)."""
+    if not base.external or base.node is None:
+        return False
+    found = python_descriptor(base.obj, name)
+    if found is None:
+        return False
+    m.cap.observe_type(base)  # (the descriptor belongs to the class, like its methods)
+    cls_val = m.cap.const(type(base.obj))
+    _follow_getter(m, inst, found, base, cls_val, method=method, outputs=outputs)
+    return True
+
+
+def store_attr_followed(m: FrameMonitor, inst: Inst, base: Val, name: str, value: Val) -> bool:
+    """STORE_ATTR on an object built during the run whose class runs Python for it (its
+    ``__setattr__``, or a property's setter): followed, True. False: a plain store."""
+    cls = type(base.obj)
+    setattr_ = lookup(cls, "__setattr__")
+    if isinstance(setattr_, types.FunctionType):
+        follow(m, inst, setattr_, [base, m.cap.const(name), value], 0)
+        return True
+    desc = lookup(cls, name)
+    if isinstance(desc, property) and isinstance(desc.fset, types.FunctionType):
+        follow(m, inst, desc.fset, [base, value], 0)
+        return True
+    if hasattr(type(desc), "__set__"):
+        raise m.unsupported(f"setting {cls.__name__}.{name}, a {type(desc).__name__}")
+    return False
+
+
+def store_item_followed(m: FrameMonitor, inst: Inst, base: Val, key: Val, value: Val) -> bool:
+    """STORE_SUBSCR on an object built during the run: a Python ``__setitem__`` is followed
+    (True); a mapping's native one stores into the shadow's items (True); else False."""
+    setitem = lookup(type(base.obj), "__setitem__")
+    if isinstance(setitem, types.FunctionType):
+        follow(m, inst, setitem, [base, key, value], 0)
+        return True
+    if isinstance(base.items, dict):
+        from .collections import put_item
+
+        m.cap.observe(key)
+        put_item(base.items, key, value)
+        m.expect_outputs(inst, 0, lambda real: [])
+        return True
+    return False
+
+
+def instance_dict(m: FrameMonitor, base: Val, real: Any) -> Val:
+    """``obj.__dict__`` of an object built during the run: a dict whose shadow items are the
+    object's attributes, kept in step with them (``Capture.set_attr``/``del_attr``)."""
+    view: Val | None = base.extra.get("dict_val")
+    if view is None:
+        assert base.attrs is not None
+        items = {k: (m.cap.const(k), v) for k, v in base.attrs.items()}
+        view = base.extra["dict_val"] = m.cap.new(real, items=items)
+    return view
+
+
+# ---------------------------------------------------------------------- native setters
+def _native_setattr(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    """``object.__setattr__(obj, name, value)`` (``super().__setattr__`` in a Python
+    ``__setattr__``): stores into the ``__dict__`` whatever the class's own ``__setattr__``."""
+    if kw or len(pos) != 3 or type(pos[1].obj) is not str:
+        raise m.unsupported("object.__setattr__ with unusual arguments")
+    base, name, value = pos
+    if not is_pyobj(base):
+        raise m.unsupported(f"object.__setattr__ on a {type(base.obj).__name__} not built here")
+    m.cap.observe(name)
+    if hasattr(type(lookup(type(base.obj), name.obj)), "__set__"):
+        raise m.unsupported(f"object.__setattr__ of descriptor {name.obj!r}")
+    m.cap.set_attr(base, name.obj, value)  # (not external: no write-back)
+    m.expect_outputs(inst, 1, lambda real: [m.cap.const(None)])
+
+
+def _native_setitem(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    """``dict.__setitem__(obj, key, value)`` on a mapping built during the run (``super().
+    __setitem__`` in a Python ``__setitem__``): stores into the shadow's items."""
+    if kw or len(pos) != 3:
+        raise m.unsupported("__setitem__ with unusual arguments")
+    base, key, value = pos
+    m.cap.observe(key)
+    if is_pyobj(base) and isinstance(base.items, dict):
+        from .collections import put_item
+
+        put_item(base.items, key, value)
+    else:
+        from ..bytecode.handlers import _store_item
+
+        _store_item(m, base, key, value)  # d.__setitem__(k, v) on any dict: d[k] = v
+    m.expect_outputs(inst, 1, lambda real: [m.cap.const(None)])
+
+
+def _object_init(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    """``super().__init__()`` reaching ``object.__init__``: nothing to do."""
+    if kw or len(pos) != 1:
+        raise m.unsupported("object.__init__ with arguments")
+    m.expect_outputs(inst, 1, lambda real: [m.cap.const(None)])
+
+
+def python_meta_call(cls: Any) -> Any:
+    """The Python ``__call__`` of the metaclass of ``cls`` (a program's own metaclass, such
+    as a registry's), or None."""
+    from ..core.capture import FROZEN_MODULE_ROOTS
+
+    for meta in type(cls).__mro__:
+        if meta is type:
+            return None
+        call = vars(meta).get("__call__")
+        if call is not None:
+            own = meta.__module__.split(".")[0] not in FROZEN_MODULE_ROOTS
+            return call if own and isinstance(call, types.FunctionType) else None
+    return None
+
+
+def _type_call(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    """``type.__call__(cls, ...)`` (``super().__call__(*args)`` in a metaclass's ``__call__``):
+    the construction of a plain class."""
+    if not pos or not is_plain_class(pos[0].obj, metaclass_call=True):
+        raise m.unsupported("type.__call__ of a class the monitor cannot build")
+    construct_object(m, inst, pos[0], pos[1:], kw)
+
+
+def _object_getattribute(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    """``object.__getattribute__(obj, name)`` (inside a Python ``__getattribute__``): the
+    plain read, with no hook."""
+    from ..core.calls import load_attr
+
+    if kw or len(pos) != 2 or type(pos[1].obj) is not str:
+        raise m.unsupported("object.__getattribute__ with unusual arguments")
+    m.cap.observe(pos[1])
+    base, name = pos[0], pos[1].obj
+    m.expect_outputs(inst, 1, lambda real: [load_attr(m, base, name, real[0])])
+
+
+def _simple_namespace(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    """``types.SimpleNamespace(**kw)``: an object whose attributes are the keywords."""
+    if pos:
+        raise m.unsupported("SimpleNamespace() of a mapping")
+    cls_val = m.cap.const(types.SimpleNamespace)
+
+    def make(real: list[Any]) -> list[Val]:
+        if type(real[0]) is not types.SimpleNamespace or list(vars(real[0])) != list(kw):
+            raise m.unsupported("SimpleNamespace() made other attributes")
+        v = m.cap.new(real[0], extra={PYOBJ: cls_val})
+        v.attrs = dict(kw)
+        return [v]
+
+    m.expect_outputs(inst, 1, make)
+
+
+def _register() -> None:
+    from .builtins import BUILTIN_HANDLERS, METHOD_HANDLERS
+
+    BUILTIN_HANDLERS[id(types.SimpleNamespace)] = (types.SimpleNamespace, _simple_namespace)
+    METHOD_HANDLERS.setdefault((type, "__call__"), _type_call)
+    METHOD_HANDLERS.setdefault((object, "__getattribute__"), _object_getattribute)
+    METHOD_HANDLERS.setdefault((object, "__init__"), _object_init)
+    METHOD_HANDLERS.setdefault((object, "__setattr__"), _native_setattr)
+    for owner in (dict, collections.OrderedDict):
+        METHOD_HANDLERS.setdefault((owner, "__setitem__"), _native_setitem)
+
+
+_register()
+
+
+# ---------------------------------------------------------------------- the mock's rebuild
+def object_recipe(v: Val, recipe: Callable[[Val], Recipe]) -> Recipe:
+    """The mock's recipe for ``v``: a new instance of its class holding the rebuilt items and
+    attributes the run gave it (checked against the real object's state)."""
+    obj = v.obj
+    cls_val: Val = v.extra[PYOBJ]
+    if isinstance(cls_val.extra, dict) and "made_class" in cls_val.extra:
+        raise Unsupported(f"an instance of the class {cls_val.obj.__qualname__} made in the run")
+    cls = cls_val.obj
+    attrs = v.attrs or {}
+    try:
+        real = object.__getattribute__(obj, "__dict__")
+    except AttributeError:
+        real = None
+    if (
+        type(obj) is not cls
+        or real is None
+        or set(real) != set(attrs)
+        or any(attrs[k].obj is not real[k] or attrs[k] is v for k in attrs)
+    ):
+        raise Unsupported(f"cannot rebuild the {cls.__name__} made during the run")
+    names = tuple(attrs)
+    parts: list[Recipe] = [Constant(_rebuild_object), Constant(cls), Constant(names)]
+    parts += [recipe(attrs[k]) for k in names]
+    if isinstance(v.items, dict):
+        pairs = list(v.items.values())
+        if list(obj.keys()) != [k.obj for k, _ in pairs] or any(
+            obj[k.obj] is not x.obj or x is v for k, x in pairs
+        ):
+            raise Unsupported(f"cannot rebuild the {cls.__name__} made during the run")
+        for k, x in pairs:
+            parts += [recipe(k), recipe(x)]
+    return Build(id(v), BuildKind.CALL, tuple(parts))
+
+
+def _rebuild_object(cls: type, names: tuple[str, ...], *values: Any) -> Any:
+    """A new ``cls`` whose ``__dict__`` holds ``names`` (the first values) and whose items are
+    the pairs in the rest, stored without running the class's Python code."""
+    base: Any = native_base(cls)
+    obj: Any = base.__new__(cls)
+    n = len(names)
+    if n < len(values):
+        setitem = base.__setitem__
+        for i in range(n, len(values), 2):
+            setitem(obj, values[i], values[i + 1])
+    # (``object.__getattribute__``: a Python ``__getattribute__`` of the class must not run)
+    object.__getattribute__(obj, "__dict__").update(zip(names, values[:n], strict=True))
+    return obj
+
+
+_rebuild_object.__name__ = "rebuild_object"

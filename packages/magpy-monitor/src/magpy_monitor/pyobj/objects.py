@@ -1,0 +1,256 @@
+"""Dataclass instances built during the run (``return ModelOutput(logits=x)``): replayed calls.
+
+A dataclass's generated ``__init__`` only stores its fields, and its ``__post_init__`` (if any)
+is taken to be a deterministic function of them (as in Hugging Face's ``ModelOutput``, an
+``OrderedDict`` subclass that also mirrors its non-None fields as items). So the monitor does
+not follow the construction: the call runs natively, and the object's shadow remembers the class
+and the shadows of the arguments. The mock rebuilds the object by calling the class again with
+the rebuilt arguments, so it is equal to what eager builds, type included.
+
+Reading the object: attributes and items give the shadows of the objects passed in (found by
+identity) or constants (value-typed fields, the arguments being guarded); methods are followed
+like any Python method; the read-only dict methods (``keys``, ``items``, ``values``, ``get``)
+see the items it holds. Changing the object after construction is not supported (the replayed
+call would not repeat it).
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import functools
+import types
+from typing import Any
+
+import torch
+
+from magpy_refgraph import Build, BuildKind, Constant, Recipe
+
+from ..core.capture import is_value_type
+from ..core.frame import FrameMonitor, Inst
+from ..core.values import Val
+from .builtins import BUILTIN_HANDLERS, METHOD_HANDLERS
+
+__all__ = ["construct", "ctor_of", "ctor_recipe", "is_replayable_class", "item_shadow"]
+
+_CTOR = "ctor"
+
+
+def is_replayable_class(cls: Any) -> bool:
+    """True for a dataclass whose constructor the mock may call again."""
+    return (
+        isinstance(cls, type)
+        and dataclasses.is_dataclass(cls)
+        and not issubclass(cls, BaseException)
+    )
+
+
+def is_namedtuple_class(cls: Any) -> bool:
+    """A ``collections.namedtuple``/``typing.NamedTuple`` class (or a subclass adding only
+    methods): building one runs nothing but ``tuple.__new__`` over its fields."""
+    if not (isinstance(cls, type) and issubclass(cls, tuple)):
+        return False
+    base = next((b for b in cls.__mro__ if "_fields" in b.__dict__), None)
+    new = getattr(base.__dict__.get("__new__"), "__func__", None) if base is not None else None
+    return (
+        isinstance(new, types.FunctionType)
+        and cls.__new__ is new
+        and new.__globals__.get("_tuple_new") == tuple.__new__
+        and cls.__init__ is tuple.__init__
+    )
+
+
+def python_tuple_new(cls: Any) -> types.FunctionType | None:
+    """The Python ``__new__`` of a tuple subclass that defines one over a namedtuple
+    (``PackedSequence``), when ``cls(...)`` is that call and nothing more (no Python
+    ``__init__``, no metaclass ``__call__``)."""
+    if not (isinstance(cls, type) and issubclass(cls, tuple)) or is_namedtuple_class(cls):
+        return None
+    if type(cls) is not type or cls.__init__ is not tuple.__init__:
+        return None
+    for klass in cls.__mro__:
+        new = vars(klass).get("__new__")
+        if new is not None:
+            func = getattr(new, "__func__", new)  # (a staticmethod)
+            return func if isinstance(func, types.FunctionType) else None
+    return None
+
+
+def follow_tuple_new(
+    m: FrameMonitor, inst: Inst, cls_val: Val, pos: list[Val], kwargs: dict[str, Val]
+) -> None:
+    """``cls(...)`` of such a class: its ``__new__`` is followed like a call with ``cls``
+    first; ``tuple.__new__`` at the bottom builds the instance (``_tuple_new``)."""
+    from ..core.calls import inline
+
+    cap = m.cap
+    cap.observe_identity(cls_val)
+    new = python_tuple_new(cls_val.obj)
+    assert new is not None
+    inline(m, inst, cap.const(new), [cls_val, *pos], kwargs)
+
+
+def _tuple_new(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    """``tuple.__new__(cls, iterable)`` (a namedtuple's ``__new__``): a ``cls`` instance over
+    the iterable's values, rebuilt by the mock the same way (no Python ``__new__`` runs)."""
+    from ..bytecode.iteration import consume_items
+
+    if kw or len(pos) != 2 or not (isinstance(pos[0].obj, type) and issubclass(pos[0].obj, tuple)):
+        raise m.unsupported("tuple.__new__ with unusual arguments")
+    m.cap.observe_identity(pos[0])
+    items = consume_items(m, pos[1])
+    if items is None:
+        raise m.unsupported("tuple.__new__ over an iterable of unknown contents")
+
+    def make(real: list[Any]) -> list[Val]:
+        if len(real[0]) != len(items) or any(
+            v.obj is not x for v, x in zip(items, real[0], strict=True)
+        ):
+            raise m.unsupported("tuple.__new__ built other values than it was given")
+        val = m.cap.new(real[0], items=list(items))
+        fields = getattr(type(real[0]), "_fields", ())
+        val.attrs = dict(zip(fields, items, strict=False))
+        return [val]
+
+    m.expect_outputs(inst, 1, make)
+
+
+BUILTIN_HANDLERS[id(tuple.__new__)] = (tuple.__new__, _tuple_new)
+
+
+def construct_namedtuple(
+    m: FrameMonitor, inst: Inst, cls_val: Val, pos: list[Val], kwargs: dict[str, Val]
+) -> None:
+    """``cls(*pos, **kwargs)`` of a namedtuple class: a tuple of the (bound) arguments, with
+    their shadows as its items and attributes; the mock builds it again with ``cls(*items)``."""
+    cap = m.cap
+    cls = cls_val.obj
+    cap.observe_identity(cls_val)
+    fields: tuple[str, ...] = cls._fields
+
+    def make(real: list[Any]) -> list[Val]:
+        obj = real[0]
+        given = dict(zip(fields, pos, strict=False)) | kwargs
+        items = [
+            given.get(f) or item_shadow(m, x, cls.__name__)
+            for f, x in zip(fields, obj, strict=True)
+        ]
+        if any(i.obj is not x for i, x in zip(items, obj, strict=True)):
+            raise m.unsupported(f"{cls.__name__} built from values it does not hold")
+        val = cap.new(obj, items=items, extra={_CTOR: (cls, items, {})})
+        val.attrs = dict(zip(fields, items, strict=True))
+        return [val]
+
+    m.expect_outputs(inst, 1, make)
+
+
+_REPLACE_CODE = vars(collections.namedtuple("_Probe", "a"))["_replace"].__code__
+
+
+def is_namedtuple_replace(fn: Any) -> bool:
+    """``fn`` is a namedtuple's ``_replace`` (every class's shares one code object)."""
+    return isinstance(fn, types.FunctionType) and fn.__code__ is _REPLACE_CODE
+
+
+def namedtuple_replace(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    """``nt._replace(**changes)``: ``tuple.__new__(type(nt), fields)`` with the named fields
+    swapped; CPython runs ``map(kwds.pop, field_names, nt)`` natively, so the monitor builds
+    the result from the shadows directly. The new tuple is rebuilt by the mock the same way."""
+    from ..bytecode.iteration import iter_items
+
+    if len(pos) != 1:
+        raise m.unsupported("namedtuple _replace with positional arguments")
+    self_val = pos[0]
+    m.cap.observe_type(self_val)
+    fields: tuple[str, ...] = type(self_val.obj)._fields
+    if not set(kw) <= set(fields):
+        raise m.unsupported("namedtuple _replace of fields it does not have")
+    items = iter_items(m, self_val)
+    if items is None or len(items) != len(fields):
+        raise m.unsupported("namedtuple _replace of a tuple of unknown contents")
+    new_items = [kw.get(f, v) for f, v in zip(fields, items, strict=True)]
+
+    def make(real: list[Any]) -> list[Val]:
+        if any(v.obj is not x for v, x in zip(new_items, real[0], strict=True)):
+            raise m.unsupported("namedtuple _replace built other values than it was given")
+        val = m.cap.new(real[0], items=list(new_items))
+        val.attrs = dict(zip(fields, new_items, strict=True))
+        return [val]
+
+    m.expect_outputs(inst, 1, make)
+
+
+def ctor_of(v: Val) -> tuple[type, list[Val], dict[str, Val]] | None:
+    """``(class, positional, keyword)`` shadows of the call that built ``v``, if it was one."""
+    if isinstance(v.extra, dict) and _CTOR in v.extra:
+        found: tuple[type, list[Val], dict[str, Val]] = v.extra[_CTOR]
+        return found
+    return None
+
+
+def item_shadow(m: FrameMonitor, real: Any, what: str) -> Val:
+    """The shadow of ``real``, an object a replayed construction stored: a value passed in, or a
+    constant."""
+    known = m.cap.known(real)
+    if known is not None:
+        return known
+    if real is None or is_value_type(real):
+        return m.cap.const(real)
+    raise m.unsupported(f"{what} holds a {type(real).__name__} of unknown origin")
+
+
+def construct(
+    m: FrameMonitor, inst: Inst, cls_val: Val, pos: list[Val], kwargs: dict[str, Val]
+) -> None:
+    """``cls(*pos, **kwargs)`` for a dataclass ``cls``: run natively, replayed by the mock."""
+    cap = m.cap
+    cls = cls_val.obj
+    cap.observe_identity(cls_val)
+    for v in (*pos, *kwargs.values()):
+        if isinstance(v.obj, torch.Tensor):
+            cap.tensor_node(v)
+        elif v.obj is None or is_value_type(v.obj):
+            cap.observe(v)
+
+    def make(real: list[Any]) -> list[Val]:
+        obj = real[0]
+        items = None
+        if isinstance(obj, dict):
+            items = {k: (cap.const(k), item_shadow(m, x, cls.__name__)) for k, x in obj.items()}
+        return [cap.new(obj, items=items, extra={_CTOR: (cls, list(pos), dict(kwargs))})]
+
+    m.expect_outputs(inst, 1, make)
+
+
+def _construct(cls: type, names: tuple[str, ...], *values: Any) -> Any:
+    """Call ``cls`` with ``values``: the last ``len(names)`` of them by keyword."""
+    split = len(values) - len(names)
+    return cls(*values[:split], **dict(zip(names, values[split:], strict=True)))
+
+
+_construct.__name__ = "construct_dataclass"
+
+
+def ctor_recipe(v: Val, recipe: Any) -> Recipe | None:
+    """The mock's recipe for a replayed construction (``recipe``: the planner's, per value)."""
+    found = ctor_of(v)
+    if found is None and isinstance(v.extra, dict) and "partial" in v.extra:
+        func, given, keywords = v.extra["partial"]  # functools.partial built during the run
+        found = (functools.partial, [func, *given], keywords)
+    if found is None:
+        return None
+    cls, pos, kwargs = found
+    parts: list[Recipe] = [Constant(_construct), Constant(cls), Constant(tuple(kwargs))]
+    parts += [recipe(a) for a in (*pos, *kwargs.values())]
+    return Build(id(v), BuildKind.CALL, tuple(parts))
+
+
+def _read_only_dict_methods() -> None:
+    """``OrderedDict``'s own ``keys``/``items``/``values``/``get`` behave like ``dict``'s."""
+    for name in ("keys", "items", "values", "get"):
+        handler = METHOD_HANDLERS.get((dict, name))
+        if handler is not None:
+            METHOD_HANDLERS.setdefault((collections.OrderedDict, name), handler)
+
+
+_read_only_dict_methods()

@@ -1,0 +1,188 @@
+"""Special callables: ``super()``, ``torch.autograd.Variable``, opaque leaf modules (RNNs).
+
+- ``super()`` with no arguments reads the ``__class__`` cell and the first argument of the
+  calling frame; attribute reads on the super object give methods bound to the same ``self``.
+- ``Variable(t, requires_grad=b)`` is ``t.detach()`` (then ``requires_grad_(b)``) in the graph.
+- ``nn.LSTM``/``nn.GRU``/``nn.RNN`` (and their cells) are recorded as one graph node calling
+  the module (its identity and parameters guarded) instead of following their Python code.
+
+numpy's functions are modelled in ``_ndarrays``.
+"""
+
+from __future__ import annotations
+
+import types
+from typing import Any
+
+import torch
+
+from magpy_refgraph import Attr, GuardKind
+
+from ..core.frame import CellBox, FrameMonitor, Inst
+from ..core.values import Val
+from .builtins import BUILTIN_HANDLERS, register_builtin
+
+__all__ = ["OPAQUE_FORWARDS", "OPAQUE_MODULES", "opaque_module_call"]
+
+OPAQUE_MODULES: tuple[type, ...] = (
+    torch.nn.RNNBase,
+    torch.nn.RNNCellBase,
+    torch.nn.MultiheadAttention,
+)
+
+
+@register_builtin(super)
+def _super(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    cap = m.cap
+    if pos:
+        cls_val, self_val = pos[0], pos[1]
+        cap.observe(cls_val)
+    else:
+        names = m.names
+        if "__class__" not in names or m.code.co_argcount == 0:
+            raise m.unsupported("super() outside a method")
+        cell_val = m.fast[names.index("__class__")]
+        cls_val = cap.const(cell_val.obj.cell_contents)
+        first = m.load_fast(0)  # LAZY in a segment that starts mid-method
+        self_val = first.extra.content if isinstance(first.extra, CellBox) else first
+    del cls_val
+    if self_val.external:
+        cap.observe_type(self_val)
+    m.expect_outputs(inst, 1, lambda real: [cap.new(real[0], extra={"super": self_val})])
+
+
+def super_attr(m: FrameMonitor, base: Val, name: str, real: Any) -> Val:
+    """``super().name``: a method bound to the same ``self``, or a class attribute."""
+    self_val: Val = base.extra["super"]
+    if type(real) is types.MethodType and real.__self__ is self_val.obj:
+        return Val(real, extra={"self": self_val})
+    if type(real) is types.MethodWrapperType and real.__self__ is self_val.obj:
+        return Val(real, extra={"self": self_val})  # super().__setitem__, a native slot
+    return m.cap.new(real, const=True)
+
+
+def _variable(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    cap = m.cap
+    if not pos or not isinstance(pos[0].obj, torch.Tensor):
+        raise m.unsupported("Variable() of a non-tensor")
+    requires_grad = kw.get("requires_grad", pos[1] if len(pos) > 1 else None)
+    if requires_grad is not None:
+        cap.observe(requires_grad)
+    if set(kw) - {"requires_grad", "volatile"}:
+        raise m.unsupported("Variable() with unusual arguments")
+
+    def make(real: list[Any]) -> list[Val]:
+        node = cap.rec.call("call_method", "detach", (cap.tensor_node(pos[0]),), {})
+        if requires_grad is not None and requires_grad.obj:
+            node = cap.rec.call("call_method", "requires_grad_", (node, True), {})
+        return [cap.op_result(real[0], node)]
+
+    m.expect_outputs(inst, 1, make)
+
+
+BUILTIN_HANDLERS[id(torch.autograd.Variable)] = (torch.autograd.Variable, _variable)
+
+
+# the forwards of torch's opaque modules, called as ``super().forward(x)`` by a subclass
+OPAQUE_FORWARDS: frozenset[Any] = frozenset(
+    vars(cls)["forward"]
+    for cls in vars(torch.nn).values()
+    if isinstance(cls, type) and issubclass(cls, OPAQUE_MODULES) and "forward" in vars(cls)
+)
+
+
+def opaque_module_call(
+    m: FrameMonitor,
+    inst: Inst,
+    fn_val: Val,
+    pos: list[Val],
+    kwargs: dict[str, Val],
+    *,
+    forward: Any = None,
+) -> None:
+    """Record a call of a module whose code we do not follow as one graph node
+    (``forward``: that function of its class, called on it, instead of the whole call)."""
+    cap = m.cap
+    mod = fn_val.obj
+    cap.observe_identity(fn_val)
+    if fn_val.node is not None:
+        cap.graph.observe(fn_val.node, GuardKind.CUSTOM, "module_call")
+        cap.graph.observe(fn_val.node, GuardKind.CUSTOM, "module_no_hooks")
+    for name, p in mod.named_parameters(recurse=True):
+        owner_val = fn_val
+        parts = name.split(".")
+        for part in parts[:-1]:
+            owner_val = cap.child(owner_val, Attr(part), getattr(owner_val.obj, part))
+        pv = cap.child(owner_val, Attr(parts[-1]), p)
+        cap.guard_meta(pv)
+    for k in ("training",):
+        cap.observe(cap.child(fn_val, Attr(k), getattr(mod, k)))
+
+    # a PackedSequence argument travels as the tuple of its fields, rebuilt for the call
+    packed = {i: type(a.obj) for i, a in enumerate(pos) if _packed(a)}
+
+    def call_module(*args: Any, **kw: Any) -> Any:
+        if packed:
+            args = tuple(
+                tuple.__new__(packed[i], a) if i in packed else a for i, a in enumerate(args)
+            )
+        return mod(*args, **kw) if forward is None else forward(mod, *args, **kw)
+
+    call_module.__name__ = f"call_{type(mod).__name__}"
+
+    def make(real: list[Any]) -> list[Val]:
+        args = tuple(
+            tuple(cap.to_arg(x) for x in a.items) if i in packed else cap.to_arg(a)
+            for i, a in enumerate(pos)
+        )
+        kw = {k: cap.to_arg(v) for k, v in kwargs.items()}
+        node = cap.rec.call("call_function", call_module, args, kw)
+        return [_structured_result(m, real[0], node)]
+
+    m.expect_outputs(inst, 1, make)
+
+
+def _packed(v: Val) -> bool:
+    """A ``PackedSequence`` (a tuple subclass with a Python ``__new__``) of known fields."""
+    from .objects import python_tuple_new
+
+    return python_tuple_new(type(v.obj)) is not None and isinstance(v.items, list)
+
+
+def _structured_result(m: FrameMonitor, obj: Any, node: Any) -> Val:
+    """Results like ``(output, (h, c))``: nested tuples of tensors become getitem nodes."""
+    cap = m.cap
+    if isinstance(obj, torch.Tensor):
+        return cap.op_result(obj, node)
+    if isinstance(obj, tuple | list):
+        items = [_structured_result(m, x, cap.rec.getitem(node, i)) for i, x in enumerate(obj)]
+        return cap.new(obj, items=items)
+    if obj is None:
+        return cap.const(None)
+    raise m.unsupported(f"module returned a {type(obj).__name__}")
+
+
+@register_builtin(torch.equal)
+def _equal(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    """``torch.equal(a, b)``: a Python bool read from tensor values. Of tensors that differ in
+    shape, dtype or device (guarded) it is False without reading them; otherwise it is
+    ``(a == b).all()`` in the graph, read like ``.item()`` (see ``_speculation``)."""
+    from ..core.speculation import python_number, speculate_read
+
+    cap = m.cap
+    if kw or len(pos) != 2 or not all(isinstance(v.obj, torch.Tensor) for v in pos):
+        raise m.unsupported("torch.equal of unusual arguments")
+    a, b = pos
+    for v in pos:
+        cap.guard_meta(v)
+    same_meta = (a.obj.shape, a.obj.dtype, a.obj.device) == (b.obj.shape, b.obj.dtype, b.obj.device)
+
+    def make(real: list[Any]) -> list[Val]:
+        if not same_meta:
+            return [cap.const(real[0])]
+        node = cap.rec.call("call_function", torch.eq, (cap.tensor_node(a), cap.tensor_node(b)), {})
+        node = cap.rec.call("call_method", "all", (node,), {})
+        reason = "torch.equal reads tensor values into Python"
+        return [speculate_read(cap, python_number(cap, node, bool, False), real[0], reason)]
+
+    m.expect_outputs(inst, 1, make)
