@@ -468,7 +468,7 @@ def test_checker_detects_a_corrupted_shadow_stack(
     stack_checker: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A handler that forgets to push makes the comparison (and capture) fail."""
-    from magpy_monitor.core.frame import HANDLERS
+    from magpy_monitor.core.registry import OPCODE_HANDLERS as HANDLERS
 
     monkeypatch.setitem(HANDLERS, "LOAD_CONST", lambda m, inst: None)
     result = magpy_monitor.capture(lambda x: x * 2, (_x(),), {})

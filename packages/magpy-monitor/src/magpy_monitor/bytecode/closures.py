@@ -21,7 +21,8 @@ from typing import Any
 
 from magpy_refgraph import Build, BuildKind, Constant, Recipe, Unsupported
 
-from ..core.frame import LAZY, CellBox, FrameMonitor, Inst, handler
+from ..core.frame import LAZY, CellBox, FrameMonitor, Inst
+from ..core.registry import opcode
 from ..core.values import UNBOUND, Val
 
 __all__ = ["function_recipe", "is_made_function"]
@@ -29,7 +30,7 @@ __all__ = ["function_recipe", "is_made_function"]
 _local = threading.local()  # the functions whose recipes are being made (a cycle is refused)
 
 
-@handler("MAKE_FUNCTION")
+@opcode("MAKE_FUNCTION")
 def _make_function(m: FrameMonitor, inst: Inst) -> None:
     flags = inst.arg
     n = 1 + sum(bool(flags & b) for b in (0x01, 0x02, 0x04, 0x08))

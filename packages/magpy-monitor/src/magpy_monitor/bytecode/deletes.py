@@ -5,13 +5,14 @@ from __future__ import annotations
 from magpy_refgraph import Global
 
 from ..core.capture import Write
-from ..core.frame import LAZY, FrameMonitor, Inst, handler
+from ..core.frame import LAZY, FrameMonitor, Inst
+from ..core.registry import opcode
 from ..core.values import UNBOUND, Val
 
 __all__: list[str] = []
 
 
-@handler("DELETE_DEREF")
+@opcode("DELETE_DEREF")
 def _delete_deref(m: FrameMonitor, inst: Inst) -> None:
     """``del v`` of a variable a nested function closes over: the cell is emptied."""
     box = m.cell(inst.arg)
@@ -25,7 +26,7 @@ def _delete_deref(m: FrameMonitor, inst: Inst) -> None:
     m.stored.add(inst.arg)
 
 
-@handler("DELETE_GLOBAL")
+@opcode("DELETE_GLOBAL")
 def _delete_global(m: FrameMonitor, inst: Inst) -> None:
     """``global g; del g``: the binding must exist at entry (read, so guarded), and the mock
     deletes it again."""

@@ -23,7 +23,8 @@ import torch
 
 from magpy_refgraph import GuardKind
 
-from ..core.frame import FrameMonitor, Inst, Pending, handler, real_offset
+from ..core.frame import FrameMonitor, Inst, Pending, real_offset
+from ..core.registry import opcode
 from ..core.values import Val
 
 __all__ = ["GRAD_MODE_CLASSES", "grad_context", "on_exception", "reenter_grad_context"]
@@ -93,12 +94,12 @@ def _enter_handler(m: FrameMonitor, entry: Any, exc_val: Val) -> None:
     m.pending = Pending(Inst.__new__(Inst), 1 + bool(entry.lasti), make)
 
 
-@handler("RAISE_VARARGS")
+@opcode("RAISE_VARARGS")
 def _raise(m: FrameMonitor, inst: Inst) -> None:
     m.pop(inst.arg)
 
 
-@handler("RERAISE")
+@opcode("RERAISE")
 def _reraise(m: FrameMonitor, inst: Inst) -> None:
     """Raise the exception on top again (a ``finally`` or ``with`` cleanup). CPython unwinds
     straight from here, with no ``exception`` event: the frame's handler is entered now, or
@@ -111,7 +112,7 @@ def _reraise(m: FrameMonitor, inst: Inst) -> None:
     _enter_handler(m, entry, exc)
 
 
-@handler("PUSH_EXC_INFO")
+@opcode("PUSH_EXC_INFO")
 def _push_exc_info(m: FrameMonitor, inst: Inst) -> None:
     (exc,) = m.pop()
     depth, left = m.exc_state
@@ -119,21 +120,21 @@ def _push_exc_info(m: FrameMonitor, inst: Inst) -> None:
     m.expect_outputs(inst, 2, lambda real: [m.cap.const(real[0]), exc])
 
 
-@handler("POP_EXCEPT")
+@opcode("POP_EXCEPT")
 def _pop_except(m: FrameMonitor, inst: Inst) -> None:
     m.pop()
     depth, left = m.exc_state
     m.exc_state = (depth - 1, left) if depth else (0, True)
 
 
-@handler("CHECK_EXC_MATCH")
+@opcode("CHECK_EXC_MATCH")
 def _check_exc_match(m: FrameMonitor, inst: Inst) -> None:
     (typ,) = m.pop()
     m.cap.observe(typ)
     m.expect_outputs(inst, 1, lambda real: [m.cap.const(real[0])])
 
 
-@handler("LOAD_ASSERTION_ERROR")
+@opcode("LOAD_ASSERTION_ERROR")
 def _load_assertion_error(m: FrameMonitor, inst: Inst) -> None:
     m.push(m.cap.const(AssertionError))
 
@@ -161,7 +162,7 @@ def grad_context(
     m.expect_outputs(inst, 1, make)
 
 
-@handler("BEFORE_WITH")
+@opcode("BEFORE_WITH")
 def _before_with(m: FrameMonitor, inst: Inst) -> None:
     (ctx,) = m.pop()
     state = ctx.extra if isinstance(ctx.extra, dict) else {}
@@ -196,7 +197,7 @@ def grad_exit(m: FrameMonitor, inst: Inst, fn_val: Val, pos: list[Val]) -> None:
     m.expect_outputs(inst, 1, make)
 
 
-@handler("WITH_EXCEPT_START")
+@opcode("WITH_EXCEPT_START")
 def _with_except_start(m: FrameMonitor, inst: Inst) -> None:
     """An exception left a ``with`` block: ``__exit__(type, exc, tb)`` is called like a CALL
     (a Python ``__exit__`` is followed; torch's grad modes are restored in the graph) and its

@@ -16,7 +16,8 @@ from magpy_refgraph import Builtin, Cell, Const, Global, Item
 
 from ..core.calls import dispatch_call, load_attr, opaque_object, subscr, truthiness
 from ..core.capture import FROZEN_MODULE_ROOTS, is_value_type
-from ..core.frame import LAZY, FrameMonitor, Inst, handler
+from ..core.frame import LAZY, FrameMonitor, Inst
+from ..core.registry import opcode
 from ..core.shapes import index_by_promoted_int
 from ..core.values import UNBOUND, Val, plain_container
 from ..cpython.frameio import NULL
@@ -79,7 +80,7 @@ _BINARY_OP_NAMES = [s for _, s in __import__("dis")._nb_ops]
 
 
 # ---------------------------------------------------------------------- no-ops and shuffles
-@handler(
+@opcode(
     "NOP",
     "RESUME",
     "JUMP_FORWARD",
@@ -92,56 +93,56 @@ def _nop(m: FrameMonitor, inst: Inst) -> None:
     """Nothing to model (returns and yields are handled at the ``return`` event)."""
 
 
-@handler("POP_TOP")
+@opcode("POP_TOP")
 def _pop_top(m: FrameMonitor, inst: Inst) -> None:
     m.pop()
 
 
-@handler("PUSH_NULL")
+@opcode("PUSH_NULL")
 def _push_null(m: FrameMonitor, inst: Inst) -> None:
     m.push(Val(NULL, const=True))
 
 
-@handler("COPY")
+@opcode("COPY")
 def _copy(m: FrameMonitor, inst: Inst) -> None:
     m.push(m.stack[-inst.arg])
 
 
-@handler("SWAP")
+@opcode("SWAP")
 def _swap(m: FrameMonitor, inst: Inst) -> None:
     s, i = m.stack, inst.arg
     s[-1], s[-i] = s[-i], s[-1]
 
 
-@handler("KW_NAMES")
+@opcode("KW_NAMES")
 def _kw_names(m: FrameMonitor, inst: Inst) -> None:
     m.kwnames = inst.argval
 
 
 # ---------------------------------------------------------------------- loads and stores
-@handler("LOAD_CONST")
+@opcode("LOAD_CONST")
 def _load_const(m: FrameMonitor, inst: Inst) -> None:
     m.push(Val(m.code.co_consts[inst.arg], const=True))
 
 
-@handler("LOAD_FAST")
+@opcode("LOAD_FAST")
 def _load_fast(m: FrameMonitor, inst: Inst) -> None:
     m.push(m.load_fast(inst.arg))
 
 
-@handler("STORE_FAST")
+@opcode("STORE_FAST")
 def _store_fast(m: FrameMonitor, inst: Inst) -> None:
     m.fast[inst.arg] = m.pop()[0]
     m.stored.add(inst.arg)
 
 
-@handler("DELETE_FAST")
+@opcode("DELETE_FAST")
 def _delete_fast(m: FrameMonitor, inst: Inst) -> None:
     m.fast[inst.arg] = UNBOUND
     m.stored.add(inst.arg)
 
 
-@handler("LOAD_DEREF")
+@opcode("LOAD_DEREF")
 def load_deref(m: FrameMonitor, inst: Inst) -> None:
     box = m.cell(inst.arg)
     if box.content is LAZY:
@@ -159,7 +160,7 @@ def load_deref(m: FrameMonitor, inst: Inst) -> None:
     m.expect_outputs(inst, 1, make)
 
 
-@handler("STORE_DEREF")
+@opcode("STORE_DEREF")
 def _store_deref(m: FrameMonitor, inst: Inst) -> None:
     box = m.cell(inst.arg)
     if box.scope is not None:
@@ -168,12 +169,12 @@ def _store_deref(m: FrameMonitor, inst: Inst) -> None:
     m.stored.add(inst.arg)
 
 
-@handler("LOAD_CLOSURE")
+@opcode("LOAD_CLOSURE")
 def _load_closure(m: FrameMonitor, inst: Inst) -> None:
     m.push(m.fast[inst.arg])
 
 
-@handler("LOAD_GLOBAL")
+@opcode("LOAD_GLOBAL")
 def _load_global(m: FrameMonitor, inst: Inst) -> None:
     name = m.code.co_names[inst.arg >> 1]
     null = inst.arg & 1
@@ -196,7 +197,7 @@ def global_value(m: FrameMonitor, globals_: dict[str, Any], name: str, obj: Any)
     return m.cap.root(Builtin(name), obj)
 
 
-@handler("STORE_GLOBAL")
+@opcode("STORE_GLOBAL")
 def _store_global(m: FrameMonitor, inst: Inst) -> None:
     """``global g; g = value``: a write into the module's globals, replayed by the mock."""
     (value,) = m.pop()
@@ -204,12 +205,12 @@ def _store_global(m: FrameMonitor, inst: Inst) -> None:
     m.expect_outputs(inst, 0, lambda real: [])
 
 
-@handler("IMPORT_STAR")
+@opcode("IMPORT_STAR")
 def _unsupported_scope(m: FrameMonitor, inst: Inst) -> None:
     raise m.unsupported(f"{inst.opname} is not supported yet")
 
 
-@handler("IMPORT_NAME")
+@opcode("IMPORT_NAME")
 def _import_name(m: FrameMonitor, inst: Inst) -> None:
     """``import x`` inside a function: the module object from ``sys.modules``.
 
@@ -229,7 +230,7 @@ def _import_name(m: FrameMonitor, inst: Inst) -> None:
     m.expect_outputs(inst, 1, make)
 
 
-@handler("IMPORT_FROM")
+@opcode("IMPORT_FROM")
 def _import_from(m: FrameMonitor, inst: Inst) -> None:
     """``from x import name``: an attribute read of the module (which stays on the stack)."""
     base = m.stack[-1]
@@ -237,7 +238,7 @@ def _import_from(m: FrameMonitor, inst: Inst) -> None:
     m.expect_outputs(inst, 1, lambda real: [load_attr(m, base, name, real[-1])])
 
 
-@handler("LOAD_ATTR")
+@opcode("LOAD_ATTR")
 def _load_attr(m: FrameMonitor, inst: Inst) -> None:
     (base,) = m.pop()
     name = m.code.co_names[inst.arg]
@@ -248,7 +249,7 @@ def _load_attr(m: FrameMonitor, inst: Inst) -> None:
     m.expect_outputs(inst, 1, lambda real: [load_attr(m, base, name, real[0])])
 
 
-@handler("LOAD_METHOD")
+@opcode("LOAD_METHOD")
 def _load_method(m: FrameMonitor, inst: Inst) -> None:
     (base,) = m.pop()
     name = m.code.co_names[inst.arg]
@@ -267,7 +268,7 @@ def _load_method(m: FrameMonitor, inst: Inst) -> None:
     m.expect_outputs(inst, 2, make)
 
 
-@handler("STORE_ATTR")
+@opcode("STORE_ATTR")
 def _store_attr(m: FrameMonitor, inst: Inst) -> None:
     base, value = m.pop(2)[::-1]
     name = m.code.co_names[inst.arg]
@@ -291,7 +292,7 @@ def store_attr(m: FrameMonitor, base: Val, name: str, value: Val) -> None:
     m.cap.set_attr(base, name, value)
 
 
-@handler("DELETE_ATTR")
+@opcode("DELETE_ATTR")
 def _delete_attr(m: FrameMonitor, inst: Inst) -> None:
     (base,) = m.pop()
     m.cap.del_attr(base, m.code.co_names[inst.arg])
@@ -396,7 +397,7 @@ def _tensor_op(
     m.expect_outputs(inst, 1, make)
 
 
-@handler("BINARY_OP")
+@opcode("BINARY_OP")
 def _binary_op(m: FrameMonitor, inst: Inst) -> None:
     args = m.pop(2)
     symbol = _BINARY_OP_NAMES[inst.arg]
@@ -419,7 +420,7 @@ def _binary_op(m: FrameMonitor, inst: Inst) -> None:
         _scalar_op(m, inst, fn, args)
 
 
-@handler("COMPARE_OP")
+@opcode("COMPARE_OP")
 def _compare_op(m: FrameMonitor, inst: Inst) -> None:
     args = m.pop(2)
     fn = _COMPARE_OPS[inst.argval]
@@ -434,7 +435,7 @@ def _compare_op(m: FrameMonitor, inst: Inst) -> None:
         _scalar_op(m, inst, fn, args)
 
 
-@handler("UNARY_NEGATIVE", "UNARY_POSITIVE", "UNARY_INVERT")
+@opcode("UNARY_NEGATIVE", "UNARY_POSITIVE", "UNARY_INVERT")
 def _unary(m: FrameMonitor, inst: Inst) -> None:
     args = m.pop()
     fn = {
@@ -448,21 +449,21 @@ def _unary(m: FrameMonitor, inst: Inst) -> None:
         _scalar_op(m, inst, fn, args)
 
 
-@handler("UNARY_NOT")
+@opcode("UNARY_NOT")
 def _unary_not(m: FrameMonitor, inst: Inst) -> None:
     (v,) = m.pop()
     truthiness(m, v)
     m.expect_outputs(inst, 1, lambda real: [m.cap.const(real[0])])
 
 
-@handler("IS_OP")
+@opcode("IS_OP")
 def _is_op(m: FrameMonitor, inst: Inst) -> None:
     a, b = m.pop(2)
     guard_identity(m, a, b)
     m.expect_outputs(inst, 1, lambda real: [m.cap.const(real[0])])
 
 
-@handler("CONTAINS_OP")
+@opcode("CONTAINS_OP")
 def _contains_op(m: FrameMonitor, inst: Inst) -> None:
     item, container = m.pop(2)
     if isinstance(container.obj, torch.Tensor):
@@ -515,13 +516,13 @@ def _contains_op(m: FrameMonitor, inst: Inst) -> None:
     m.expect_outputs(inst, 1, lambda real: [m.cap.const(real[0])])
 
 
-@handler("BINARY_SUBSCR")
+@opcode("BINARY_SUBSCR")
 def _binary_subscr(m: FrameMonitor, inst: Inst) -> None:
     container, key = m.pop(2)
     subscr(m, inst, container, key)
 
 
-@handler("STORE_SUBSCR")
+@opcode("STORE_SUBSCR")
 def _store_subscr(m: FrameMonitor, inst: Inst) -> None:
     value, container, key = m.pop(3)
     cap = m.cap
@@ -569,7 +570,7 @@ def _store_item(m: FrameMonitor, container: Val, key: Val, value: Val) -> None:
         raise m.unsupported(f"item assignment on {type(obj).__name__}")
 
 
-@handler("BUILD_SLICE")
+@opcode("BUILD_SLICE")
 def _build_slice(m: FrameMonitor, inst: Inst) -> None:
     parts = m.pop(inst.arg)
     m.expect_outputs(inst, 1, lambda real: [_new_with_items(m, real[0], list(parts))])
@@ -582,7 +583,7 @@ def _new_with_items(m: FrameMonitor, obj: Any, items: Any) -> Val:
 
 
 # ---------------------------------------------------------------------- builders
-@handler("BUILD_TUPLE", "BUILD_LIST", "BUILD_SET")
+@opcode("BUILD_TUPLE", "BUILD_LIST", "BUILD_SET")
 def _build_seq(m: FrameMonitor, inst: Inst) -> None:
     parts = m.pop(inst.arg)
 
@@ -599,7 +600,7 @@ def _build_seq(m: FrameMonitor, inst: Inst) -> None:
     m.expect_outputs(inst, 1, make)
 
 
-@handler("BUILD_MAP")
+@opcode("BUILD_MAP")
 def _build_map(m: FrameMonitor, inst: Inst) -> None:
     parts = m.pop(2 * inst.arg)
     pairs = [(parts[i], parts[i + 1]) for i in range(0, len(parts), 2)]
@@ -610,7 +611,7 @@ def _build_map(m: FrameMonitor, inst: Inst) -> None:
     )
 
 
-@handler("BUILD_CONST_KEY_MAP")
+@opcode("BUILD_CONST_KEY_MAP")
 def _build_const_key_map(m: FrameMonitor, inst: Inst) -> None:
     parts = m.pop(inst.arg + 1)
     keys, values = parts[-1], parts[:-1]
@@ -627,7 +628,7 @@ def _build_const_key_map(m: FrameMonitor, inst: Inst) -> None:
     )
 
 
-@handler("LIST_APPEND", "SET_ADD")
+@opcode("LIST_APPEND", "SET_ADD")
 def _list_append(m: FrameMonitor, inst: Inst) -> None:
     (v,) = m.pop()
     target = m.stack[-inst.arg]
@@ -641,7 +642,7 @@ def _list_append(m: FrameMonitor, inst: Inst) -> None:
     target.items.append(v)
 
 
-@handler("MAP_ADD")
+@opcode("MAP_ADD")
 def _map_add(m: FrameMonitor, inst: Inst) -> None:
     k, v = m.pop(2)
     target = m.stack[-inst.arg]
@@ -651,7 +652,7 @@ def _map_add(m: FrameMonitor, inst: Inst) -> None:
     target.items[k.obj] = (k, v)
 
 
-@handler("LIST_EXTEND", "SET_UPDATE")
+@opcode("LIST_EXTEND", "SET_UPDATE")
 def _list_extend(m: FrameMonitor, inst: Inst) -> None:
     (it,) = m.pop()
     target = m.stack[-inst.arg]
@@ -674,7 +675,7 @@ def _list_extend(m: FrameMonitor, inst: Inst) -> None:
     items.extend(unpack(m, it, None))
 
 
-@handler("DICT_MERGE", "DICT_UPDATE")
+@opcode("DICT_MERGE", "DICT_UPDATE")
 def _dict_merge(m: FrameMonitor, inst: Inst) -> None:
     (other,) = m.pop()
     target = m.stack[-inst.arg]
@@ -691,7 +692,7 @@ def _dict_merge(m: FrameMonitor, inst: Inst) -> None:
         raise m.unsupported(f"{inst.opname} from a {type(other.obj).__name__}")
 
 
-@handler("LIST_TO_TUPLE")
+@opcode("LIST_TO_TUPLE")
 def _list_to_tuple(m: FrameMonitor, inst: Inst) -> None:
     (lst,) = m.pop()
     items = iter_items(m, lst)  # (a list from before the segment: read from outside)
@@ -700,7 +701,7 @@ def _list_to_tuple(m: FrameMonitor, inst: Inst) -> None:
     m.expect_outputs(inst, 1, lambda real: [_new_with_items(m, real[0], items)])
 
 
-@handler("FORMAT_VALUE")
+@opcode("FORMAT_VALUE")
 def _format_value(m: FrameMonitor, inst: Inst) -> None:
     has_spec = (inst.arg & 0x04) == 0x04
     parts = m.pop(1 + has_spec)
@@ -733,14 +734,14 @@ def _join_strings(*parts: str) -> str:
     return "".join(parts)
 
 
-@handler("BUILD_STRING")
+@opcode("BUILD_STRING")
 def _build_string(m: FrameMonitor, inst: Inst) -> None:
     parts = m.pop(inst.arg)
     _scalar_op(m, inst, _join_strings, list(parts))
 
 
 # ---------------------------------------------------------------------- control flow
-@handler(
+@opcode(
     "POP_JUMP_FORWARD_IF_TRUE",
     "POP_JUMP_FORWARD_IF_FALSE",
     "POP_JUMP_BACKWARD_IF_TRUE",
@@ -751,7 +752,7 @@ def _pop_jump_if(m: FrameMonitor, inst: Inst) -> None:
     truthiness(m, v)
 
 
-@handler(
+@opcode(
     "POP_JUMP_FORWARD_IF_NONE",
     "POP_JUMP_FORWARD_IF_NOT_NONE",
     "POP_JUMP_BACKWARD_IF_NONE",
@@ -768,7 +769,7 @@ def _pop_jump_if_none(m: FrameMonitor, inst: Inst) -> None:
         m.cap.observe_type(v)
 
 
-@handler("JUMP_IF_TRUE_OR_POP", "JUMP_IF_FALSE_OR_POP")
+@opcode("JUMP_IF_TRUE_OR_POP", "JUMP_IF_FALSE_OR_POP")
 def _jump_or_pop(m: FrameMonitor, inst: Inst) -> None:
     v = m.stack[-1]
     truth = truthiness(m, v)
@@ -777,13 +778,13 @@ def _jump_or_pop(m: FrameMonitor, inst: Inst) -> None:
         m.pop()
 
 
-@handler("GET_ITER")
+@opcode("GET_ITER")
 def _get_iter(m: FrameMonitor, inst: Inst) -> None:
     (v,) = m.pop()
     get_iter(m, inst, v)
 
 
-@handler("GET_YIELD_FROM_ITER")
+@opcode("GET_YIELD_FROM_ITER")
 def _get_yield_from_iter(m: FrameMonitor, inst: Inst) -> None:
     """``yield from x`` in a generator: ``iter(x)`` (a generator delegates as itself)."""
     (v,) = m.pop()
@@ -792,21 +793,21 @@ def _get_yield_from_iter(m: FrameMonitor, inst: Inst) -> None:
     get_iter(m, inst, v)
 
 
-@handler("SEND")
+@opcode("SEND")
 def _send(m: FrameMonitor, inst: Inst) -> None:
     from .iteration import send
 
     send(m, inst)
 
 
-@handler("FOR_ITER")
+@opcode("FOR_ITER")
 def _for_iter(m: FrameMonitor, inst: Inst) -> None:
     from .iteration import for_iter
 
     for_iter(m, inst)
 
 
-@handler("UNPACK_SEQUENCE")
+@opcode("UNPACK_SEQUENCE")
 def _unpack_sequence(m: FrameMonitor, inst: Inst) -> None:
     (v,) = m.pop()
     from .iteration import unpack_pending
@@ -815,7 +816,7 @@ def _unpack_sequence(m: FrameMonitor, inst: Inst) -> None:
 
 
 # ---------------------------------------------------------------------- functions and calls
-@handler("PRECALL")
+@opcode("PRECALL")
 def _precall(m: FrameMonitor, inst: Inst) -> None:
     import types
 
@@ -829,7 +830,7 @@ def _precall(m: FrameMonitor, inst: Inst) -> None:
         m.stack[-n - 1] = self_val
 
 
-@handler("CALL")
+@opcode("CALL")
 def _call(m: FrameMonitor, inst: Inst) -> None:
     n = inst.arg
     kwnames, m.kwnames = m.kwnames, ()
@@ -843,7 +844,7 @@ def _call(m: FrameMonitor, inst: Inst) -> None:
     dispatch_call(m, inst, fn, pos, kwargs)
 
 
-@handler("CALL_FUNCTION_EX")
+@opcode("CALL_FUNCTION_EX")
 def _call_function_ex(m: FrameMonitor, inst: Inst) -> None:
     has_kw = inst.arg & 1
     parts = m.pop(3 + has_kw)
@@ -862,7 +863,7 @@ def _call_function_ex(m: FrameMonitor, inst: Inst) -> None:
         dispatch_call(m, inst, fn, unpack(m, star, None), kwargs)
 
 
-@handler(
+@opcode(
     "GET_AWAITABLE",
     "RETURN_GENERATOR",
     "ASYNC_GEN_WRAP",

@@ -14,9 +14,9 @@ from typing import Any
 from magpy_refgraph import Item
 
 from ..core.calls import load_attr
-from ..core.frame import FrameMonitor, Inst, handler
+from ..core.frame import FrameMonitor, Inst
+from ..core.registry import BUILTIN_HANDLERS, opcode
 from ..core.values import Val
-from ..pyobj.builtins import BUILTIN_HANDLERS
 from ..pyobj.collections import put_item
 
 __all__: list[str] = []
@@ -24,21 +24,21 @@ __all__: list[str] = []
 _TPFLAGS_MATCH_SELF = 1 << 22
 
 
-@handler("MATCH_SEQUENCE", "MATCH_MAPPING")
+@opcode("MATCH_SEQUENCE", "MATCH_MAPPING")
 def _match_kind(m: FrameMonitor, inst: Inst) -> None:
     """Whether the subject (left on the stack) is a sequence / a mapping: its type says."""
     m.cap.observe_type(m.stack[-1])
     m.expect_outputs(inst, 1, lambda real: [m.cap.const(real[0])])
 
 
-@handler("GET_LEN")
+@opcode("GET_LEN")
 def _get_len(m: FrameMonitor, inst: Inst) -> None:
     """``len(subject)``, the subject left on the stack: as the ``len`` builtin."""
     _fn, handle = BUILTIN_HANDLERS[id(len)]
     handle(m, inst, [m.stack[-1]], {})
 
 
-@handler("MATCH_CLASS")
+@opcode("MATCH_CLASS")
 def _match_class(m: FrameMonitor, inst: Inst) -> None:
     """``case C(p0, p1, name=p2)``: a tuple of the subject's attributes, or None."""
     subject, cls_val, names = m.pop(3)
@@ -95,7 +95,7 @@ def _items(m: FrameMonitor, subject: Val, keys: Any) -> dict[Any, tuple[Val, Val
     }
 
 
-@handler("MATCH_KEYS")
+@opcode("MATCH_KEYS")
 def _match_keys(m: FrameMonitor, inst: Inst) -> None:
     """``case {"a": x, "b": y}``: the values of the keys (left on the stack), or None."""
     subject, keys = m.stack[-2], m.stack[-1]
@@ -114,7 +114,7 @@ def _match_keys(m: FrameMonitor, inst: Inst) -> None:
     m.expect_outputs(inst, 1, make)
 
 
-@handler("COPY_DICT_WITHOUT_KEYS")
+@opcode("COPY_DICT_WITHOUT_KEYS")
 def _copy_dict_without_keys(m: FrameMonitor, inst: Inst) -> None:
     """``case {"a": x, **rest}``: ``rest``, a new dict of the other items."""
     (keys,) = m.pop()

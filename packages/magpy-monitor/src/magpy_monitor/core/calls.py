@@ -19,6 +19,7 @@ from magpy_refgraph import Attr, Const, Item
 from .annotations import Annotation, Kind, classify, tensor_attr_kind
 from .capture import FROZEN_MODULE_ROOTS, is_value_type
 from .frame import CellBox, FrameMonitor, Inst, initial_fast
+from .registry import FUNCTION_APPLY_MODELS, TENSOR_METHOD_HANDLERS
 from .speculation import read_list, read_value, truth_of_tensor
 from .values import UNBOUND, Val, plain_container
 
@@ -28,7 +29,6 @@ CO_GENERATOR, CO_COROUTINE, CO_ITERABLE_COROUTINE, CO_ASYNC_GENERATOR = 0x20, 0x
 _FUNCTION_APPLY = cast(Any, torch.autograd.Function.apply).__func__
 # ``MyFn.apply(...)`` of autograd Functions whose forward pass is modelled (``_checkpoint``);
 # any other Function is one node of the graph
-FUNCTION_APPLY_MODELS: dict[type, Any] = {}
 _MODULE_CONTAINERS = (torch.nn.ModuleList, torch.nn.Sequential, torch.nn.ParameterList)
 
 
@@ -37,7 +37,7 @@ def dispatch_call(
 ) -> None:
     """Model ``fn(*pos, **kwargs)`` at a CALL instruction."""
     from ..bytecode.exceptions import GRAD_MODE_CLASSES, grad_context, grad_exit
-    from ..libs.torch.tensorctors import TENSOR_METHOD_HANDLERS, forward_call, forwards
+    from ..libs.torch.tensorctors import forward_call, forwards
     from ..pyobj.builtins import BUILTIN_HANDLERS, METHOD_HANDLERS
     from ..pyobj.contexts import context_exit, is_python_context_class
     from ..pyobj.instances import construct_object, is_plain_class, python_meta_call

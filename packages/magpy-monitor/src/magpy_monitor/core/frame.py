@@ -18,6 +18,7 @@ from magpy_refgraph import InternalError, Unsupported
 
 from ..cpython.frameio import NULL, StackView, nlocalsplus
 from .capture import Capture, is_value_type
+from .registry import OPCODE_HANDLERS
 from .values import UNBOUND, Val
 
 __all__ = [
@@ -191,10 +192,6 @@ class Pending:
         self.on_result: Callable[[Val], None] | None = None
 
 
-Handler = Callable[["FrameMonitor", Inst], None]
-HANDLERS: dict[str, Handler] = {}
-
-
 class FrameMonitor:
     """Shadow state of one monitored frame."""
 
@@ -280,7 +277,7 @@ class FrameMonitor:
         self.last = inst
         self.popped = []
         self.cap.location = (self.code.co_filename, inst.line or self.code.co_firstlineno)
-        handler = HANDLERS.get(inst.opname)
+        handler = OPCODE_HANDLERS.get(inst.opname)
         if handler is None:
             raise Unsupported(
                 f"instruction {inst.opname} is not supported yet", self.code.co_filename, inst.line
@@ -402,17 +399,6 @@ def _same_value(a: Any, b: Any) -> bool:
         return (type(a) is type(b) and bool(a == b)) or (a != a and b != b)
     except Exception:
         return False
-
-
-def handler(*names: str) -> Callable[[Handler], Handler]:
-    """Register a handler for the given opcode names."""
-
-    def deco(fn: Handler) -> Handler:
-        for n in names:
-            HANDLERS[n] = fn
-        return fn
-
-    return deco
 
 
 def initial_fast(

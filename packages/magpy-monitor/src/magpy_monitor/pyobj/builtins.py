@@ -23,34 +23,19 @@ from ..core.annotations import classify
 from ..core.calls import _as_op, load_attr, pure_call
 from ..core.capture import is_value_type
 from ..core.frame import FrameMonitor, Inst
+from ..core.registry import (
+    BUILTIN_HANDLERS,
+    METHOD_HANDLERS,
+    BuiltinHandler,
+    register_builtin,
+    register_methods,
+)
 from ..core.speculation import read_value
 from ..core.values import Val
 
-__all__ = ["BUILTIN_HANDLERS", "METHOD_HANDLERS", "register_builtin"]
+__all__: list[str] = []
 
-BuiltinHandler = Callable[[FrameMonitor, Inst, list[Val], dict[str, Val]], None]
-BUILTIN_HANDLERS: dict[int, tuple[Any, BuiltinHandler]] = {}
-METHOD_HANDLERS: dict[tuple[Any, Any], BuiltinHandler] = {}
-
-
-def register_builtin(*fns: Any) -> Callable[[BuiltinHandler], BuiltinHandler]:
-    """Use the decorated handler for calls of ``fns`` (by identity)."""
-
-    def deco(h: BuiltinHandler) -> BuiltinHandler:
-        for fn in fns:
-            BUILTIN_HANDLERS[id(fn)] = (fn, h)
-        return h
-
-    return deco
-
-
-def _methods(owner: type, *names: str) -> Callable[[BuiltinHandler], BuiltinHandler]:
-    def deco(h: BuiltinHandler) -> BuiltinHandler:
-        for n in names:
-            METHOD_HANDLERS[(owner, n)] = h
-        return h
-
-    return deco
+_methods = register_methods
 
 
 def _has_tensor(vals: list[Val]) -> bool:
@@ -342,7 +327,7 @@ def _range(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> N
 
 
 @register_builtin(tuple, list)
-def _tuple_list(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+def tuple_list(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
     cap = m.cap
     if not pos:
         m.expect_outputs(inst, 1, lambda real: [cap.new(real[0], items=[])])

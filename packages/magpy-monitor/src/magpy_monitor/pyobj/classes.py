@@ -30,9 +30,9 @@ from magpy_refgraph import Unsupported
 from ..bytecode.closures import is_made_function
 from ..bytecode.handlers import global_value, load_deref
 from ..core.calls import _closure
-from ..core.frame import CellBox, FrameMonitor, Inst, handler, initial_fast
+from ..core.frame import CellBox, FrameMonitor, Inst, initial_fast
+from ..core.registry import opcode, register_builtin
 from ..core.values import Val
-from .builtins import register_builtin
 from .collections import put_item
 
 __all__ = ["MADE_CLASS", "class_escapes"]
@@ -57,7 +57,7 @@ def _namespace(m: FrameMonitor) -> dict[Any, tuple[Val, Val]]:
     return ns.items
 
 
-@handler("LOAD_BUILD_CLASS")
+@opcode("LOAD_BUILD_CLASS")
 def _load_build_class(m: FrameMonitor, inst: Inst) -> None:
     def make(real: list[Any]) -> list[Val]:
         if real[0] is not builtins.__build_class__:
@@ -144,14 +144,14 @@ def class_attr(m: FrameMonitor, cls_val: Val, name: str, real: Any) -> Val:
     return load_attr(m, base, name, real)
 
 
-@handler("STORE_NAME")
+@opcode("STORE_NAME")
 def _store_name(m: FrameMonitor, inst: Inst) -> None:
     (value,) = m.pop()
     put_item(_namespace(m), m.cap.const(m.code.co_names[inst.arg]), value)
     m.expect_outputs(inst, 0, lambda real: [])
 
 
-@handler("DELETE_NAME")
+@opcode("DELETE_NAME")
 def _delete_name(m: FrameMonitor, inst: Inst) -> None:
     names, name = _namespace(m), m.code.co_names[inst.arg]
     if name not in names:
@@ -160,7 +160,7 @@ def _delete_name(m: FrameMonitor, inst: Inst) -> None:
     m.expect_outputs(inst, 0, lambda real: [])
 
 
-@handler("LOAD_NAME")
+@opcode("LOAD_NAME")
 def _load_name(m: FrameMonitor, inst: Inst) -> None:
     name = m.code.co_names[inst.arg]
     hit = _namespace(m).get(name)  # else a global, else a builtin (as CPython looks)
@@ -174,7 +174,7 @@ def _load_name(m: FrameMonitor, inst: Inst) -> None:
     m.expect_outputs(inst, 1, make)
 
 
-@handler("LOAD_CLASSDEREF")
+@opcode("LOAD_CLASSDEREF")
 def _load_classderef(m: FrameMonitor, inst: Inst) -> None:
     """A class body's read of an enclosing function's variable: the namespace first."""
     hit = _namespace(m).get(m.names[inst.arg])
@@ -184,7 +184,7 @@ def _load_classderef(m: FrameMonitor, inst: Inst) -> None:
     load_deref(m, inst)
 
 
-@handler("SETUP_ANNOTATIONS")
+@opcode("SETUP_ANNOTATIONS")
 def _setup_annotations(m: FrameMonitor, inst: Inst) -> None:
     names = _namespace(m)
     if "__annotations__" in names:

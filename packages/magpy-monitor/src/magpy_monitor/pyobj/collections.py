@@ -17,9 +17,9 @@ from typing import Any
 from ..bytecode.iteration import consume_generator, is_generator, unpack
 from ..core.capture import is_value_type
 from ..core.frame import FrameMonitor, Inst
+from ..core.registry import BUILTIN_HANDLERS, METHOD_HANDLERS
 from ..core.values import Val
 from . import containers as _containers  # noqa: F401
-from .builtins import BUILTIN_HANDLERS, METHOD_HANDLERS
 
 __all__ = ["DICT_TYPES", "missing_item", "put_item"]
 

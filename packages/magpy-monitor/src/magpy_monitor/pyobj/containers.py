@@ -16,9 +16,10 @@ from magpy_refgraph import Item
 
 from ..bytecode.iteration import consume_generator, is_generator, iter_items, unpack
 from ..core.capture import Capture
-from ..core.frame import FrameMonitor, Inst, handler
+from ..core.frame import FrameMonitor, Inst
+from ..core.registry import METHOD_HANDLERS, opcode
 from ..core.values import Val
-from .builtins import METHOD_HANDLERS, _plain_data
+from .builtins import _plain_data
 
 __all__ = ["materialize"]
 
@@ -166,7 +167,7 @@ for _name in ("update", "pop", "setdefault", "clear"):
     METHOD_HANDLERS[(dict, _name)] = _dict_method(_name)
 
 
-@handler("DELETE_SUBSCR")
+@opcode("DELETE_SUBSCR")
 def _delete_subscr(m: FrameMonitor, inst: Inst) -> None:
     container, key = m.pop(2)
     cap = m.cap
@@ -184,7 +185,7 @@ def _delete_subscr(m: FrameMonitor, inst: Inst) -> None:
         del container.items[key.obj]
 
 
-@handler("UNPACK_EX")
+@opcode("UNPACK_EX")
 def _unpack_ex(m: FrameMonitor, inst: Inst) -> None:
     (v,) = m.pop()
     before, after = inst.arg & 0xFF, inst.arg >> 8

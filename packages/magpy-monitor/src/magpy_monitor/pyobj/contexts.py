@@ -43,8 +43,8 @@ from torch.cpu.amp.autocast_mode import autocast as cpu_autocast
 from magpy_refgraph import Attr, Const
 
 from ..core.frame import FrameMonitor, Inst
+from ..core.registry import register_builtin
 from ..core.values import Val
-from .builtins import register_builtin
 from .instances import follow, lookup
 
 __all__ = ["before_with", "context_exit", "is_python_context_class"]

@@ -28,8 +28,9 @@ from ..bytecode.iteration import (
 from ..core.calls import pure_call
 from ..core.capture import is_value_type
 from ..core.frame import FrameMonitor, Inst, Pending
+from ..core.registry import BUILTIN_HANDLERS, METHOD_HANDLERS, register_builtin
 from ..core.values import Val
-from .builtins import BUILTIN_HANDLERS, METHOD_HANDLERS, register_builtin
+from .builtins import tuple_list
 
 __all__ = ["consume", "unpack_lazy"]
 
@@ -460,7 +461,7 @@ def _sequence_handler(
 
 
 for _fn in (list, tuple):
-    BUILTIN_HANDLERS[id(_fn)] = (_fn, _sequence_handler(BUILTIN_HANDLERS[id(_fn)][1]))
+    BUILTIN_HANDLERS[id(_fn)] = (_fn, _sequence_handler(tuple_list))
 
 
 @register_builtin(itertools.chain)

@@ -28,8 +28,8 @@ from magpy_refgraph import Build, BuildKind, Constant, Recipe
 
 from ..core.capture import is_value_type
 from ..core.frame import FrameMonitor, Inst
+from ..core.registry import BUILTIN_HANDLERS, METHOD_HANDLERS
 from ..core.values import Val
-from .builtins import BUILTIN_HANDLERS, METHOD_HANDLERS
 
 __all__ = ["construct", "ctor_of", "ctor_recipe", "is_replayable_class", "item_shadow"]
 

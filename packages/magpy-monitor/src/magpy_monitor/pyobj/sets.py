@@ -44,8 +44,8 @@ from magpy_refgraph import GuardKind, Unsupported, set_contents, set_order
 from ..bytecode.iteration import is_generator, unpack
 from ..core.capture import Capture, Write, is_value_type
 from ..core.frame import FrameMonitor, Inst
+from ..core.registry import BUILTIN_HANDLERS, METHOD_HANDLERS
 from ..core.values import Val
-from .builtins import BUILTIN_HANDLERS, METHOD_HANDLERS
 
 __all__ = [
     "SET_TYPES",

@@ -19,8 +19,8 @@ import torch
 from magpy_refgraph import Attr, GuardKind
 
 from ..core.frame import CellBox, FrameMonitor, Inst
+from ..core.registry import BUILTIN_HANDLERS, register_builtin
 from ..core.values import Val
-from .builtins import BUILTIN_HANDLERS, register_builtin
 
 __all__ = ["OPAQUE_FORWARDS", "OPAQUE_MODULES", "opaque_module_call"]
 

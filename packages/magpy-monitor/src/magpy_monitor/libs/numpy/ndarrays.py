@@ -31,8 +31,8 @@ import torch
 from ...core.calls import _as_op, _opaque_input
 from ...core.capture import Capture, is_value_type
 from ...core.frame import FrameMonitor, Inst
+from ...core.registry import BUILTIN_HANDLERS, METHOD_HANDLERS
 from ...core.values import Val
-from ...pyobj.builtins import BUILTIN_HANDLERS, METHOD_HANDLERS
 
 __all__ = [
     "array_attr",

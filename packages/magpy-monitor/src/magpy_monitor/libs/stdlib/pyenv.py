@@ -30,8 +30,8 @@ from ...bytecode.iteration import consume_generator, exhaust, is_generator, iter
 from ...core.calls import pure_call
 from ...core.capture import Capture, is_value_type
 from ...core.frame import FrameMonitor, Inst
+from ...core.registry import BUILTIN_HANDLERS, METHOD_HANDLERS
 from ...core.values import Val
-from ...pyobj.builtins import BUILTIN_HANDLERS, METHOD_HANDLERS
 
 __all__ = ["check_context_vars"]
 

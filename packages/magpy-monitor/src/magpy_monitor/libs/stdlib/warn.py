@@ -39,8 +39,8 @@ from magpy_refgraph import Const, GuardKind
 
 from ...core.capture import Capture, Write
 from ...core.frame import FrameMonitor, Inst
+from ...core.registry import BUILTIN_HANDLERS
 from ...core.values import Val
-from ...pyobj.builtins import BUILTIN_HANDLERS
 
 __all__ = ["SYNTHETIC_CODES", "note_catch_warnings", "record_warning", "replay_warning"]
 

@@ -33,7 +33,6 @@ import torch.utils.checkpoint as _ckpt
 from magpy_refgraph import Global, GuardKind
 
 from ...core.calls import (
-    FUNCTION_APPLY_MODELS,
     _closure,
     _fresh,
     bind_args,
@@ -42,8 +41,8 @@ from ...core.calls import (
     method_self,
 )
 from ...core.frame import FrameMonitor, Inst, Pending, initial_fast
+from ...core.registry import BUILTIN_HANDLERS, FUNCTION_APPLY_MODELS
 from ...core.values import Val
-from ...pyobj.builtins import BUILTIN_HANDLERS
 from ..stdlib.warn import SYNTHETIC_CODES
 
 __all__ = ["checkpoint_forward"]

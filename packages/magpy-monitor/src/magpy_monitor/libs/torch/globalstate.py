@@ -27,8 +27,8 @@ from magpy_refgraph import Const, GuardKind
 
 from ...core.capture import is_value_type
 from ...core.frame import FrameMonitor, Inst
+from ...core.registry import BUILTIN_HANDLERS
 from ...core.values import Val
-from ...pyobj.builtins import BUILTIN_HANDLERS
 
 __all__ = ["StateRead"]
 

@@ -34,12 +34,11 @@ from magpy_refgraph import Attr, Item
 
 from ...core.capture import is_value_type
 from ...core.frame import FrameMonitor, Inst
+from ...core.registry import BUILTIN_HANDLERS, TENSOR_METHOD_HANDLERS, BuiltinHandler
 from ...core.values import Val
-from ...pyobj.builtins import BUILTIN_HANDLERS, BuiltinHandler
 
-__all__ = ["FILL_METHODS", "TENSOR_METHOD_HANDLERS", "forward_call", "forwards"]
+__all__ = ["FILL_METHODS", "forward_call", "forwards"]
 
-TENSOR_METHOD_HANDLERS: dict[str, BuiltinHandler] = {}
 
 # in-place methods that overwrite every element of their first argument
 FILL_METHODS = frozenset(
