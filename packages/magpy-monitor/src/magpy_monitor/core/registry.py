@@ -189,3 +189,13 @@ class RuleList(Generic[F]):
 # matters where cases overlap; the reason for each place is in docs/monitor.md ("call rules").
 CALL_RULE_ORDER: tuple[str, ...] = ()
 CALL_RULES: RuleList[Any] = RuleList("call rules", CALL_RULE_ORDER)
+
+
+# ------------------------------------------------------------- protocol tables of the layers
+# Each layer's section holds the hooks and tables that lower layers call and that layer fills.
+
+# --- provided by bytecode (called by core) -------------------------------------------------
+
+# --- provided by pyobj (called by core and bytecode) ---------------------------------------
+
+# --- provided by libs (called by core, bytecode and pyobj) ---------------------------------
