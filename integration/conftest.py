@@ -3,12 +3,18 @@
 ``helpers.py`` is loaded here under the unique module name ``_integration_helpers`` (the same
 pattern as ``packages/magpy-refgraph/tests/conftest.py``), so test modules can
 ``import _integration_helpers as H`` without ``integration/`` being on ``sys.path``.
+
+The autouse fixtures (trace function restored, MagPy reset around every test) come from the
+shared plugin ``testing/magpy_pytest_plugin.py``. Here: ``check``, ``programs`` and
+``recorded`` (warnings recorded under a chosen filter, for ``test_warnings.py`` and
+``test_checkpoint.py``).
 """
 
 from __future__ import annotations
 
 import importlib.util
 import sys
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -32,27 +38,6 @@ _load_helpers()
 
 import _integration_helpers as H  # noqa: E402  (registered just above)
 
-import magpy  # noqa: E402
-
-
-@pytest.fixture(autouse=True)
-def _trace_function_restored() -> Iterator[None]:
-    """Fail a test that leaves ``sys.settrace`` changed, and restore it for the next test."""
-    before = sys.gettrace()
-    yield
-    after = sys.gettrace()
-    if after is not before:
-        sys.settrace(before)
-        pytest.fail(f"the test left sys.gettrace() == {after!r}; it was {before!r} before")
-
-
-@pytest.fixture(autouse=True)
-def _magpy_reset() -> Iterator[None]:
-    """Every test starts with no MagPy record of an earlier test, and leaves none behind."""
-    magpy.reset()
-    yield
-    magpy.reset()
-
 
 @pytest.fixture
 def check() -> Callable[..., Any]:
@@ -71,3 +56,18 @@ def programs() -> Any:
     if module is None:
         pytest.skip(f"conformance programs not found in {H.CONFORMANCE_DIR}")
     return module
+
+
+@pytest.fixture
+def recorded() -> Iterator[Callable[[str], list[warnings.WarningMessage]]]:
+    """Every warning of the test is recorded (pytest's "error" filter would turn them into
+    exceptions); ``recorded(action)`` sets the filter and returns the list it fills."""
+    with warnings.catch_warnings(record=True) as log:
+
+        def use(action: str) -> list[warnings.WarningMessage]:
+            warnings.simplefilter(action)
+            log.clear()
+            return log
+
+        use("always")
+        yield use

@@ -5,6 +5,9 @@ call: what it computes goes into the graph, what it reads is guarded, what it ch
 replays. Regression: the getter was not followed and its result was read like a plain
 attribute. The guard then ran the getter on every call (a counter advanced twice per call), and
 the graph took a stale result as an input.
+
+Also: ``functools.cached_property``, parametrized weights (``torch.nn.utils.parametrize``), and
+a property that builds a new object on every read (a break, never an internal error).
 """
 
 from __future__ import annotations
@@ -199,3 +202,25 @@ def test_standard_library_descriptors(cached: Any) -> None:
         H.assert_same(compiled(x), x * 10)
     else:  # (cached on the instance by the first call)
         H.assert_same(compiled(x), x * 8)
+
+
+class FreshIndices(torch.nn.Module):
+    """multimodal's BroadcastedPositionEmbedding: a property that builds a new tensor per read."""
+
+    @property
+    def indices(self) -> torch.Tensor:
+        return torch.arange(4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + len(self.indices) + self.indices.sum()
+
+
+def test_a_property_giving_a_new_object_per_read_breaks_cleanly(check: Any) -> None:
+    """Regression: the second read of ``self.indices`` was an internal error (the callable then
+    ran eagerly for good, with a warning); it is a graph break, and the results stay eager's."""
+    compiled = magpy.compile(FreshIndices(), backend="eager")
+    for _ in range(3):
+        x = torch.randn(3)
+        H.assert_same(compiled(x), FreshIndices()(x))
+    stats = magpy.stats(compiled)
+    assert stats.fallbacks == 0 and stats.hits > 0, stats

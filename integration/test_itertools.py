@@ -1,4 +1,5 @@
-"""``itertools`` and ``map`` inside the compiled region.
+"""``itertools``, ``map`` and other native code that calls Python back, inside the compiled
+region.
 
 The combinatoric functions only rearrange what they are given, so over tensors (DeepCTR's
 ``itertools.combinations(embeddings, 2)``) the values they give are the same tensors, found
@@ -6,10 +7,15 @@ again by identity, or the rows of one ``unbind(0)`` when a tensor is iterated; o
 their values are constants guarded by the numbers. The real iterator is never copied: a copy
 of ``islice(xs, 1, None)`` shares, and advances, the list iterator it draws from (the program
 then saw an empty slice). Lazy iterators over iterators, and endless ones, are graph breaks.
+Numbers that ``map``, ``sorted(key=...)`` or ``functools.reduce`` pass to a Python callback are
+the known items, not constants.
+
+``iter``/``next``, ``enumerate`` and ``zip`` are in ``test_iteration.py``.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 from typing import Any
 
@@ -187,3 +193,23 @@ def test_a_map_draws_its_values_when_consumed(check: Any) -> None:
     when the map was made; and a second ``list()`` of a consumed map is empty."""
     check(drawn_late, lambda i: ((torch.randn(2), [torch.randn(2), torch.randn(2)]), {}), calls=3)
     assert _graphs(drawn_late, torch.randn(2), [torch.randn(2)]) == (1, [])
+
+
+# ------------------------------------------------------------------ native code calling Python back
+def callbacks_over_numbers(x: torch.Tensor, xs: list[int]) -> torch.Tensor:
+    shifted = list(map(lambda v: v + 1, xs))
+    order = sorted(xs, key=lambda v: -v)
+    digits = functools.reduce(lambda a, b: a * 10 + b, xs)
+    return x * shifted[1] + order[0] + digits
+
+
+def test_numbers_passed_to_callbacks_keep_their_origin() -> None:
+    """Regression: native code (``map``, ``sorted``, ``reduce``) calling a Python function
+    back bound each number by identity, as a constant: ``list(map(f, xs))`` kept returning the
+    first call's values when ``xs`` changed. Each call's arguments are now the known items."""
+    compiled = magpy.compile(callbacks_over_numbers, backend="eager")
+    x = torch.ones(2)
+    for xs in ([1, 2], [1, 2], [5, 7], [5, 7], [9, 3]):
+        H.assert_same(compiled(x, xs), callbacks_over_numbers(x, xs))
+    stats = magpy.stats(compiled)
+    assert (stats.records, stats.hits, stats.breaks) == (3, 2, 0), stats

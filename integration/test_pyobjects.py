@@ -490,3 +490,19 @@ def test_namedtuple_replace_of_a_missing_field_raises_like_eager() -> None:
     compiled = magpy.compile(lambda p: p._replace(nope=1), backend="eager")
     with pytest.raises(ValueError, match="unexpected field name"):
         compiled(Point(torch.randn(2), 1.0, 2))
+
+
+Pair = collections.namedtuple("Pair", "a b")
+
+
+def bound_reads(x: torch.Tensor) -> Any:
+    p = Pair(x, 1)
+    q = p._make([x * 2, 3])  # a classmethod read through an object the run built
+    d = {"k": x + 1, "j": 2}
+    pop = d.pop  # a builtin method of a dict the run built, as a value
+    return q.a + pop("k"), q, d
+
+
+def test_methods_read_as_values_from_objects_built_in_the_run(check: Any) -> None:
+    check(bound_reads, lambda i: ((torch.randn(3),), {}), calls=3)
+    assert _graphs(bound_reads, torch.randn(3)) == (1, [])

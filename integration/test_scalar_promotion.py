@@ -4,6 +4,8 @@ A guarded int, float or bool that takes another value in a later call becomes a 
 (a 0-d tensor) in the next record, and Python arithmetic over it, comparisons included, is
 computed in the graph. Every test compares against eager on every call, dtype included, and
 counts records, so a cache that never hits, or one record per value, cannot pass.
+
+numpy scalars as operands: ``test_numpy.py``.
 """
 
 from __future__ import annotations
@@ -112,23 +114,6 @@ def test_promoted_bool_through_inductor() -> None:
         backend="inductor",
     )
     assert st.records <= 3 and st.fallbacks == 0, st
-
-
-@pytest.mark.parametrize("dtype", [torch.float16, torch.float64, torch.int32], ids=str)
-def test_numpy_scalar_operands_are_python_numbers_in_the_graph(dtype: torch.dtype) -> None:
-    """``x / np.sqrt(d)``: the graph holds the number torch took the numpy scalar for."""
-    np = pytest.importorskip("numpy")
-
-    def scaled(x: torch.Tensor, d: int) -> torch.Tensor:
-        return x / np.sqrt(d) + np.float32(0.1) * x - np.int64(2)
-
-    compiled = magpy.compile(scaled, backend="eager")
-    for i in range(4):
-        x = torch.arange(6).to(dtype) + i
-        got, want = compiled(x, 8), scaled(x, 8)
-        assert got.dtype == want.dtype and torch.equal(got, want), i
-    st = magpy.stats(compiled)
-    assert (st.records, st.hits, st.fallbacks) == (1, 3, 0), st
 
 
 def warmup_scale(x: torch.Tensor, step: int, warmup: int) -> torch.Tensor:

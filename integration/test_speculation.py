@@ -6,18 +6,27 @@ before it builds or writes anything. A call whose value differs runs the program
 records the other case. Every test compares compiled against eager on fresh inputs and counts
 records, hits and misses, so that neither a record that never hits nor one that hits wrongly
 can pass.
+
+``torch.equal(q, k)`` and ``max(t.sum(), 1)`` (a tensor compared with a number) are value reads
+of the same kind: each outcome is assumed and checked.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import _integration_helpers as H
 import pytest
 import torch
 import torch.nn as nn
 
 import magpy
 from magpy_runtime._config import config
+
+
+def _graphs(fn: Any, *args: Any) -> tuple[int, list[str]]:
+    ex = magpy.explain(fn)(*args)
+    return ex.graph_count, [r.reason for r in ex.break_reasons]
 
 
 def same(a: Any, b: Any) -> None:
@@ -226,6 +235,7 @@ def bump_then_check(x: torch.Tensor) -> torch.Tensor:
 def test_assumptions_in_a_graph_that_updates_outside_tensors() -> None:
     """The graph updates tensors from outside (a buffer; an input through a view) before its
     check: the mock copies them first and puts them back on a miss, so the update runs once."""
+    torch.manual_seed(0)  # both signs of ``x.sum()`` below, whatever ran before this test
     ex = magpy.explain(RunningNorm())(torch.randn(4))
     assert (ex.graph_count, ex.graph_break_count) == (1, 0), str(ex)
     model, ref = RunningNorm(), RunningNorm()
@@ -385,6 +395,47 @@ def test_a_shape_that_depends_on_values_is_assumed(fn: Any) -> None:
     same(compiled(*other), fn(*other))
     stats = magpy.stats(compiled)
     assert (stats.assumption_misses, stats.fallbacks, stats.records) == (1, 0, 2), stats
+
+
+# --------------------------------------------------- torch.equal and max() of a tensor and a number
+def same_or_sum(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    if torch.equal(q, k) and torch.equal(k, v):
+        return q * 2
+    return q + k + v
+
+
+def test_torch_equal_is_a_value_read() -> None:
+    """Each outcome of ``torch.equal`` is assumed and checked; tensors of other shapes are
+    unequal without reading them."""
+    compiled = magpy.compile(same_or_sum, backend="eager")
+    x = torch.randn(3)
+    calls = [(x, x.clone(), x.clone()), (x, x.clone(), x.clone()), (x, x.clone() + 1, x.clone())]
+    calls += [(x, x.clone(), x.clone()), (x, x.clone() + 1, x.clone())]
+    for args in calls:
+        H.assert_same(compiled(*args), same_or_sum(*args))
+    stats = magpy.stats(compiled)
+    assert (stats.records, stats.hits, stats.breaks) == (2, 3, 0), stats
+    assert _graphs(same_or_sum, x, x.clone(), x.clone()) == (1, [])
+
+
+def positive_mean(label: torch.Tensor, score: torch.Tensor) -> Any:
+    mask = (label > 0.5).float()
+    count = max(torch.sum(mask), 1)  # mmaction's loss: a tensor or the int 1
+    return (mask * score).sum() / count, count
+
+
+def test_max_of_a_tensor_and_a_number(check: Any) -> None:
+    """``max(t.sum(), 1)`` compares a tensor with a number: the outcome is assumed, and the
+    result is the item Python picked (the tensor, or the very int)."""
+    full, empty = torch.ones(6), torch.zeros(6)
+    check(
+        positive_mean,
+        lambda i: ((full if i % 2 else empty, torch.rand(6)), {}),
+        calls=4,
+        expect_records=2,
+    )
+    assert _graphs(positive_mean, full, torch.rand(6)) == (1, [])
+    assert magpy.compile(positive_mean, backend="eager")(empty, torch.rand(6))[1] == 1
 
 
 @pytest.mark.slow

@@ -3,6 +3,11 @@
 Every program runs eagerly and compiled on fresh inputs; outputs, inputs changed in place,
 module state and output aliasing must equal eager's, and from the second call on the cache
 must hit without running a line of the user's Python (checked with a ``sys.settrace`` counter).
+Also the user API around it: ``explain``, ``fullgraph``, argument errors, user exceptions,
+logging, ``reset``, ``max_records``, decorator forms and compiled modules.
+
+Modules built inside ``forward``, static and recursive forwards: ``test_module_calls.py``.
+Guards on autocast, the default dtype and inference mode: ``test_global_state.py``.
 """
 
 from __future__ import annotations
@@ -423,81 +428,6 @@ def test_explain_own_static_programs_are_one_graph(
     assert "Graph Count: 1" in str(ex)
 
 
-class StaticForward(nn.Module):
-    """yolov5's activations: ``forward`` is a ``@staticmethod``."""
-
-    @staticmethod
-    def forward(x: torch.Tensor) -> torch.Tensor:
-        return x * F.softplus(x).tanh()
-
-
-class UsesStaticForward(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.act = StaticForward()
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.act(x) + 1
-
-
-@pytest.mark.parametrize("make", [StaticForward, UsesStaticForward], ids=["root", "child"])
-def test_static_forward_is_called_without_the_module(
-    make: Callable[[], nn.Module], check: Callable[..., Any]
-) -> None:
-    """A ``@staticmethod`` forward takes no ``self``; explain leaves its entry site behind."""
-    ex = magpy.explain(make())(torch.randn(2, 3))
-    assert (ex.graph_count, ex.graph_break_count) == (1, 0), str(ex)
-    check(make(), H.randn_inputs((2, 3)), calls=4)
-
-
-class Nested(nn.Module):
-    """Hourglass-style recursion: forward calls the same forward of a child instance."""
-
-    def __init__(self, depth: int) -> None:
-        super().__init__()
-        self.lin = nn.Linear(4, 4)
-        self.inner = Nested(depth - 1) if depth > 1 else None
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = self.lin(x)
-        if self.inner is not None:
-            y = y + self.inner(y)
-        return y.relu()
-
-
-def test_recursive_forward_is_one_graph(check: Callable[..., Any]) -> None:
-    """explain gives the target's code an entry site; reaching it again through recursion must
-    not cut the graph (compile never did)."""
-    ex = magpy.explain(Nested(3))(torch.randn(2, 4))
-    assert (ex.graph_count, ex.graph_break_count) == (1, 0), str(ex)
-    check(Nested(3), H.randn_inputs((2, 4)), calls=4)
-
-
-class ScaledDot(nn.Module):
-    def __init__(self, scale: float = 0.5) -> None:
-        super().__init__()
-        self.scale = scale
-
-    def forward(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-        return torch.softmax(q @ k.transpose(-2, -1) * self.scale, -1)
-
-
-class BuildsAModule(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.q = nn.Linear(4, 4)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return ScaledDot(0.25)(self.q(x), x) @ x
-
-
-def test_stateless_user_module_built_in_forward_is_inlined(check: Callable[..., Any]) -> None:
-    """A module without state built and called inside forward (its arguments guarded)."""
-    ex = magpy.explain(BuildsAModule())(torch.randn(2, 3, 4))
-    assert (ex.graph_count, ex.graph_break_count) == (1, 0), str(ex)
-    check(BuildsAModule(), H.randn_inputs((2, 3, 4)), calls=4)
-
-
 def test_explain_accepts_a_compiled_callable_and_leaves_its_cache_alone() -> None:
     """``explain(compiled)`` explains the original and does not add records to ``compiled``."""
     compiled = magpy.compile(MLP(), backend="eager")
@@ -865,32 +795,3 @@ def test_compiled_module_behaves_as_the_module() -> None:
     assert compiled.scale == 2.0
     assert compiled.eval() is compiled and not net.training
     assert magpy.compile(compiled, backend="eager")._magpy_original is net
-
-
-def _matmul_and_zeros(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    return (x @ w).relu() * 3 + torch.zeros(3)
-
-
-def test_ambient_state_is_guarded() -> None:
-    """Autocast, the default dtype and inference mode change what the recorded ops compute or
-    make: a call under another state misses and records anew, equal to eager."""
-    compiled = magpy.compile(_matmul_and_zeros, backend="eager")
-    x, w = torch.randn(2, 3), torch.randn(3, 3)
-    H.assert_same(compiled(x, w), _matmul_and_zeros(x, w))
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        got, want = compiled(x, w), _matmul_and_zeros(x, w)
-    assert torch.equal(got, want) and got.dtype == want.dtype
-    assert not torch.equal(got, _matmul_and_zeros(x, w))  # bfloat16 matmul: other values
-    old = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    try:
-        got, want = compiled(x, w), _matmul_and_zeros(x, w)
-    finally:
-        torch.set_default_dtype(old)
-    assert got.dtype == want.dtype == torch.float64 and torch.equal(got, want)
-    with torch.inference_mode():
-        got = compiled(x, w)
-    assert got.is_inference()
-    H.assert_same(compiled(x, w), _matmul_and_zeros(x, w))
-    st = magpy.stats(compiled)
-    assert (st.records, st.hits, st.misses) == (4, 1, 4), st

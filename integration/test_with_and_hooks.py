@@ -2,11 +2,13 @@
 
 Context managers written in Python (a class with ``__enter__``/``__exit__``, ``contextlib``'s
 ``nullcontext``/``suppress``/``contextmanager``) are followed like inlined calls, ``__exit__``
-included (also on a ``return`` inside the block). ``warnings.catch_warnings()`` with
-``simplefilter`` inside, ``record_function`` and a disabled ``torch.autocast`` are modelled. A
-forward pre-hook that is an object with a Python ``__call__`` (``nn.utils.weight_norm``,
-``nn.utils.spectral_norm``) is followed like a function hook. Each case compares compiled with
-eager over several calls and counts records, hits and breaks.
+included (also on a ``return`` inside the block). ``record_function`` and a disabled
+``torch.autocast`` are modelled. A forward pre-hook that is an object with a Python ``__call__``
+(``nn.utils.weight_norm``, ``nn.utils.spectral_norm``) is followed like a function hook. Each
+case compares compiled with eager over several calls and counts records, hits and breaks.
+
+``warnings.catch_warnings()`` blocks are in ``test_warnings.py``; ``t.requires_grad = flag`` in
+``test_tensor_attributes.py``.
 """
 
 from __future__ import annotations
@@ -31,141 +33,6 @@ def _one_tensor(*shape: int) -> Callable[[int], H.Inputs]:
 def _reasons(fn: Any, *args: Any) -> list[str]:
     explained = magpy.explain(fn)(*args)
     return [str(r.reason) for r in explained.break_reasons]
-
-
-@pytest.fixture
-def filters_kept() -> Iterator[None]:
-    """The test may change the warning filters (as eager does); restore them afterwards."""
-    with warnings.catch_warnings():
-        yield
-
-
-# ---------------------------------------------------------------------- warnings.catch_warnings
-class SPPF(nn.Module):
-    """yolov5's SPPF: the whole body, ``return`` included, inside ``catch_warnings``."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.cv1 = nn.Conv2d(4, 2, 1)
-        self.m = nn.MaxPool2d(kernel_size=5, stride=1, padding=2)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.cv1(x)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            y1 = self.m(x)
-            y2 = self.m(y1)
-            return torch.cat((x, y1, y2, self.m(y2)), 1)
-
-
-def test_catch_warnings_with_simplefilter_and_return_inside_is_one_graph(check: Any) -> None:
-    """simplefilter inside catch_warnings needs no mock effect: the block restores the filters."""
-    before = list(warnings.filters)
-    check(SPPF(), _one_tensor(1, 4, 8, 8), calls=4)
-    assert warnings.filters == before
-
-
-def filters_in_block(x: torch.Tensor) -> torch.Tensor:
-    with warnings.catch_warnings(action="ignore", category=UserWarning):
-        warnings.filterwarnings("ignore", message="never", category=DeprecationWarning)
-        warnings.simplefilter("default", RuntimeWarning)
-        y = x * 2
-    return y + 1
-
-
-def _quiet_user_warnings() -> None:
-    warnings.simplefilter("ignore", UserWarning)
-
-
-def filter_in_callee(x: torch.Tensor) -> torch.Tensor:
-    with warnings.catch_warnings():
-        _quiet_user_warnings()
-        return x - 1
-
-
-@pytest.mark.parametrize("fn", [filters_in_block, filter_in_callee], ids=lambda f: f.__name__)
-def test_catch_warnings_arguments_and_filterwarnings(check: Any, fn: Any) -> None:
-    """catch_warnings(action=...), filterwarnings(...) and a filter set by a function called
-    inside the block are modelled too."""
-    before = list(warnings.filters)
-    check(fn, _one_tensor(3), calls=3)
-    assert warnings.filters == before
-
-
-def warn_inside(x: torch.Tensor) -> torch.Tensor:
-    with warnings.catch_warnings():
-        warnings.simplefilter("always")
-        warnings.warn("shown every call", UserWarning, stacklevel=1)
-        return x + 1
-
-
-def hidden_after_break(x: torch.Tensor) -> torch.Tensor:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        y = x + 1
-        warnings.warn("hidden by the block's filter", UserWarning, stacklevel=1)
-        return y * 2
-
-
-@pytest.mark.parametrize(
-    ("fn", "shown"), [(warn_inside, ["shown every call"]), (hidden_after_break, [])]
-)
-def test_warn_inside_catch_warnings_breaks_and_sees_the_blocks_filters(
-    fn: Callable[[torch.Tensor], torch.Tensor], shown: list[str]
-) -> None:
-    """warnings.warn is a graph break; a segment ending inside the block re-enters it with the
-    filters set so far, so the warning is shown or hidden as eagerly."""
-    with warnings.catch_warnings(record=True):
-        assert any("warn" in r for r in _reasons(fn, torch.randn(3)))
-    magpy.reset()
-    compiled = magpy.compile(fn, backend="eager")
-    before = list(warnings.filters)
-    for _ in range(3):
-        x = torch.randn(3)
-        for call in (fn, compiled):
-            with warnings.catch_warnings(record=True) as log:
-                got = call(x)
-            assert [str(w.message) for w in log] == shown
-            H.assert_same(got, (x + 1) * (2 if fn is hidden_after_break else 1))
-        assert warnings.filters == before
-    st = magpy.stats(compiled)
-    assert st.fallbacks == 0 and st.hits >= 2, st
-
-
-def filter_outside(x: torch.Tensor) -> torch.Tensor:
-    warnings.simplefilter("ignore", ResourceWarning)
-    return x + 1
-
-
-def error_action(x: torch.Tensor) -> torch.Tensor:
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        return x + 1
-
-
-@pytest.mark.usefixtures("filters_kept")
-@pytest.mark.parametrize(
-    ("fn", "reason"),
-    [
-        (filter_outside, "outside a `with warnings.catch_warnings()` block"),
-        (error_action, "warnings turned into errors"),
-    ],
-)
-def test_global_filter_changes_and_errors_break(
-    fn: Callable[[torch.Tensor], torch.Tensor], reason: str
-) -> None:
-    """A filter change outside catch_warnings lasts after the call; "error" would make a warning
-    raise where the graph does not: both are graph breaks, and the call still does them."""
-    assert any(reason in r for r in _reasons(fn, torch.randn(3)))
-    magpy.reset()
-    compiled = magpy.compile(fn, backend="eager")
-    with warnings.catch_warnings():
-        x = torch.randn(3)
-        H.assert_same(compiled(x), x + 1)
-        changed = list(warnings.filters)
-    with warnings.catch_warnings():
-        fn(x)
-        assert changed == list(warnings.filters)
 
 
 # ---------------------------------------------------------------------- Python context managers
@@ -451,41 +318,3 @@ def test_hook_objects_with_python_call(check: Any) -> None:
     lin.register_forward_pre_hook(Shift(1.0))
     lin.register_forward_hook(Shift(2.0))
     check(nn.Sequential(lin, nn.ReLU()), _one_tensor(2, 3), calls=3)
-
-
-# ---------------------------------------------------------------------- Tacotron2Loss's pieces
-def loss(model_output: torch.Tensor, targets: list[torch.Tensor]) -> torch.Tensor:
-    mel_target, gate_target = targets[0], targets[1]
-    mel_target.requires_grad = False
-    gate_target.requires_grad = False
-    mel_out, mel_post, gate_out, _ = model_output
-    mel = nn.MSELoss()(mel_out, mel_target) + nn.MSELoss()(mel_post, mel_target)
-    return mel + nn.BCEWithLogitsLoss()(gate_out, gate_target.sigmoid())
-
-
-def test_requires_grad_false_unpacking_and_losses_built_in_forward(check: Any) -> None:
-    """``t.requires_grad = False`` on a tensor that does not require grad changes nothing;
-    ``a, b, c, d = t`` unbinds; a loss module built in forward without tensors is stateless."""
-
-    def inputs(i: int) -> H.Inputs:
-        (out, mel, gate), _ = H.randn_inputs((4, 5), (5,), (5,), seed=i)(i)
-        return [out, [mel, gate]], {}
-
-    check(loss, inputs, calls=3)
-
-
-def clears_requires_grad(x: torch.Tensor) -> torch.Tensor:
-    x.requires_grad = False
-    return x * 2
-
-
-def test_requires_grad_change_breaks() -> None:
-    """Changing the flag is a graph break; it still happens."""
-    x = torch.randn(3, requires_grad=True)
-    assert any("requires_grad" in r for r in _reasons(clears_requires_grad, x))
-    magpy.reset()
-    compiled = magpy.compile(clears_requires_grad, backend="eager")
-    for _ in range(2):
-        x = torch.randn(3, requires_grad=True)
-        H.assert_same(compiled(x), x.detach() * 2)
-        assert not x.requires_grad

@@ -2,17 +2,17 @@
 
 - ``--update-golden`` rewrites ``tests/golden/*`` from the current generator output instead of
   comparing against it (review the diff before committing);
-- two autouse fixtures: the trace function is restored after every test, and (when the runtime
-  is importable) every MagPy record is dropped around every test;
 - ``record_of``: capture a call with ``magpy_monitor.capture`` and build its record with the
   eager backend; ``golden``: compare a text with its golden file.
+
+The autouse fixtures (trace function restored, MagPy reset) come from the shared plugin
+``testing/magpy_pytest_plugin.py``, which the root ``pyproject.toml`` loads.
 """
 
 from __future__ import annotations
 
 import difflib
-import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +20,6 @@ import pytest
 
 import magpy_monitor
 from magpy_codegen import Record, build_record
-
-try:  # the codegen venv does not install the runtime
-    import magpy_runtime as _runtime
-except ImportError:  # pragma: no cover - depends on the environment
-    _runtime = None
 
 GOLDEN_DIR = Path(__file__).with_name("golden")
 
@@ -36,27 +31,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=False,
         help="rewrite magpy-codegen's golden files from the current output",
     )
-
-
-@pytest.fixture(autouse=True)
-def _trace_function_restored() -> Iterator[None]:
-    """Fail a test that leaves ``sys.settrace`` changed, and restore it for the next test."""
-    before = sys.gettrace()
-    yield
-    after = sys.gettrace()
-    if after is not before:
-        sys.settrace(before)
-        pytest.fail(f"the test left sys.gettrace() == {after!r}; it was {before!r} before")
-
-
-@pytest.fixture(autouse=True)
-def _magpy_reset() -> Iterator[None]:
-    """No MagPy record of an earlier test survives into this one (when the runtime exists)."""
-    if _runtime is not None:
-        _runtime.reset()
-    yield
-    if _runtime is not None:
-        _runtime.reset()
 
 
 RecordOf = Callable[..., tuple[Record, magpy_monitor.CaptureResult]]

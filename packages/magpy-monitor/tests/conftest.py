@@ -2,49 +2,22 @@
 
 Fixtures:
 
-- two autouse fixtures: the trace function is restored after every test, and (when the runtime
-  is importable, as in a full checkout) every MagPy record is dropped around every test;
 - ``stack_checker``: compares each monitored frame's shadow stack with the real value stack at
   every opcode event, for the shadow-stack corpus tests.
+
+The autouse fixtures (trace function restored, MagPy reset) come from the shared plugin
+``testing/magpy_pytest_plugin.py``, which the root ``pyproject.toml`` loads.
 """
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from magpy_monitor import NULL
-from magpy_monitor.core.capture import is_value_type
 from magpy_monitor.core.frame import FrameMonitor
-
-try:  # the monitor's own venv does not install the runtime
-    import magpy_runtime as _runtime
-except ImportError:  # pragma: no cover - depends on the environment
-    _runtime = None
-
-
-@pytest.fixture(autouse=True)
-def _trace_function_restored() -> Iterator[None]:
-    """Fail a test that leaves ``sys.settrace`` changed, and restore it for the next test."""
-    before = sys.gettrace()
-    yield
-    after = sys.gettrace()
-    if after is not before:
-        sys.settrace(before)
-        pytest.fail(f"the test left sys.gettrace() == {after!r}; it was {before!r} before")
-
-
-@pytest.fixture(autouse=True)
-def _magpy_reset() -> Iterator[None]:
-    """No MagPy record of an earlier test survives into this one (when the runtime exists)."""
-    if _runtime is not None:
-        _runtime.reset()
-    yield
-    if _runtime is not None:
-        _runtime.reset()
+from magpy_monitor.core.valuetypes import is_value_type
 
 
 class StackChecker:

@@ -1,30 +1,33 @@
-"""More ParityBench patterns that broke the graph, as small programs written anew.
+"""Writes and reads of tensor attributes inside the compiled region: ``.data``,
+``.requires_grad`` and ``.shape.__len__()``.
 
-- Star-unpacking a tensor (``x, *rest = f(x)``) and ``zip`` over a tensor and other iterables:
-  the rows are the outputs of one ``unbind(0)`` in the graph.
 - ``p.data = torch.clamp(p.data, lo, hi)`` on a parameter in ``forward``: a storage swap in the
-  graph (``set_`` with grad mode off); values, gradients and version counters match eager.
-- ``t.requires_grad = flag``: a write-back the mock replays on the tensor after the graph.
-- ``t.shape.__len__()``: ``len`` of the shape.
-- ``torch.get_autocast_dtype``/``is_autocast_enabled``/``get_default_dtype`` (and the deprecated
-  ``get_autocast_cpu_dtype``): constants of the record guarded by reading the state again.
+  graph (``set_`` with grad mode off); values, gradients and version counters match eager. A new
+  value of another shape, and ``.data`` of a tensor the run made, are breaks.
+- ``t.requires_grad = flag``: a write-back the mock replays on the tensor after the graph (on a
+  tensor the graph makes, on an input, on a parameter). A tensor used by the graph after its
+  flag changed, and clearing the flag of an input that requires grad, are breaks; setting it to
+  False on a tensor that does not require grad changes nothing.
+- ``t.shape.__len__()`` is ``len(t.shape)``.
+
+The removed ``t.volatile`` (always False, with a warning) is in ``test_warnings.py``.
 """
 
 from __future__ import annotations
 
 import copy
-import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import _integration_helpers as H
 import pytest
 import torch
+from torch import nn
 
 import magpy
 
 
-def _reasons(fn: Any, *args: Any) -> tuple[int, list[str]]:
+def _graphs(fn: Any, *args: Any) -> tuple[int, list[str]]:
     ex = magpy.explain(fn)(*args)
     return ex.graph_count, [r.reason for r in ex.break_reasons]
 
@@ -34,83 +37,9 @@ def _stats(compiled: Any) -> tuple[int, int, int, int]:
     return st.records, st.hits, st.breaks, st.fallbacks
 
 
-# ---------------------------------------------------------------------- rows of a tensor
-class Rescale(torch.nn.Module):
-    """``x, *rest = self.fn(x)``: the first row is scaled, the others pass through."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.fn = torch.nn.ReLU()
-        self.g = torch.nn.Parameter(torch.randn(5))
-
-    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        x, *rest = self.fn(x)
-        return x * self.g, *rest
-
-
-def ends_and_middle(t: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
-    a, *middle, b = t * 2
-    return a - b, middle
-
-
-def test_star_unpacking_a_tensor_gives_its_rows(check: Any) -> None:
-    """``x, *rest = t`` takes ``t``'s rows from an unbind in the graph; ``rest`` is a list."""
-    check(Rescale(), H.randn_inputs((4, 5)), calls=4)
-    assert _reasons(Rescale(), torch.randn(4, 5)) == (1, [])
-    check(ends_and_middle, H.randn_inputs((5, 3)), calls=4)
-    assert _reasons(ends_and_middle, torch.randn(5, 3)) == (1, [])
-
-
-def test_star_unpacking_rows_follows_the_first_size() -> None:
-    """The number of rows is guarded: another first size is another record."""
-    compiled = magpy.compile(ends_and_middle, backend="eager")
-    for n in (3, 5, 3, 5, 2):
-        t = torch.randn(n, 2)
-        H.assert_same(compiled(t), ends_and_middle(t))
-    assert _stats(compiled) == (3, 2, 0, 0)
-
-
-class Mix(torch.nn.Module):
-    """A weighted sum of the rows of a tensor, the weights a softmax split into pieces."""
-
-    def __init__(self, n: int) -> None:
-        super().__init__()
-        self.scalars = torch.nn.Parameter(torch.randn(n))
-        self.gamma = torch.nn.Parameter(torch.ones(1))
-
-    def forward(self, tensors: torch.Tensor) -> torch.Tensor:
-        weights = torch.split(torch.softmax(self.scalars, dim=0), 1)
-        pieces = []
-        for weight, tensor in zip(weights, tensors, strict=False):
-            pieces.append(weight * tensor)
-        return self.gamma * sum(pieces)
-
-
-def zip_two_tensors_and_a_list(a: torch.Tensor, b: torch.Tensor) -> list[torch.Tensor]:
-    scales = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]  # longer than the tensors: zip stops at the shortest
-    return [x * s - y for x, y, s in zip(a, b, scales, strict=False)]
-
-
-def test_zip_over_a_tensor_takes_its_rows(check: Any) -> None:
-    """``zip(weights, t)`` pairs ``t``'s rows (an unbind in the graph) with the other values."""
-    check(Mix(4), H.randn_inputs((4, 2, 3)), calls=4)
-    assert _reasons(Mix(4), torch.randn(4, 2, 3)) == (1, [])
-    check(zip_two_tensors_and_a_list, H.randn_inputs((3, 2), (4, 2)), calls=4)
-
-
-def zip_strict(a: torch.Tensor, b: torch.Tensor) -> list[torch.Tensor]:
-    return [x + y for x, y in zip(a, b, strict=True)]
-
-
-def test_zip_strict_over_tensors_of_unequal_lengths_breaks() -> None:
-    """``zip(strict=True)`` that would raise is a break, and the program's ValueError comes
-    through."""
-    a, b = torch.randn(3), torch.randn(4)
-    _, reasons = _reasons(zip_strict, torch.randn(3), torch.randn(3))
-    assert reasons == []
-    compiled = magpy.compile(zip_strict, backend="eager")
-    with pytest.raises(ValueError, match="zip"):
-        compiled(a, b)
+def _reasons(fn: Any, *args: Any) -> list[str]:
+    explained = magpy.explain(fn)(*args)
+    return [str(r.reason) for r in explained.break_reasons]
 
 
 # ---------------------------------------------------------------------- p.data = new
@@ -179,7 +108,7 @@ def test_setting_data_of_parameters_trains_like_eager(backend: str, twice: bool)
     compiled = _assert_trains_like_eager(Bounded, twice, backend)
     steps = 4 * (2 if twice else 1)
     assert _stats(compiled) == (1, steps - 1, 0, 0)
-    assert _reasons(Bounded(), torch.randn(3)) == (1, [])
+    assert _graphs(Bounded(), torch.randn(3)) == (1, [])
 
 
 class Aliases(torch.nn.Module):
@@ -220,7 +149,7 @@ class Grow(torch.nn.Module):
 def test_setting_data_to_another_shape_breaks() -> None:
     """A new value of another shape is a graph break (the capture's view of ``p`` would be
     stale); the results still match eager."""
-    _, reasons = _reasons(Grow(), torch.randn(3))
+    _, reasons = _graphs(Grow(), torch.randn(3))
     assert any("another shape" in r for r in reasons), reasons
     torch.manual_seed(0)
     model = Grow()
@@ -240,7 +169,7 @@ def data_of_a_new_tensor(x: torch.Tensor) -> torch.Tensor:
 
 
 def test_setting_data_of_a_tensor_made_by_the_run_breaks() -> None:
-    _, reasons = _reasons(data_of_a_new_tensor, torch.randn(3))
+    _, reasons = _graphs(data_of_a_new_tensor, torch.randn(3))
     assert "setting .data of a tensor created during the run" in reasons
     compiled = magpy.compile(data_of_a_new_tensor, backend="eager")
     for _ in range(3):
@@ -272,13 +201,13 @@ def test_requires_grad_set_on_a_new_tensor(check: Any) -> None:
     compiled = check(zero_conv, make, calls=4)
     out = compiled(*make(9)[0])
     assert out.requires_grad and out.is_leaf
-    assert _reasons(zero_conv, *make(0)[0]) == (1, [])
+    assert _graphs(zero_conv, *make(0)[0]) == (1, [])
 
 
 def test_a_tensor_used_after_its_requires_grad_changed_breaks() -> None:
     """An operation of the graph on the tensor after the change would not see the new flag:
     a graph break, and the result carries a gradient function as in eager."""
-    _, reasons = _reasons(wants_grad_then_uses, torch.randn(3))
+    _, reasons = _graphs(wants_grad_then_uses, torch.randn(3))
     assert any("after its requires_grad was changed" in r for r in reasons), reasons
     compiled = magpy.compile(wants_grad_then_uses, backend="eager")
     for _ in range(3):
@@ -328,6 +257,43 @@ def test_requires_grad_on_an_integer_tensor_raises_as_in_eager() -> None:
             compiled(torch.randn(3))
 
 
+def loss(model_output: torch.Tensor, targets: list[torch.Tensor]) -> torch.Tensor:
+    mel_target, gate_target = targets[0], targets[1]
+    mel_target.requires_grad = False
+    gate_target.requires_grad = False
+    mel_out, mel_post, gate_out, _ = model_output
+    mel = nn.MSELoss()(mel_out, mel_target) + nn.MSELoss()(mel_post, mel_target)
+    return mel + nn.BCEWithLogitsLoss()(gate_out, gate_target.sigmoid())
+
+
+def test_requires_grad_false_unpacking_and_losses_built_in_forward(check: Any) -> None:
+    """``t.requires_grad = False`` on a tensor that does not require grad changes nothing;
+    ``a, b, c, d = t`` unbinds; a loss module built in forward without tensors is stateless."""
+
+    def inputs(i: int) -> H.Inputs:
+        (out, mel, gate), _ = H.randn_inputs((4, 5), (5,), (5,), seed=i)(i)
+        return [out, [mel, gate]], {}
+
+    check(loss, inputs, calls=3)
+
+
+def clears_requires_grad(x: torch.Tensor) -> torch.Tensor:
+    x.requires_grad = False
+    return x * 2
+
+
+def test_requires_grad_change_breaks() -> None:
+    """Changing the flag is a graph break; it still happens."""
+    x = torch.randn(3, requires_grad=True)
+    assert any("requires_grad" in r for r in _reasons(clears_requires_grad, x))
+    magpy.reset()
+    compiled = magpy.compile(clears_requires_grad, backend="eager")
+    for _ in range(2):
+        x = torch.randn(3, requires_grad=True)
+        H.assert_same(compiled(x), x.detach() * 2)
+        assert not x.requires_grad
+
+
 # ---------------------------------------------------------------------- shape.__len__()
 def weighted(loss: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
     if weights.shape.__len__() == 2 or (weights.shape.__len__() == 1 and loss.shape.__len__() == 2):
@@ -341,81 +307,4 @@ def test_dunder_len_of_a_shape(check: Any) -> None:
     """``t.shape.__len__()`` is ``len(t.shape)``: no break."""
     check(weighted, H.randn_inputs((2, 4, 3), (2, 4)), calls=3)
     check(weighted, H.randn_inputs((4, 3), (4,)), calls=3)
-    assert _reasons(weighted, torch.randn(4, 3), torch.randn(4)) == (1, [])
-
-
-# ---------------------------------------------------------------------- global state
-def autocast_aware(x: torch.Tensor) -> torch.Tensor:
-    low = torch.get_autocast_dtype("cpu") == torch.bfloat16
-    if low and torch.is_autocast_enabled("cpu"):
-        return x * 2
-    return x + float(torch.get_default_dtype() == torch.float64)
-
-
-def test_autocast_and_default_dtype_reads_follow_the_state() -> None:
-    """The reads are constants of the record, guarded by reading the state again: calling the
-    compiled function inside ``torch.autocast``, or after ``set_default_dtype``, misses."""
-    assert _reasons(autocast_aware, torch.randn(3)) == (1, [])
-    compiled = magpy.compile(autocast_aware, backend="eager")
-    x = torch.randn(3)
-    for _ in range(2):
-        H.assert_same(compiled(x), autocast_aware(x))
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        for _ in range(2):
-            H.assert_same(compiled(x), autocast_aware(x))
-    with torch.autocast("cpu", dtype=torch.float16):
-        H.assert_same(compiled(x), autocast_aware(x))
-    before = torch.get_default_dtype()
-    try:
-        torch.set_default_dtype(torch.float64)
-        for _ in range(2):
-            H.assert_same(compiled(x), autocast_aware(x))
-    finally:
-        torch.set_default_dtype(before)
-    H.assert_same(compiled(x), autocast_aware(x))
-    assert _stats(compiled) == (4, 4, 0, 0)
-
-
-def deprecated_reads(x: torch.Tensor) -> torch.Tensor:
-    if torch.get_autocast_cpu_dtype() == torch.float16:
-        return x - 1
-    return x + 1
-
-
-def _warnings_of(fn: Any, x: torch.Tensor) -> tuple[Any, list[tuple[Any, ...]]]:
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        out = fn(x)
-    return out, [(w.category, str(w.message), w.filename, w.lineno) for w in caught]
-
-
-def test_a_deprecated_read_replays_its_warning() -> None:
-    """``torch.get_autocast_cpu_dtype()`` warns on every call: every hit warns as eager does
-    (same message, category, file and line), and the guard reads the state without warning."""
-    compiled = magpy.compile(deprecated_reads, backend="eager")
-    x = torch.randn(3)
-    for _ in range(3):
-        got, got_w = _warnings_of(compiled, x)
-        want, want_w = _warnings_of(deprecated_reads, x)
-        H.assert_same(got, want)
-        assert got_w == want_w and len(want_w) == 1, (got_w, want_w)
-        assert want_w[0][0] is DeprecationWarning
-    assert _stats(compiled) == (1, 2, 0, 0)
-
-
-def autocast_read_inside_a_block(x: torch.Tensor) -> torch.Tensor:
-    with torch.autocast("cpu", enabled=False):
-        on = torch.is_autocast_enabled("cpu")
-    return x * 2 if on else x
-
-
-def test_a_read_after_the_run_changed_the_state_breaks() -> None:
-    """Inside a disabled autocast block the read does not see the state the guard checks."""
-    _, reasons = _reasons(autocast_read_inside_a_block, torch.randn(3))
-    assert "reads the autocast after the run changed it" in reasons
-    compiled = magpy.compile(autocast_read_inside_a_block, backend="eager")
-    x = torch.randn(3)
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        for _ in range(2):
-            H.assert_same(compiled(x), autocast_read_inside_a_block(x))
-    assert magpy.stats(compiled).fallbacks == 0
+    assert _graphs(weighted, torch.randn(4, 3), torch.randn(4)) == (1, [])

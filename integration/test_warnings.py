@@ -1,0 +1,385 @@
+"""``warnings`` inside the compiled region: the warnings a program or torch issues, and the
+filters a program sets.
+
+- ``warnings.warn`` is replayed by the mock with the attribution eager computes (message,
+  category, file and line), so the warning filters and registries behave as in eager on every
+  hit: the program's own warnings, torch's (``InstanceNorm1d`` fed another channel count, the
+  deprecated ``torch.get_autocast_cpu_dtype()``, the removed ``t.volatile``). A message computed
+  from an argument is guarded; a ``stacklevel`` that reaches past the compiled function, and a
+  ``catch_warnings`` block after a replayed warning, are breaks; an "error" filter raises where
+  eager raises.
+- ``warnings.catch_warnings()`` with ``simplefilter``/``filterwarnings`` inside (also set by a
+  called function, also with ``return`` inside the block) needs no mock effect: the block
+  restores the filters. ``warnings.warn`` inside such a block is a break whose segment re-enters
+  the block with the filters set so far. A filter change outside the block, or an "error"
+  action, is a break.
+
+The warnings ``torch.utils.checkpoint`` issues are in ``test_checkpoint.py``.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import _integration_helpers as H
+import pytest
+import torch
+from torch import nn
+
+import magpy
+
+
+def _explain(fn: Any, *args: Any) -> Any:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return magpy.explain(fn)(*args)
+
+
+def _reasons(ex: Any) -> str:
+    return " | ".join(r.reason for r in ex.break_reasons)
+
+
+def _seen(log: list[warnings.WarningMessage]) -> list[tuple[Any, ...]]:
+    return [(str(w.message), w.category, w.filename, w.lineno) for w in log]
+
+
+def _calls(fn: Callable[..., Any], extra: tuple[Any, ...], n: int = 3) -> list[Any]:
+    """``fn(x, *extra)`` on ``n`` fresh inputs."""
+    return [fn(torch.ones(2, 16), *extra) for _ in range(n)]
+
+
+def _break_reasons(fn: Any, *args: Any) -> list[str]:
+    explained = magpy.explain(fn)(*args)
+    return [str(r.reason) for r in explained.break_reasons]
+
+
+def _one_tensor(*shape: int) -> Callable[[int], H.Inputs]:
+    return H.randn_inputs(shape)
+
+
+def _stats(compiled: Any) -> tuple[int, int, int, int]:
+    st = magpy.stats(compiled)
+    return st.records, st.hits, st.breaks, st.fallbacks
+
+
+def _warnings_of(fn: Any, x: torch.Tensor) -> tuple[Any, list[tuple[Any, ...]]]:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = fn(x)
+    return out, [(w.category, str(w.message), w.filename, w.lineno) for w in caught]
+
+
+# ---------------------------------------------------------------------- warnings.warn, replayed
+class Unmatched(torch.nn.Module):
+    """InstanceNorm1d(num_features) fed another channel count warns (stacklevel=2)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm = torch.nn.InstanceNorm1d(8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.norm(x.view(x.size(0), 4, -1)) * 2
+
+
+def warn_here(x: torch.Tensor, level: str) -> torch.Tensor:
+    warnings.warn(f"level {level}", RuntimeWarning)  # noqa: B028  (names this line)
+    return x.add_(1)
+
+
+@pytest.mark.parametrize("action", ["always", "default", "once", "module", "ignore"])
+@pytest.mark.parametrize("make", [Unmatched, lambda: warn_here], ids=["torch_module", "direct"])
+def test_a_warning_inside_the_program_is_replayed_like_eager(
+    recorded: Callable[[str], list[warnings.WarningMessage]],
+    action: str,
+    make: Callable[[], Any],
+) -> None:
+    """The replay names the file and line eager names (torch's ``_call_impl`` for the
+    ``stacklevel=2`` of InstanceNorm), so each filter shows what eager shows, on every hit."""
+    fn = make()
+    extra = ("a",) if fn is warn_here else ()
+    ex = _explain(fn, torch.randn(2, 16), *extra)
+    assert (ex.graph_count, ex.graph_break_count) == (1, 0), _reasons(ex)
+    log = recorded(action)  # (setting a filter forgets what the registries saw)
+    wants = _calls(fn, extra)
+    expected = _seen(log)
+    compiled = magpy.compile(fn, backend="eager")
+    log = recorded(action)
+    outs = _calls(compiled, extra)
+    assert _seen(log) == expected
+    for got, want in zip(outs, wants, strict=True):
+        H.assert_same(got, want)
+    st = magpy.stats(compiled)
+    assert (st.records, st.hits, st.breaks) == (1, 2, 0), st
+
+
+def test_a_warning_registry_cleared_between_calls_shows_the_warning_again(
+    recorded: Callable[[str], list[warnings.WarningMessage]],
+) -> None:
+    """Under "default" a warning shows once per location; the replay consults the module's
+    ``__warningregistry__`` as it is at each call (here emptied between calls)."""
+    compiled = magpy.compile(warn_here, backend="eager")
+    for fn in (warn_here, compiled):
+        log = recorded("default")
+        for i in range(4):
+            if i == 2:
+                warn_here.__globals__.pop("__warningregistry__", None)
+            fn(torch.zeros(2), "b")
+        assert [str(w.message) for w in log] == ["level b", "level b"]
+    st = magpy.stats(compiled)
+    assert (st.records, st.hits, st.breaks) == (1, 3, 0), st
+
+
+def test_an_error_filter_raises_where_eager_raises(
+    recorded: Callable[[str], list[warnings.WarningMessage]],
+) -> None:
+    """A record is guarded on the filters not turning the warning into an exception: with an
+    "error" filter the warning raises before the program's in-place change, as in eager."""
+    recorded("always")
+    compiled = magpy.compile(warn_here, backend="eager")
+    compiled(torch.zeros(2), "c")
+    compiled(torch.zeros(2), "c")
+    recorded("error")
+    for fn in (warn_here, compiled):
+        x = torch.zeros(2)
+        with pytest.raises(RuntimeWarning, match="level c"):
+            fn(x, "c")
+        assert torch.equal(x, torch.zeros(2))
+    recorded("always")
+    x = torch.zeros(2)
+    H.assert_same(compiled(x, "c"), torch.ones(2))
+    st = magpy.stats(compiled)
+    assert (st.records, st.hits) == (1, 2), st
+
+
+def warn_then_block(x: torch.Tensor) -> torch.Tensor:
+    warnings.warn("before the block", stacklevel=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        y = x + 1
+    return y
+
+
+def test_a_replayed_warning_and_a_catch_warnings_block_never_share_a_record(
+    recorded: Callable[[str], list[warnings.WarningMessage]],
+) -> None:
+    """Entering ``catch_warnings`` resets every registry (so "default" shows a warning again on
+    every call), which the mock does not replay: the block after a replayed warning breaks."""
+    fn = warn_then_block
+    ex = _explain(fn, torch.ones(2))
+    assert "catch_warnings" in _reasons(ex), _reasons(ex)
+    log = recorded("default")
+    wants = [fn(torch.ones(2)) for _ in range(3)]
+    expected = _seen(log)
+    compiled = magpy.compile(fn, backend="eager")
+    log = recorded("default")
+    outs = [compiled(torch.ones(2)) for _ in range(3)]
+    assert _seen(log) == expected and len(expected) == 3
+    for got, want in zip(outs, wants, strict=True):
+        H.assert_same(got, want)
+
+
+def warn_with_label(x: torch.Tensor, label: str) -> torch.Tensor:
+    warnings.warn("label " + label, stacklevel=1)
+    return x * 2
+
+
+def warn_in_caller(x: torch.Tensor) -> torch.Tensor:
+    warnings.warn("names the caller", stacklevel=2)
+    return x * 2
+
+
+def test_the_message_is_guarded_and_a_warning_naming_the_caller_breaks(
+    recorded: Callable[[str], list[warnings.WarningMessage]],
+) -> None:
+    """A message computed from an argument is guarded (another value records again);
+    ``stacklevel`` reaching past the compiled function is a break."""
+    log = recorded("always")
+    compiled = magpy.compile(warn_with_label, backend="eager")
+    for label in ("p", "p", "q", "q"):
+        H.assert_same(compiled(torch.ones(2), label), torch.ones(2) * 2)
+    assert [str(w.message) for w in log] == ["label p", "label p", "label q", "label q"]
+    st = magpy.stats(compiled)
+    assert (st.records, st.hits, st.breaks) == (2, 2, 0), st
+    ex = _explain(warn_in_caller, torch.ones(2))
+    assert "names a frame outside the compiled code" in _reasons(ex), _reasons(ex)
+
+
+# ---------------------------------------------------------------------- warnings torch issues
+def deprecated_reads(x: torch.Tensor) -> torch.Tensor:
+    if torch.get_autocast_cpu_dtype() == torch.float16:
+        return x - 1
+    return x + 1
+
+
+def test_a_deprecated_read_replays_its_warning() -> None:
+    """``torch.get_autocast_cpu_dtype()`` warns on every call: every hit warns as eager does
+    (same message, category, file and line), and the guard reads the state without warning."""
+    compiled = magpy.compile(deprecated_reads, backend="eager")
+    x = torch.randn(3)
+    for _ in range(3):
+        got, got_w = _warnings_of(compiled, x)
+        want, want_w = _warnings_of(deprecated_reads, x)
+        H.assert_same(got, want)
+        assert got_w == want_w and len(want_w) == 1, (got_w, want_w)
+        assert want_w[0][0] is DeprecationWarning
+    assert _stats(compiled) == (1, 2, 0, 0)
+
+
+def still_volatile(x: torch.Tensor) -> torch.Tensor:
+    return x if x.volatile else x * 2  # removed attribute: False, with a UserWarning
+
+
+def test_tensor_volatile_is_false_with_its_warning() -> None:
+    """``t.volatile`` (removed in PyTorch 0.4) is always False and warns: the warning is
+    replayed by the mock, at the program's line, on every hit."""
+    compiled = magpy.compile(still_volatile, backend="eager")
+    for _ in range(3):
+        x = torch.randn(3)
+        with warnings.catch_warnings(record=True) as got:
+            warnings.simplefilter("always")
+            out = compiled(x)
+        with warnings.catch_warnings(record=True) as want:
+            warnings.simplefilter("always")
+            H.assert_same(out, still_volatile(x))
+        assert [(str(w.message), w.lineno) for w in got] == [
+            (str(w.message), w.lineno) for w in want
+        ]
+        assert len(want) == 1 and "volatile" in str(want[0].message)
+    assert magpy.stats(compiled).hits == 2
+
+
+# ---------------------------------------------------------------------- warnings.catch_warnings
+@pytest.fixture
+def filters_kept() -> Iterator[None]:
+    """The test may change the warning filters (as eager does); restore them afterwards."""
+    with warnings.catch_warnings():
+        yield
+
+
+class SPPF(nn.Module):
+    """yolov5's SPPF: the whole body, ``return`` included, inside ``catch_warnings``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cv1 = nn.Conv2d(4, 2, 1)
+        self.m = nn.MaxPool2d(kernel_size=5, stride=1, padding=2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.cv1(x)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            y1 = self.m(x)
+            y2 = self.m(y1)
+            return torch.cat((x, y1, y2, self.m(y2)), 1)
+
+
+def test_catch_warnings_with_simplefilter_and_return_inside_is_one_graph(check: Any) -> None:
+    """simplefilter inside catch_warnings needs no mock effect: the block restores the filters."""
+    before = list(warnings.filters)
+    check(SPPF(), _one_tensor(1, 4, 8, 8), calls=4)
+    assert warnings.filters == before
+
+
+def filters_in_block(x: torch.Tensor) -> torch.Tensor:
+    with warnings.catch_warnings(action="ignore", category=UserWarning):
+        warnings.filterwarnings("ignore", message="never", category=DeprecationWarning)
+        warnings.simplefilter("default", RuntimeWarning)
+        y = x * 2
+    return y + 1
+
+
+def _quiet_user_warnings() -> None:
+    warnings.simplefilter("ignore", UserWarning)
+
+
+def filter_in_callee(x: torch.Tensor) -> torch.Tensor:
+    with warnings.catch_warnings():
+        _quiet_user_warnings()
+        return x - 1
+
+
+@pytest.mark.parametrize("fn", [filters_in_block, filter_in_callee], ids=lambda f: f.__name__)
+def test_catch_warnings_arguments_and_filterwarnings(check: Any, fn: Any) -> None:
+    """catch_warnings(action=...), filterwarnings(...) and a filter set by a function called
+    inside the block are modelled too."""
+    before = list(warnings.filters)
+    check(fn, _one_tensor(3), calls=3)
+    assert warnings.filters == before
+
+
+def warn_inside(x: torch.Tensor) -> torch.Tensor:
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.warn("shown every call", UserWarning, stacklevel=1)
+        return x + 1
+
+
+def hidden_after_break(x: torch.Tensor) -> torch.Tensor:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        y = x + 1
+        warnings.warn("hidden by the block's filter", UserWarning, stacklevel=1)
+        return y * 2
+
+
+@pytest.mark.parametrize(
+    ("fn", "shown"), [(warn_inside, ["shown every call"]), (hidden_after_break, [])]
+)
+def test_warn_inside_catch_warnings_breaks_and_sees_the_blocks_filters(
+    fn: Callable[[torch.Tensor], torch.Tensor], shown: list[str]
+) -> None:
+    """warnings.warn is a graph break; a segment ending inside the block re-enters it with the
+    filters set so far, so the warning is shown or hidden as eagerly."""
+    with warnings.catch_warnings(record=True):
+        assert any("warn" in r for r in _break_reasons(fn, torch.randn(3)))
+    magpy.reset()
+    compiled = magpy.compile(fn, backend="eager")
+    before = list(warnings.filters)
+    for _ in range(3):
+        x = torch.randn(3)
+        for call in (fn, compiled):
+            with warnings.catch_warnings(record=True) as log:
+                got = call(x)
+            assert [str(w.message) for w in log] == shown
+            H.assert_same(got, (x + 1) * (2 if fn is hidden_after_break else 1))
+        assert warnings.filters == before
+    st = magpy.stats(compiled)
+    assert st.fallbacks == 0 and st.hits >= 2, st
+
+
+def filter_outside(x: torch.Tensor) -> torch.Tensor:
+    warnings.simplefilter("ignore", ResourceWarning)
+    return x + 1
+
+
+def error_action(x: torch.Tensor) -> torch.Tensor:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        return x + 1
+
+
+@pytest.mark.usefixtures("filters_kept")
+@pytest.mark.parametrize(
+    ("fn", "reason"),
+    [
+        (filter_outside, "outside a `with warnings.catch_warnings()` block"),
+        (error_action, "warnings turned into errors"),
+    ],
+)
+def test_global_filter_changes_and_errors_break(
+    fn: Callable[[torch.Tensor], torch.Tensor], reason: str
+) -> None:
+    """A filter change outside catch_warnings lasts after the call; "error" would make a warning
+    raise where the graph does not: both are graph breaks, and the call still does them."""
+    assert any(reason in r for r in _break_reasons(fn, torch.randn(3)))
+    magpy.reset()
+    compiled = magpy.compile(fn, backend="eager")
+    with warnings.catch_warnings():
+        x = torch.randn(3)
+        H.assert_same(compiled(x), x + 1)
+        changed = list(warnings.filters)
+    with warnings.catch_warnings():
+        fn(x)
+        assert changed == list(warnings.filters)
