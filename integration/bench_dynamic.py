@@ -74,7 +74,11 @@ from torch._dynamo.utils import counters
 import magpy
 from integration.models import blockdrop, lstm_cells, transformer
 from integration.models.resnet import randomize_bn
-from magpy._cli import _environment, _markdown, _own_cache, _quiet_dynamo, _start_backend
+from magpy._measure import environment as _environment
+from magpy._measure import own_cache as _own_cache
+from magpy._measure import quiet_dynamo as _quiet_dynamo
+from magpy._measure import start_backend as _start_backend
+from magpy._report import markdown as _markdown
 
 __all__ = ["MODELS", "MODES", "ModeResult", "Workload", "main", "run_model"]
 

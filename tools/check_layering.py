@@ -6,11 +6,22 @@ Every import counts, including ones inside functions and ``if TYPE_CHECKING:`` b
 
 * a module imports a magpy package above its own layer,
 * a package imports a magpy package that its pyproject.toml does not declare (transitively),
-* magpy_refgraph imports torch or numpy (or triton/functorch).
+* magpy_refgraph imports torch or numpy (or triton/functorch),
+* inside magpy_monitor, a module imports a subpackage above its own (MONITOR_LAYERS, and within
+  ``libs`` LIBS_LAYERS; relative imports are resolved against the module's package), or a
+  module lies in no declared subpackage (while MONITOR_LAYERS_REQUIRED),
+* a function of one of the packages imports something (``import`` in a function body, or a
+  dynamic import with a literal name), unless FUNCTION_IMPORTS_ALLOWED names that function with
+  a reason. Import at module level; an ``if TYPE_CHECKING:`` block there is fine.
+
+Usage: ``python tools/check_layering.py [--skip-monitor]``; ``--skip-monitor`` leaves out the
+checks of magpy_monitor's own modules (its subpackage layering and its function imports).
+Stdlib only.
 """
 
 from __future__ import annotations
 
+import argparse
 import ast
 import re
 import sys
@@ -21,6 +32,34 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 LAYERS = ("magpy_refgraph", "magpy_monitor", "magpy_codegen", "magpy_runtime", "magpy")
 FORBIDDEN = {"magpy_refgraph": {"torch", "numpy", "triton", "functorch"}}
+
+# magpy_monitor's subpackages, lowest first: a module may import only from its own subpackage
+# and the ones before it. ``magpy_monitor/__init__.py`` counts as the top (like ``driver``).
+MONITOR = "magpy_monitor"
+MONITOR_LAYERS = ("cpython", "core", "bytecode", "pyobj", "libs", "driver")
+# ``libs``' own subpackages, lowest first (``libs/__init__.py`` counts as the top, like torch).
+LIBS_LAYERS = ("stdlib", "numpy", "torch")
+SUBLAYERS: dict[str, tuple[str, ...]] = {
+    MONITOR: MONITOR_LAYERS,
+    f"{MONITOR}.libs": LIBS_LAYERS,
+}
+# Every module of magpy_monitor (other than its __init__) must lie in one of MONITOR_LAYERS.
+MONITOR_LAYERS_REQUIRED = True
+
+# Functions that may import inside their body: (module path, function qualname) -> why. Keep it
+# short; every entry is a cost paid at call time instead of once at import.
+MAX_FUNCTION_IMPORTS_ALLOWED = 5
+FUNCTION_IMPORTS_ALLOWED: dict[tuple[str, str], str] = {
+    ("src/magpy/_cli.py", "_run_command"): (
+        "the commands import torch._dynamo and Inductor (seconds); --help and usage errors don't"
+    ),
+    ("packages/magpy-codegen/src/magpy_codegen/_backend.py", "_torch_compiler"): (
+        "importing torch._inductor or torch._dynamo takes seconds; only that backend needs it"
+    ),
+    ("packages/magpy-monitor/src/magpy_monitor/core/shapes.py", "symbolic_shapes"): (
+        "torch's symbolic_shapes (sympy) takes ~1 s to import; only dynamic sizes need it"
+    ),
+}
 
 
 def source_roots() -> dict[str, Path]:
@@ -63,19 +102,31 @@ def imported_modules(tree: ast.AST) -> Iterator[tuple[int, str]]:
                 yield node.lineno, alias.name
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             yield node.lineno, node.module
-        elif isinstance(node, ast.Call) and node.args and _is_dynamic_import(node.func):
-            arg = node.args[0]
-            if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
-                yield node.lineno, arg.value
+        elif (name := _dynamic_import(node)) is not None:
+            yield node.lineno, name
 
 
-def _is_dynamic_import(func: ast.expr) -> bool:
+def _dynamic_import(node: ast.AST) -> str | None:
+    """The literal module name of an ``import_module("x")`` / ``__import__("x")`` call."""
+    if not isinstance(node, ast.Call) or not node.args:
+        return None
+    func = node.func
     if isinstance(func, ast.Name):
-        return func.id in {"__import__", "import_module"}
-    return isinstance(func, ast.Attribute) and func.attr == "import_module"
+        dynamic = func.id in {"__import__", "import_module"}
+    else:
+        dynamic = isinstance(func, ast.Attribute) and func.attr == "import_module"
+    arg = node.args[0]
+    if dynamic and isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+        return arg.value
+    return None
 
 
-def check() -> list[str]:
+def _parse(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+
+
+def check_packages() -> list[str]:
+    """Imports between the packages follow LAYERS and the pyprojects; refgraph sees no torch."""
     errors: list[str] = []
     allowed = declared_deps()
     for pkg, directory in source_roots().items():
@@ -85,8 +136,7 @@ def check() -> list[str]:
         layer = LAYERS.index(pkg)
         for path in sorted(directory.rglob("*.py")):
             where = path.relative_to(ROOT)
-            tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-            for lineno, module in imported_modules(tree):
+            for lineno, module in imported_modules(_parse(path)):
                 top = module.partition(".")[0]
                 if top in FORBIDDEN.get(pkg, ()):
                     errors.append(f"{where}:{lineno}: {pkg} must not import {module}")
@@ -100,11 +150,187 @@ def check() -> list[str]:
     return errors
 
 
-def main() -> int:
-    errors = check()
+# --- inside magpy_monitor ------------------------------------------------------------------------
+
+
+def module_name(path: Path, package_dir: Path) -> str:
+    """The dotted name of the module at ``path`` in the package rooted at ``package_dir``."""
+    parts = [package_dir.name, *path.relative_to(package_dir).with_suffix("").parts]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _exists(name: str, package_dir: Path) -> bool:
+    """Whether the dotted ``name`` is a module or package in the tree of ``package_dir``."""
+    parts = name.split(".")
+    if parts[0] != package_dir.name:
+        return False
+    base = package_dir.joinpath(*parts[1:])
+    return base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()
+
+
+def resolved_imports(
+    tree: ast.AST, name: str, is_package: bool, package_dir: Path
+) -> Iterator[tuple[int, str]]:
+    """(line, absolute name) of every module that module ``name`` imports, relative imports
+    resolved. ``from X import y`` names ``X.y`` where that is a module of ``package_dir``'s
+    tree, else ``X``. A relative import above the top package gives ``""``."""
+    package = name if is_package else name.rpartition(".")[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                if node.level > len(parts):
+                    yield node.lineno, ""
+                    continue
+                anchor = ".".join(parts[: len(parts) - node.level + 1])
+                base = f"{anchor}.{base}" if base else anchor
+            for alias in node.names:
+                sub = f"{base}.{alias.name}"
+                yield node.lineno, sub if _exists(sub, package_dir) else base
+        elif (dynamic := _dynamic_import(node)) is not None:
+            yield node.lineno, dynamic
+
+
+def _ranks(name: str) -> dict[str, int | None]:
+    """{package with SUBLAYERS: rank of ``name`` among its subpackages} for each such package
+    that ``name`` lies in: the index of its subpackage, the top index for the package itself
+    (and its ``__init__``), None where it lies in no declared subpackage."""
+    ranks: dict[str, int | None] = {}
+    for package, layers in SUBLAYERS.items():
+        if name == package:
+            ranks[package] = len(layers) - 1
+        elif name.startswith(f"{package}."):
+            sub = name[len(package) + 1 :].partition(".")[0]
+            ranks[package] = layers.index(sub) if sub in layers else None
+    return ranks
+
+
+def check_monitor_layers() -> list[str]:
+    """Inside magpy_monitor: every module lies in a declared subpackage and imports only from
+    its own and lower ones (MONITOR_LAYERS; LIBS_LAYERS inside ``libs``)."""
+    package_dir = source_roots()[MONITOR]
+    errors: list[str] = []
+    if MONITOR_LAYERS_REQUIRED:
+        for package, layers in SUBLAYERS.items():
+            for sub in layers:
+                if not _exists(f"{package}.{sub}", package_dir):
+                    errors.append(f"{package}.{sub}: declared in SUBLAYERS but does not exist")
+    for path in sorted(package_dir.rglob("*.py")):
+        where = path.relative_to(ROOT)
+        name = module_name(path, package_dir)
+        mine = _ranks(name)
+        if None in mine.values():
+            if MONITOR_LAYERS_REQUIRED:
+                errors.append(f"{where}: {name} is not in a layer ({_layers_text()})")
+            continue
+        tree = _parse(path)
+        imports = resolved_imports(tree, name, path.name == "__init__.py", package_dir)
+        for lineno, target in sorted(set(imports)):
+            if not target:
+                errors.append(f"{where}:{lineno}: relative import beyond {MONITOR}")
+                continue
+            for package, rank in _ranks(target).items():
+                own = mine.get(package)
+                if rank is not None and own is not None and rank > own:
+                    layers = SUBLAYERS[package]
+                    errors.append(
+                        f"{where}:{lineno}: {name} ({package}.{layers[own]}) imports {target}"
+                        f" ({package}.{layers[rank]}), a higher layer"
+                    )
+    return errors
+
+
+def _layers_text() -> str:
+    return "; ".join(f"{p}: {' < '.join(layers)}" for p, layers in SUBLAYERS.items())
+
+
+# --- imports inside functions ----------------------------------------------------------------
+
+
+def function_imports(tree: ast.AST) -> Iterator[tuple[int, str, str]]:
+    """(line, qualname of the innermost enclosing function, module) for every import that runs
+    inside a function body (relative imports as written, with their dots)."""
+
+    def visit(node: ast.AST, scope: list[str], in_function: bool) -> Iterator[tuple[int, str, str]]:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+                yield from visit(child, [*scope, child.name], True)
+            elif isinstance(child, ast.ClassDef):
+                yield from visit(child, [*scope, child.name], in_function)
+            else:
+                if in_function:
+                    for module in _imports_of(child):
+                        yield child.lineno, ".".join(scope), module
+                yield from visit(child, scope, in_function)
+
+    yield from visit(tree, [], False)
+
+
+def _imports_of(node: ast.AST) -> list[str]:
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    if isinstance(node, ast.ImportFrom):
+        return ["." * node.level + (node.module or "")]
+    dynamic = _dynamic_import(node)
+    return [dynamic] if dynamic is not None else []
+
+
+def check_function_imports(skip: frozenset[str] = frozenset()) -> list[str]:
+    """No imports in function bodies except FUNCTION_IMPORTS_ALLOWED (stale entries fail too)."""
+    errors: list[str] = []
+    if len(FUNCTION_IMPORTS_ALLOWED) > MAX_FUNCTION_IMPORTS_ALLOWED:
+        errors.append(
+            f"FUNCTION_IMPORTS_ALLOWED has {len(FUNCTION_IMPORTS_ALLOWED)} entries; at most "
+            f"{MAX_FUNCTION_IMPORTS_ALLOWED}"
+        )
+    for (where, qualname), reason in FUNCTION_IMPORTS_ALLOWED.items():
+        if not reason.strip() or "\n" in reason:
+            errors.append(f"{where}: {qualname}: the allow-list reason must be one line")
+    used: set[tuple[str, str]] = set()
+    for pkg, directory in source_roots().items():
+        for path in sorted(directory.rglob("*.py")):
+            where = path.relative_to(ROOT).as_posix()
+            for lineno, qualname, module in function_imports(_parse(path)):
+                if (where, qualname) in FUNCTION_IMPORTS_ALLOWED:
+                    used.add((where, qualname))
+                elif pkg not in skip:
+                    errors.append(
+                        f"{where}:{lineno}: {qualname} imports {module} in its body; import "
+                        "at module level"
+                    )
+    for where, qualname in sorted(FUNCTION_IMPORTS_ALLOWED.keys() - used):
+        errors.append(f"{where}: {qualname} is in FUNCTION_IMPORTS_ALLOWED but imports nothing")
+    return errors
+
+
+def check(skip_monitor: bool = False) -> list[str]:
+    errors = check_packages()
+    if not skip_monitor:
+        errors += check_monitor_layers()
+    errors += check_function_imports(frozenset({MONITOR}) if skip_monitor else frozenset())
+    return errors
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--skip-monitor",
+        action="store_true",
+        help=f"leave out the checks of {MONITOR}'s own modules (subpackages, function imports)",
+    )
+    args = parser.parse_args(argv)
+    errors = check(skip_monitor=args.skip_monitor)
     for error in errors:
         print(error)
     order = " < ".join(LAYERS)
+    if not args.skip_monitor:
+        order += f"; {_layers_text()}"
     print(f"layering: {len(errors)} violation(s) of {order}" if errors else f"layering ok: {order}")
     return 1 if errors else 0
 

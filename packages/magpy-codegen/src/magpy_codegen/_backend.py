@@ -6,12 +6,12 @@ no compiler: checks functionalization), or any callable with ``torch.compile``'s
 signature ``(gm, example_inputs) -> callable``.
 
 Dynamic shapes: when the monitor gave some placeholders fake tensors with symbolic sizes (node
-meta ``"magpy_fake"``, see ``magpy_monitor.core.shapes``), ``"inductor"`` and ``"aot_eager"`` compile
-for those symbolic inputs (one kernel for every size), a callable backend is called inside a
-``TracingContext`` holding their fake mode (what ``torch.compile`` does), and ``"eager"`` just runs
-the graph, which computes every size from its inputs. Afterwards the ShapeEnv's guards (relations
-between sizes the monitor or the compiler relied on) become a ``ShapeGuard`` over the graph
-inputs (``shape_guard(gm)``), which the record's guard calls.
+meta ``"magpy_fake"``, see ``magpy_monitor.core.shapes``), ``"inductor"`` and ``"aot_eager"``
+compile for those symbolic inputs (one kernel for every size), a callable backend is called
+inside a ``TracingContext`` holding their fake mode (what ``torch.compile`` does), and
+``"eager"`` just runs the graph, which computes every size from its inputs. Afterwards the
+ShapeEnv's guards (relations between sizes the monitor or the compiler relied on) become a
+``ShapeGuard`` over the graph inputs (``shape_guard(gm)``), which the record's guard calls.
 """
 
 from __future__ import annotations
@@ -21,7 +21,9 @@ from typing import Any, cast
 
 import torch
 import torch.fx as fx
+from torch._guards import TracingContext, tracing
 
+from magpy_monitor import symbolic_shapes
 from magpy_refgraph import UnknownOptionError
 
 __all__ = [
@@ -42,17 +44,26 @@ def _eager(gm: fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
     return gm.forward
 
 
-def _inductor(gm: fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
-    from torch._inductor.compile_fx import compile_fx
+def _torch_compiler(name: str) -> Backend:
+    """torch's compiler behind backend ``name`` ("inductor" or "aot_eager")."""
+    # Imported on first use: importing torch._inductor or torch._dynamo takes seconds, and a
+    # program compiled with the eager backend (or not compiled at all) needs neither.
+    if name == "inductor":
+        from torch._inductor.compile_fx import compile_fx
 
-    # without AOT-Inductor options compile_fx returns the compiled callable
-    return cast(Callable[..., Any], compile_fx(gm, example_inputs))
+        # without AOT-Inductor options compile_fx returns the compiled callable
+        return cast(Backend, compile_fx)
+    from torch._dynamo.backends.registry import lookup_backend
+
+    return cast(Backend, lookup_backend(name))
+
+
+def _inductor(gm: fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
+    return _torch_compiler("inductor")(gm, example_inputs)
 
 
 def _aot_eager(gm: fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
-    from torch._dynamo.backends.registry import lookup_backend
-
-    return lookup_backend("aot_eager")(gm, example_inputs)
+    return _torch_compiler("aot_eager")(gm, example_inputs)
 
 
 BACKENDS: dict[str, Backend] = {"eager": _eager, "inductor": _inductor, "aot_eager": _aot_eager}
@@ -91,8 +102,6 @@ def compile_graph(
     elif compiler in (_inductor, _aot_eager):
         compiled = _compile_or_run(compiler, gm, fakes)
     else:
-        from torch._guards import TracingContext, tracing
-
         for node, fake in zip(_placeholders(gm.graph), fakes, strict=True):
             node.meta["val"] = fake
         with tracing(TracingContext(fakes[0].fake_mode)):
@@ -166,11 +175,11 @@ class ShapeGuard:
     """
 
     def __init__(self, source: str, indices: tuple[int, ...]) -> None:
-        from torch.fx.experimental.symbolic_shapes import SYMPY_INTERP
-
+        # symbolic_shapes (with sympy) takes about a second to import: loaded on first use
+        sympy_interp = symbolic_shapes().SYMPY_INTERP
         self.source = source
         self.indices = indices
-        self._check = eval(f"lambda L: ({source})", dict(SYMPY_INTERP))
+        self._check = eval(f"lambda L: ({source})", dict(sympy_interp))
 
     @classmethod
     def of(cls, fakes: list[Any]) -> ShapeGuard | None:

@@ -8,11 +8,14 @@ tuple on success or ``None`` on a miss. Any exception while checking is a miss.
 
 from __future__ import annotations
 
+import builtins
 import types
 from typing import Any, cast
 
 import torch
+from torch.nn.modules import module as mm
 
+from magpy_monitor import scalar_tensor
 from magpy_refgraph import (
     Access,
     AccessKind,
@@ -63,8 +66,6 @@ class PathVars:
                 raise InternalError(f"global {key!r} without its module dict")
             return f"{self.const_expr(access.scope)}[{self.key_expr(key)}]"
         if kind is AccessKind.BUILTIN:
-            import builtins
-
             return f"{self.const_expr(builtins.__dict__)}[{self.key_expr(key)}]"
         if kind is AccessKind.CELL:
             fn = cast(types.FunctionType, access.scope)  # a CELL scope is the closure's function
@@ -97,14 +98,6 @@ class PathVars:
         self.lines.append(f"{self.indent}{name} = {expr}")
         self.vars[path] = name
         return name
-
-
-def scalar_tensor(value: float | bool) -> torch.Tensor:
-    """A promoted Python scalar as a graph input: a 0-d tensor (a float keeps double precision,
-    as the monitor's example input did; see ``magpy_monitor.core.capture.scalar_tensor``)."""
-    if type(value) is float:
-        return torch.tensor(value, dtype=torch.float64)
-    return torch.tensor(value)
 
 
 def _tensor_check(v: str, meta: tuple[Any, ...], c: Any) -> str:
@@ -149,8 +142,6 @@ def _value_check(v: str, value: Any, c: Any) -> str:
 
 def _custom_check(v: str, payload: Any, c: Any) -> str:
     if payload in ("module_call", "module_call_own_forward"):
-        from torch.nn.modules import module as mm
-
         glob = " or ".join(
             c(d)
             for d in (

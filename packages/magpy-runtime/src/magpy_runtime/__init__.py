@@ -11,8 +11,9 @@ from ._api import (
     reset,
     stats,
 )
-from ._cache import BreakReason, FullGraphError, MagPyWarning
+from ._cache import BreakReason
 from ._config import config
+from ._errors import FullGraphError, MagPyWarning
 
 __version__ = "0.1.0"
 

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import functools
+import types
 from collections.abc import Callable
 from typing import Any
 
 import attrs
 import torch
 
-from magpy_codegen import resolve_backend
+from magpy_codegen import BACKENDS, forget_generated, resolve_backend
 from magpy_monitor import TABLE, Annotation, Kind
-from magpy_refgraph import NotCompiledError, UnknownOptionError
+from magpy_refgraph import MagPyError, NotCompiledError, UnknownOptionError
 
 from ._cache import BreakReason, CacheState, all_states
+from ._sites import ensure_entry_site, forget_backend, restore_all
 
 __all__ = ["CacheStats", "ExplainOutput", "annotate", "compile", "explain", "reset", "stats"]
 
@@ -224,10 +226,6 @@ def explain(fn: Any) -> Callable[..., ExplainOutput]:
     target = getattr(fn, "_magpy_original", fn)
 
     def run(*args: Any, **kwargs: Any) -> ExplainOutput:
-        from magpy_codegen import BACKENDS
-
-        from ._sites import forget_backend
-
         def explain_backend(gm: Any, example_inputs: list[Any]) -> Any:
             return BACKENDS["eager"](gm, example_inputs)
 
@@ -239,45 +237,48 @@ def explain(fn: Any) -> Callable[..., ExplainOutput]:
             state.call(target, args, kwargs)
         finally:
             forget_backend(explain_backend)
-        records = [*state.records, *state.site_records]
-        graphs = [r.graph_module for r in records if r.graph_module is not None]
-        graphs += [gm for _code, gm, _locals in state.pending_graphs]
-        ops = [
-            [
-                str(
-                    n.target
-                    if isinstance(n.target, str)
-                    else getattr(n.target, "__name__", n.target)
-                )
-                for n in g.graph.nodes
-                if n.op in ("call_function", "call_method")
-            ]
-            for g in graphs
-        ]
-        guards = [
-            line.strip()
-            for r in records
-            for line in r.guard_source.splitlines()
-            if line.strip().startswith("if ")
-        ]
-        return ExplainOutput(
-            graphs=graphs,
-            graph_count=len(graphs),
-            graph_break_count=state.breaks,
-            break_reasons=list(state.break_reasons),
-            op_count=sum(len(o) for o in ops),
-            ops_per_graph=ops,
-            guards=guards,
-            out_guards=guards,
-            refgraph=state.last_refgraph,
-            assumptions=[
-                f"{c.where} ({'truth value ' if c.truth else ''}{c.expected!r})"
-                for r in records
-                for c in r.plan.checks
-            ],
-        )
+        return _explain_output(state)
 
     return run
+
+
+def _explain_output(state: CacheState) -> ExplainOutput:
+    """What ``state`` captured, as ``magpy.explain`` reports it."""
+    records = [*state.records, *state.site_records]
+    graphs = [r.graph_module for r in records if r.graph_module is not None]
+    graphs += [gm for _code, gm, _locals in state.pending_graphs]
+    ops = [_op_names(g) for g in graphs]
+    guards = [
+        line.strip()
+        for r in records
+        for line in r.guard_source.splitlines()
+        if line.strip().startswith("if ")
+    ]
+    return ExplainOutput(
+        graphs=graphs,
+        graph_count=len(graphs),
+        graph_break_count=state.breaks,
+        break_reasons=list(state.break_reasons),
+        op_count=sum(len(o) for o in ops),
+        ops_per_graph=ops,
+        guards=guards,
+        out_guards=guards,
+        refgraph=state.last_refgraph,
+        assumptions=[
+            f"{c.where} ({'truth value ' if c.truth else ''}{c.expected!r})"
+            for r in records
+            for c in r.plan.checks
+        ],
+    )
+
+
+def _op_names(gm: Any) -> list[str]:
+    """The names of the functions and methods ``gm``'s graph calls, in order."""
+    return [
+        str(n.target if isinstance(n.target, str) else getattr(n.target, "__name__", n.target))
+        for n in gm.graph.nodes
+        if n.op in ("call_function", "call_method")
+    ]
 
 
 def _split_from_the_start(state: CacheState, target: Any) -> None:
@@ -287,12 +288,6 @@ def _split_from_the_start(state: CacheState, target: Any) -> None:
     ``__call__`` is native) keep the whole-call mode: a break there is reported, but the
     segments after it are not recorded.
     """
-    import types
-
-    from magpy_refgraph import MagPyError
-
-    from ._sites import ensure_entry_site
-
     if isinstance(target, torch.nn.Module):
         func = getattr(target.forward, "__func__", target.forward)
     else:
@@ -308,10 +303,6 @@ def _split_from_the_start(state: CacheState, target: Any) -> None:
 
 def reset() -> None:
     """Drop every record of every compiled callable and restore every instrumented function."""
-    from magpy_codegen import forget_generated
-
-    from ._sites import restore_all
-
     for state in all_states():
         state.reset()
     restore_all()

@@ -5,16 +5,15 @@ miss monitors the call (which runs it for real) and adds a record. Past ``max_re
 callable runs eagerly, with one warning. Internal failures make it run eagerly for good, with
 one warning naming the cause; graph breaks are recorded as reasons.
 
-Dynamic values (``dynamic=None``): on a miss, the int/float scalars and the tensor sizes that
-differ from what an earlier record specialised on become dynamic for the next capture (scalars
-turn into graph inputs, sizes into symbols, see ``magpy_monitor.core.shapes``). The last record
-allowed by ``max_records`` is captured with everything dynamic, as ``dynamic=True`` does from
-the start; ``dynamic=False`` never promotes anything.
+Dynamic values (``dynamic=None``): on a miss, the scalars and tensor sizes that differ from what
+an earlier record specialised on become dynamic for the next capture (see ``_dynamic``). Once
+the callable has graph breaks, its calls run the user's code with sites in it (see ``_sites``).
 """
 
 from __future__ import annotations
 
 import threading
+import types
 import warnings
 import weakref
 from typing import Any
@@ -24,27 +23,15 @@ import torch
 
 from magpy_codegen import Record, build_record
 from magpy_monitor import ambient_state, capture
-from magpy_refgraph import (
-    InternalError,
-    MagPyError,
-    SpeculationMiss,
-    Unsupported,
-    dump,
-    iter_remaining,
-)
+from magpy_refgraph import InternalError, MagPyError, SpeculationMiss, Unsupported, dump
 
 from ._config import config
+from ._dynamic import changed_on_miss, changed_scalars, promote_all
+from ._errors import FullGraphError, MagPyWarning
 from ._logging import log_topic
+from ._sites import activate, deactivate, ensure_entry_site, split_loops_of, user_function
 
-__all__ = ["BreakReason", "CacheState", "FullGraphError", "MagPyWarning", "all_states"]
-
-
-class FullGraphError(Unsupported, RuntimeError):
-    """``fullgraph=True`` and the program could not be captured as one graph."""
-
-
-class MagPyWarning(RuntimeWarning):
-    """MagPy ran something eagerly instead of compiled (results are unaffected)."""
+__all__ = ["BreakReason", "CacheState", "all_states"]
 
 
 @attrs.frozen
@@ -124,8 +111,6 @@ class CacheState:
     def call(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """Run ``fn(*args, **kwargs)`` through the cache."""
         if self.split:
-            from ._sites import activate, deactivate
-
             activate(self)
             try:
                 return fn(*args, **kwargs)
@@ -229,13 +214,9 @@ class CacheState:
     def _split_loops(self, fn: Any) -> bool:
         """Records keep coming for new trip counts of a range() loop: from now on each loop
         iteration of the function is a segment (its records serve every trip count)."""
-        import types
-
-        from ._sites import _user_function, split_loops_of
-
         func = getattr(fn, "forward", fn) if isinstance(fn, torch.nn.Module) else fn
         func = getattr(func, "__func__", func)
-        if not isinstance(func, types.FunctionType) or not _user_function(func):
+        if not isinstance(func, types.FunctionType) or not user_function(func):
             return False
         try:
             split_loops_of(func)
@@ -279,11 +260,7 @@ class CacheState:
 
     def _split(self, chain: list[Any]) -> bool:
         """Switch to segments: give the functions on the break's call chain entry sites."""
-        import types
-
-        from ._sites import _user_function, ensure_entry_site
-
-        funcs = [f for _, f in chain[1:] if isinstance(f, types.FunctionType) and _user_function(f)]
+        funcs = [f for _, f in chain[1:] if isinstance(f, types.FunctionType) and user_function(f)]
         if not funcs:
             return False
         try:
@@ -333,122 +310,3 @@ class CacheState:
                 MagPyWarning,
                 stacklevel=4,
             )
-
-
-def promote_all(dynamic: bool | None, last: bool) -> bool:
-    """Capture with every scalar and size dynamic: ``dynamic=True``, or the last record allowed
-    by ``max_records`` under ``dynamic=None`` (the region keeps changing: treat it as dynamic)."""
-    return dynamic is True or (dynamic is None and last)
-
-
-def changed_scalars(plan: Any, others: list[Record]) -> set[Any]:
-    """Entry paths of int/float/bool values guarded by value here and with another value elsewhere.
-
-    Those are the scalars that change from call to call: the next capture makes them graph
-    inputs (the paper's promotion of non-constant scalars) instead of specializing again.
-    Tensor sizes that differ between two records' TENSOR_META guards are included, as
-    ``dim_key(path, d)`` (the next capture makes them symbolic).
-    """
-    from magpy_refgraph import GuardKind
-
-    def scalars(p: Any) -> dict[Any, Any]:
-        return {
-            g.path: g.payload
-            for g in p.guards
-            if g.kind is GuardKind.VALUE and type(g.payload) in (int, float, bool)
-        }
-
-    def shapes(p: Any) -> dict[Any, tuple[Any, ...]]:
-        return {g.path: g.payload[3] for g in p.guards if g.kind is GuardKind.TENSOR_META}
-
-    mine = scalars(plan)
-    my_shapes = shapes(plan)
-    changed: set[Any] = set()
-    for rec in others:
-        for path, value in scalars(rec.plan).items():
-            if path in mine and type(mine[path]) is type(value) and mine[path] != value:
-                changed.add(path)
-        for path, shape in shapes(rec.plan).items():
-            if path in my_shapes:
-                changed |= _changed_dims(path, my_shapes[path], shape)
-    return changed
-
-
-def _changed_dims(path: Any, old: tuple[Any, ...], now: tuple[Any, ...]) -> set[Any]:
-    """``dim_key``s of the sizes that are known (not None) in both shapes and differ."""
-    from magpy_monitor import dim_key
-
-    if len(old) != len(now):
-        return set()
-    return {
-        dim_key(path, d)
-        for d, (a, b) in enumerate(zip(old, now, strict=True))
-        if a is not None and b is not None and a != b
-    }
-
-
-def changed_on_miss(records: list[Record], roots: dict[str, Any]) -> set[Any]:
-    """Entry paths of int/float/bool values some record specialized on that differ in this call."""
-    from magpy_refgraph import GuardKind
-
-    changed: set[Any] = set()
-    for rec in records:
-        for g in rec.plan.guards:
-            if g.kind is GuardKind.TENSOR_META:
-                changed |= _changed_sizes(g, roots)
-                continue
-            if g.kind is not GuardKind.VALUE or type(g.payload) not in (int, float, bool):
-                continue
-            try:
-                now = eval_path(g.path, roots)
-            except Exception:  # the path does not resolve in this call: not a scalar change
-                continue
-            if type(now) is type(g.payload) and now != g.payload:
-                changed.add(g.path)
-    return changed
-
-
-def _changed_sizes(guard: Any, roots: dict[str, Any]) -> set[Any]:
-    """Sizes a TENSOR_META guard names that differ in this call (same class, dtype, ndim)."""
-    import torch
-
-    try:
-        now = eval_path(guard.path, roots)
-    except Exception:  # the path does not resolve in this call
-        return set()
-    cls, dtype, _device, shape = guard.payload[:4]
-    if type(now) is not cls or not isinstance(now, torch.Tensor) or now.dtype is not dtype:
-        return set()
-    return _changed_dims(guard.path, shape, tuple(now.shape))
-
-
-def eval_path(path: Any, roots: dict[str, Any]) -> Any:
-    """The object at ``path`` given the root namespaces of a call or a site."""
-    import builtins
-
-    from magpy_refgraph import AccessKind
-
-    root = path.root
-    key = root.key
-    if root.kind is AccessKind.LOCAL:
-        if "L" in roots:
-            obj = roots["S"][int(key[2:])] if str(key).startswith("$s") else roots["L"][key]
-        else:
-            obj = roots[key]
-    elif root.kind is AccessKind.GLOBAL:
-        obj = root.scope[key]
-    elif root.kind is AccessKind.BUILTIN:
-        obj = builtins.__dict__[key]
-    elif root.kind is AccessKind.CELL:
-        fn = root.scope
-        obj = fn.__closure__[fn.__code__.co_freevars.index(key)].cell_contents
-    else:
-        obj = key
-    for step in path.steps:
-        if step.kind is AccessKind.ATTR:
-            obj = getattr(obj, step.key)
-        elif step.kind is AccessKind.ITER:
-            obj = iter_remaining(obj)[step.key]
-        else:
-            obj = obj[step.key]
-    return obj

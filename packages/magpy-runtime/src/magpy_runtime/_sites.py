@@ -16,6 +16,7 @@ entry and after each break. At a site the frame calls ``__magpy_site(key, stack)
 from __future__ import annotations
 
 import builtins
+import dis
 import sys
 import threading
 import types
@@ -26,11 +27,19 @@ from typing import Any
 import attrs
 
 from magpy_codegen import Instrumented, Layout, Record, build_record, instrument
-from magpy_monitor import CodeInfo, Segment, ambient_state, is_monitoring, start_segment
+from magpy_monitor import (
+    FROZEN_MODULE_ROOTS,
+    CodeInfo,
+    Segment,
+    ambient_state,
+    is_monitoring,
+    start_segment,
+)
 from magpy_refgraph import MagPyError, SpeculationMiss, Unsupported
 
-from ._cache import MagPyWarning, changed_on_miss
 from ._config import config
+from ._dynamic import changed_on_miss, changed_scalars
+from ._errors import MagPyWarning
 from ._logging import log_topic
 
 __all__ = [
@@ -40,6 +49,7 @@ __all__ = [
     "ensure_entry_site",
     "restore_all",
     "split_loops_of",
+    "user_function",
 ]
 
 ENTRY = -1  # site key of a function's entry (before its first traceable instruction)
@@ -145,8 +155,6 @@ def _served(cs: CodeState, state: Any, entry_locals: dict[str, Any]) -> bool:
 
 
 def _first_offset(code: types.CodeType) -> int:
-    import dis
-
     for ins in dis.get_instructions(code):
         if ins.opname not in ("RESUME", "MAKE_CELL", "COPY_FREE_VARS", "NOP", "EXTENDED_ARG"):
             return ins.offset
@@ -319,10 +327,8 @@ def _warn_once(msg: str) -> None:
 
 
 # ---------------------------------------------------------------------- monitor callbacks
-def _user_function(fn: types.FunctionType) -> bool:
+def user_function(fn: types.FunctionType) -> bool:
     """Only user code gets instrumented; torch's and the standard library's stay untouched."""
-    from magpy_monitor.core.capture import FROZEN_MODULE_ROOTS
-
     module = (fn.__module__ or "").split(".")[0]
     return module not in FROZEN_MODULE_ROOTS
 
@@ -361,8 +367,6 @@ class _Host:
             if site is None:
                 return
             if state.dynamic is not False:
-                from ._cache import changed_scalars
-
                 mine = [r for r, _, b in site.records if b is state.backend]
                 site.dynamic_paths |= changed_scalars(rec.plan, mine)
             site.records.insert(0, (rec, layout, state.backend))
@@ -382,7 +386,7 @@ class _Host:
         if state is not None:
             state.note_break(reason)
         for _code, fn in chain[1:]:
-            if isinstance(fn, types.FunctionType) and _user_function(fn):
+            if isinstance(fn, types.FunctionType) and user_function(fn):
                 try:
                     ensure_entry_site(fn)
                 except Unsupported:
@@ -392,7 +396,7 @@ class _Host:
         """A segment ended at a call into a function with an entry site: the functions between
         the segment's frame and that callee get entry sites too (so the next call settles)."""
         for _code, fn in chain[1:-1]:
-            if isinstance(fn, types.FunctionType) and _user_function(fn):
+            if isinstance(fn, types.FunctionType) and user_function(fn):
                 try:
                     ensure_entry_site(fn)
                 except Unsupported:
@@ -415,7 +419,7 @@ class _Host:
             return
         with REGISTRY.lock:
             for fn, gm, entry_locals in pieces:
-                if not (isinstance(fn, types.FunctionType) and _user_function(fn)):
+                if not (isinstance(fn, types.FunctionType) and user_function(fn)):
                     continue
                 cs = REGISTRY.state(fn.__code__)
                 if not _served(cs, state, entry_locals):

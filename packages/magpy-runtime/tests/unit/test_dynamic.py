@@ -1,4 +1,4 @@
-"""Which sizes become dynamic, and when (_cache.py: changed_on_miss, changed_scalars,
+"""Which sizes become dynamic, and when (_dynamic.py: changed_on_miss, changed_scalars,
 promote_all; the ``dynamic=`` argument of ``magpy.compile``)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import torch
 import magpy_runtime as magpy
 from magpy_monitor import dim_key
 from magpy_refgraph import Item, Local, Path
-from magpy_runtime._cache import changed_on_miss, changed_scalars, promote_all
+from magpy_runtime._dynamic import changed_on_miss, changed_scalars, promote_all
 
 X = Path(Local("args"), (Item(0),))
 

@@ -1,0 +1,130 @@
+"""Which values become dynamic: the scalars and tensor sizes that change between calls.
+
+On a miss (``dynamic=None``), the int/float scalars and the tensor sizes that differ from what
+an earlier record specialised on become dynamic for the next capture (scalars turn into graph
+inputs, sizes into symbols, see ``magpy_monitor.core.shapes``). The last record allowed by
+``max_records`` is captured with everything dynamic, as ``dynamic=True`` does from the start;
+``dynamic=False`` never promotes anything. The record cache (``_cache``) and the sites
+(``_sites``) both keep such a set of entry paths.
+"""
+
+from __future__ import annotations
+
+import builtins
+from typing import Any
+
+import torch
+
+from magpy_codegen import Record
+from magpy_monitor import dim_key
+from magpy_refgraph import AccessKind, GuardKind, iter_remaining
+
+__all__ = ["changed_on_miss", "changed_scalars", "eval_path", "promote_all"]
+
+
+def promote_all(dynamic: bool | None, last: bool) -> bool:
+    """Capture with every scalar and size dynamic: ``dynamic=True``, or the last record allowed
+    by ``max_records`` under ``dynamic=None`` (the region keeps changing: treat it as dynamic)."""
+    return dynamic is True or (dynamic is None and last)
+
+
+def changed_scalars(plan: Any, others: list[Record]) -> set[Any]:
+    """Entry paths of int/float/bool values guarded by value here and with another value elsewhere.
+
+    Those are the scalars that change from call to call: the next capture makes them graph
+    inputs (the paper's promotion of non-constant scalars) instead of specializing again.
+    Tensor sizes that differ between two records' TENSOR_META guards are included, as
+    ``dim_key(path, d)`` (the next capture makes them symbolic).
+    """
+
+    def scalars(p: Any) -> dict[Any, Any]:
+        return {
+            g.path: g.payload
+            for g in p.guards
+            if g.kind is GuardKind.VALUE and type(g.payload) in (int, float, bool)
+        }
+
+    def shapes(p: Any) -> dict[Any, tuple[Any, ...]]:
+        return {g.path: g.payload[3] for g in p.guards if g.kind is GuardKind.TENSOR_META}
+
+    mine = scalars(plan)
+    my_shapes = shapes(plan)
+    changed: set[Any] = set()
+    for rec in others:
+        for path, value in scalars(rec.plan).items():
+            if path in mine and type(mine[path]) is type(value) and mine[path] != value:
+                changed.add(path)
+        for path, shape in shapes(rec.plan).items():
+            if path in my_shapes:
+                changed |= _changed_dims(path, my_shapes[path], shape)
+    return changed
+
+
+def _changed_dims(path: Any, old: tuple[Any, ...], now: tuple[Any, ...]) -> set[Any]:
+    """``dim_key``s of the sizes that are known (not None) in both shapes and differ."""
+    if len(old) != len(now):
+        return set()
+    return {
+        dim_key(path, d)
+        for d, (a, b) in enumerate(zip(old, now, strict=True))
+        if a is not None and b is not None and a != b
+    }
+
+
+def changed_on_miss(records: list[Record], roots: dict[str, Any]) -> set[Any]:
+    """Entry paths of int/float/bool values some record specialized on that differ in this call."""
+    changed: set[Any] = set()
+    for rec in records:
+        for g in rec.plan.guards:
+            if g.kind is GuardKind.TENSOR_META:
+                changed |= _changed_sizes(g, roots)
+                continue
+            if g.kind is not GuardKind.VALUE or type(g.payload) not in (int, float, bool):
+                continue
+            try:
+                now = eval_path(g.path, roots)
+            except Exception:  # the path does not resolve in this call: not a scalar change
+                continue
+            if type(now) is type(g.payload) and now != g.payload:
+                changed.add(g.path)
+    return changed
+
+
+def _changed_sizes(guard: Any, roots: dict[str, Any]) -> set[Any]:
+    """Sizes a TENSOR_META guard names that differ in this call (same class, dtype, ndim)."""
+    try:
+        now = eval_path(guard.path, roots)
+    except Exception:  # the path does not resolve in this call
+        return set()
+    cls, dtype, _device, shape = guard.payload[:4]
+    if type(now) is not cls or not isinstance(now, torch.Tensor) or now.dtype is not dtype:
+        return set()
+    return _changed_dims(guard.path, shape, tuple(now.shape))
+
+
+def eval_path(path: Any, roots: dict[str, Any]) -> Any:
+    """The object at ``path`` given the root namespaces of a call or a site."""
+    root = path.root
+    key = root.key
+    if root.kind is AccessKind.LOCAL:
+        if "L" in roots:
+            obj = roots["S"][int(key[2:])] if str(key).startswith("$s") else roots["L"][key]
+        else:
+            obj = roots[key]
+    elif root.kind is AccessKind.GLOBAL:
+        obj = root.scope[key]
+    elif root.kind is AccessKind.BUILTIN:
+        obj = builtins.__dict__[key]
+    elif root.kind is AccessKind.CELL:
+        fn = root.scope
+        obj = fn.__closure__[fn.__code__.co_freevars.index(key)].cell_contents
+    else:
+        obj = key
+    for step in path.steps:
+        if step.kind is AccessKind.ATTR:
+            obj = getattr(obj, step.key)
+        elif step.kind is AccessKind.ITER:
+            obj = iter_remaining(obj)[step.key]
+        else:
+            obj = obj[step.key]
+    return obj
