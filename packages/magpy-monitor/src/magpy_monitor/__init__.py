@@ -1,9 +1,12 @@
 """MagPy's monitor: watches CPython 3.11 run a program and captures its RefGraph and fx graph."""
 
+from .core.ambient import ambient_state
 from .core.annotations import TABLE, Annotation, AnnotationTable, Kind, classify
-from .core.capture import Capture, ambient_state
-from .core.shapes import dim_key
+from .core.capture import Capture
+from .core.scalars import scalar_tensor
+from .core.shapes import dim_key, symbolic_shapes
 from .core.values import Val
+from .core.valuetypes import FROZEN_MODULE_ROOTS
 from .cpython import compat as _compat  # noqa: F401  (fails at import on other Python versions)
 from .cpython.frameio import NULL, StackView, read_stack, stack_depth
 from .driver.api import CaptureResult, capture, entry
@@ -12,6 +15,7 @@ from .driver.segments import CodeInfo, Segment, SegmentHost, is_monitoring, star
 __version__ = "0.1.0"
 
 __all__ = [
+    "FROZEN_MODULE_ROOTS",
     "NULL",
     "TABLE",
     "Annotation",
@@ -31,6 +35,8 @@ __all__ = [
     "entry",
     "is_monitoring",
     "read_stack",
+    "scalar_tensor",
     "stack_depth",
     "start_segment",
+    "symbolic_shapes",
 ]

@@ -23,9 +23,12 @@ import torch
 
 from magpy_refgraph import GuardKind
 
-from ..core.frame import FrameMonitor, Inst, Pending, real_offset
+from ..core import registry
+from ..core.dispatch import dispatch_call
+from ..core.frame import FrameMonitor, Inst, Pending
 from ..core.registry import opcode
 from ..core.values import Val
+from ..cpython.code import real_offset
 
 __all__ = ["GRAD_MODE_CLASSES", "grad_context", "on_exception", "reenter_grad_context"]
 
@@ -167,9 +170,7 @@ def _before_with(m: FrameMonitor, inst: Inst) -> None:
     (ctx,) = m.pop()
     state = ctx.extra if isinstance(ctx.extra, dict) else {}
     if "grad_ctx" not in state:
-        from ..pyobj.contexts import before_with
-
-        before_with(m, inst, ctx)  # any other context manager
+        registry.BEFORE_WITH.impl(m, inst, ctx)  # any other context manager
         return
     prev = state.get("prev", torch.is_grad_enabled())
     mode = state["grad_ctx"]
@@ -202,8 +203,6 @@ def _with_except_start(m: FrameMonitor, inst: Inst) -> None:
     """An exception left a ``with`` block: ``__exit__(type, exc, tb)`` is called like a CALL
     (a Python ``__exit__`` is followed; torch's grad modes are restored in the graph) and its
     result, which decides whether the exception is swallowed, is pushed."""
-    from ..core.calls import dispatch_call
-
     exit_fn, exc = m.stack[-4], m.stack[-1]
     err = exc.obj
     if not isinstance(err, BaseException):

@@ -11,6 +11,7 @@ ahead in it (``extra['ahead']``, see ``_look_ahead``).
 from __future__ import annotations
 
 import collections
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -18,11 +19,14 @@ import torch
 
 from magpy_refgraph import Item, IterPos, iter_remaining
 
-from ..core.capture import is_value_type
-from ..core.frame import FrameMonitor, Inst
+from ..core import registry
+from ..core.calls import inline
+from ..core.frame import FrameMonitor, Inst, _same_tuple, _same_value
 from ..core.values import Val
+from ..core.valuetypes import is_value_type
 
 __all__ = [
+    "DICT_TYPES",
     "advance",
     "consume_generator",
     "consume_items",
@@ -42,7 +46,7 @@ __all__ = [
 ]
 
 # dicts read from outside key by key (keys guarded, each value an entry path)
-_DICT_TYPES = (dict, collections.OrderedDict, collections.defaultdict, collections.Counter)
+DICT_TYPES = (dict, collections.OrderedDict, collections.defaultdict, collections.Counter)
 _INDEXABLE_MODULES = (torch.nn.ModuleList, torch.nn.Sequential, torch.nn.ParameterList)
 
 
@@ -98,10 +102,9 @@ def iter_items(m: FrameMonitor, v: Val) -> list[Val] | None:
         return items[pos:]
     if isinstance(v.extra, dict) and "view" in v.extra:
         return _view_items(m, v)
-    if type(obj) in (set, frozenset):
-        from ..pyobj.sets import set_iter_items
-
-        return set_iter_items(m, v)
+    model = registry.ITER_ITEMS_MODELS.get(type(obj))
+    if model is not None:  # sets
+        return model(m, v)
     if isinstance(v.items, list) and isinstance(obj, list | tuple | collections.deque):
         return list(v.items)
     if isinstance(v.items, list) and isinstance(obj, _INDEXABLE_MODULES):  # a slice of one
@@ -115,13 +118,11 @@ def iter_items(m: FrameMonitor, v: Val) -> list[Val] | None:
     ):
         cap.observe_len(v)
         return [cap.child(v, Item(i), x) for i, x in enumerate(obj)]
-    if v.external and type(obj) in _DICT_TYPES:
+    if v.external and type(obj) in DICT_TYPES:
         cap.observe_keys(v)
         return [cap.const(k) for k in obj]
     if v.const and not is_value_type(obj):
-        from ..libs.numpy.ndarrays import array_items
-
-        rows = array_items(m, v)  # the elements of a 1-d numpy array made by the run
+        rows = registry.ARRAY_ITEMS.impl(m, v)  # the elements of a 1-d numpy array of the run
         if rows is not None:
             return rows
     if is_value_type(obj) or v.const or v.expr is not None:
@@ -143,10 +144,10 @@ def _view_items(m: FrameMonitor, v: Val) -> list[Val]:
     kind, base = v.extra["view"], v.extra["base"]
     if isinstance(base.items, dict):
         pairs = list(base.items.values())
-    elif base.external and type(base.obj) in _DICT_TYPES:
+    elif base.external and type(base.obj) in DICT_TYPES:
         cap.observe_keys(base)
         pairs = [(cap.const(k), cap.child(base, Item(k), x)) for k, x in base.obj.items()]
-    elif base.const and type(base.obj) in _DICT_TYPES and not _holds_tensor(base.obj):
+    elif base.const and type(base.obj) in DICT_TYPES and not _holds_tensor(base.obj):
         # a constant of the program (a class attribute of torch's): so are its items
         pairs = [(cap.const(k), cap.new(x, const=True)) for k, x in base.obj.items()]
     else:
@@ -292,8 +293,6 @@ def next_value(m: FrameMonitor, inst: Inst, it: Val, default: Val | None) -> Non
 
 def _same(v: Val, real: Any) -> bool:
     """Whether shadow ``v`` describes ``real`` (as ``FrameMonitor.bind`` checks)."""
-    from ..core.frame import _same_tuple, _same_value
-
     return (
         v.obj is real or (is_value_type(real) and _same_value(v.obj, real)) or _same_tuple(v, real)
     )
@@ -315,18 +314,12 @@ def get_iter(m: FrameMonitor, inst: Inst, v: Val) -> None:
     if isinstance(v.obj, torch.Tensor) and type(v.obj).__iter__ is torch.Tensor.__iter__:
         # `for row in x`: Tensor.__iter__ is Python (iter(x.unbind(0))), so the rows are the
         # outputs of an unbind in the graph; their number follows x's guarded size
-        from ..core.calls import inline
-
         inline(m, inst, m.cap.const(torch.Tensor.__iter__), [v], {})
         return
     items = iter_items(m, v)
     if items is None:
-        import types
-
         fn = getattr(type(v.obj), "__iter__", None)
         if isinstance(fn, types.FunctionType):
-            from ..core.calls import inline
-
             m.cap.observe_type(v)
             inline(m, inst, m.cap.const(fn), [v], {})
             return
@@ -473,6 +466,7 @@ def _for_iter_ahead(m: FrameMonitor, inst: Inst, it: Val, n_out: Callable[[int],
     m.expect_outputs(inst, n_out, make)
 
 
+@registry.UNPACK.provide
 def unpack(m: FrameMonitor, v: Val, n: int | None) -> list[Val]:
     """The values of iterable ``v`` known without running it (``*args``, ``list.extend``)."""
     items = iter_items(m, v)
@@ -499,9 +493,7 @@ def unpack_pending(m: FrameMonitor, inst: Inst, v: Val, n: int) -> None:
     if isinstance(v.obj, torch.Tensor):
         _unpack_tensor(m, inst, v, n)
         return
-    from ..pyobj.highorder import unpack_lazy  # (it imports this module)
-
-    if unpack_lazy(m, inst, v, n):
+    if registry.UNPACK_LAZY.impl(m, inst, v, n):  # a lazy map/filter made in the run
         return
     known = iter_items(m, v)
     if known is not None and len(known) != n:

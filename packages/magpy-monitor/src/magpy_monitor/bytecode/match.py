@@ -13,11 +13,11 @@ from typing import Any
 
 from magpy_refgraph import Item
 
-from ..core.calls import load_attr
+from ..core import registry
+from ..core.attributes import load_attr
 from ..core.frame import FrameMonitor, Inst
 from ..core.registry import BUILTIN_HANDLERS, opcode
 from ..core.values import Val
-from ..pyobj.collections import put_item
 
 __all__: list[str] = []
 
@@ -125,7 +125,7 @@ def _copy_dict_without_keys(m: FrameMonitor, inst: Inst) -> None:
         rest: dict[Any, tuple[Val, Val]] = {}
         for k, (kv, v) in pairs.items():
             if k not in keys.obj:
-                put_item(rest, kv, v)
+                registry.PUT_ITEM.impl(rest, kv, v)
         return [m.cap.new(real[0], items=rest)]
 
     m.expect_outputs(inst, 1, make)

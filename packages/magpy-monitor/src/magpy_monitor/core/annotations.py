@@ -18,6 +18,9 @@ from __future__ import annotations
 
 import enum
 import functools
+import hashlib
+import importlib
+import random
 import types
 from collections.abc import Callable
 from typing import Any
@@ -183,8 +186,6 @@ class AnnotationTable:
 
 def _effect_rule(fn: Any) -> Annotation | None:
     """Python's RNG and clocks: hidden state outside the program."""
-    import random
-
     owner = getattr(fn, "__self__", None)
     if isinstance(owner, random.Random):
         return Annotation(Kind.EFFECT, reason=f"random.{fn.__name__} draws from Python's RNG")
@@ -262,8 +263,6 @@ def _register_mode_predicates() -> None:
     """``torch.jit.is_scripting()``, ``torch.compiler.is_compiling()`` and friends: they tell
     whether code runs under a tracer or compiler. Under MagPy the program runs eagerly, so each
     is a constant of the record (PURE with no inputs) instead of Python code to follow."""
-    import importlib
-
     for module, names in (
         ("torch.jit", "is_scripting is_tracing"),
         ("torch._jit_internal", "is_scripting"),
@@ -306,8 +305,6 @@ _STDLIB_PURE = {
 
 
 def _register_stdlib_pure() -> None:
-    import importlib
-
     for module, names in _STDLIB_PURE.items():
         mod = importlib.import_module(module)
         for name in names.split():
@@ -317,8 +314,6 @@ def _register_stdlib_pure() -> None:
 
 
 def _hash_types() -> tuple[type, ...]:
-    import hashlib
-
     return tuple({type(hashlib.new(n)) for n in ("md5", "sha1", "sha256", "sha3_256", "blake2b")})
 
 

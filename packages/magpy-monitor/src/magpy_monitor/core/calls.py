@@ -10,203 +10,26 @@ from __future__ import annotations
 
 import collections
 import types
-from typing import Any, cast
+from typing import Any
 
 import torch
 
-from magpy_refgraph import Attr, Const, Item
+from magpy_refgraph import Attr
 
-from .annotations import Annotation, Kind, classify, tensor_attr_kind
-from .capture import FROZEN_MODULE_ROOTS, is_value_type
+from ..cpython.code import CO_VARARGS, CO_VARKEYWORDS
+from .annotations import Annotation
 from .frame import CellBox, FrameMonitor, Inst, initial_fast
-from .registry import FUNCTION_APPLY_MODELS, TENSOR_METHOD_HANDLERS
-from .speculation import read_list, read_value, truth_of_tensor
-from .values import UNBOUND, Val, plain_container
+from .operators import opaque_object
+from .registry import BUILT_OBJECT_TRUTH, OUTSIDE_ARRAY
+from .shapes import SIZE_FREE_READS, numel_val, size_vals
+from .speculation import truth_of_tensor
+from .values import UNBOUND, Val
+from .valuetypes import is_value_type
 
-__all__ = ["dispatch_call", "inline", "load_attr", "method_self", "subscr", "truthiness"]
+__all__ = ["inline", "method_self", "truthiness"]
 
 CO_GENERATOR, CO_COROUTINE, CO_ITERABLE_COROUTINE, CO_ASYNC_GENERATOR = 0x20, 0x80, 0x100, 0x200
-_FUNCTION_APPLY = cast(Any, torch.autograd.Function.apply).__func__
-# ``MyFn.apply(...)`` of autograd Functions whose forward pass is modelled (``_checkpoint``);
-# any other Function is one node of the graph
 _MODULE_CONTAINERS = (torch.nn.ModuleList, torch.nn.Sequential, torch.nn.ParameterList)
-
-
-def dispatch_call(
-    m: FrameMonitor, inst: Inst, fn_val: Val, pos: list[Val], kwargs: dict[str, Val]
-) -> None:
-    """Model ``fn(*pos, **kwargs)`` at a CALL instruction."""
-    from ..bytecode.exceptions import GRAD_MODE_CLASSES, grad_context, grad_exit
-    from ..libs.torch.tensorctors import forward_call, forwards
-    from ..pyobj.builtins import BUILTIN_HANDLERS, METHOD_HANDLERS
-    from ..pyobj.contexts import context_exit, is_python_context_class
-    from ..pyobj.instances import construct_object, is_plain_class, python_meta_call
-    from ..pyobj.instances import lookup as vars_lookup
-
-    fn = fn_val.obj
-    cap = m.cap
-    if isinstance(fn_val.extra, dict) and "grad_exit" in fn_val.extra:
-        grad_exit(m, inst, fn_val, pos)
-        return
-    if context_exit(m, inst, fn_val, pos):
-        return
-    if any(fn is c for c in GRAD_MODE_CLASSES):  # (`in` would run a user class's __eq__)
-        grad_context(m, inst, fn, pos, kwargs)
-        return
-    if isinstance(fn, type) and issubclass(fn, BaseException):
-        pure_call(m, inst, pos, kwargs)
-        return
-    if isinstance(fn, type) and issubclass(fn, torch.nn.Module):
-        # a layer built inside forward (torch.nn's, or a library's stateless activation): a
-        # constant of the record if it holds no state; the mock never returns it
-        from ..libs.torch.modctor import construct_module
-
-        construct_module(m, inst, fn, pos, kwargs)
-        return
-    from ..pyobj.objects import (
-        construct,
-        construct_namedtuple,
-        follow_tuple_new,
-        is_namedtuple_class,
-        is_namedtuple_replace,
-        is_replayable_class,
-        namedtuple_replace,
-        python_tuple_new,
-    )
-
-    if is_replayable_class(fn):
-        construct(m, inst, fn_val, pos, kwargs)
-        return
-    if is_namedtuple_class(fn):
-        construct_namedtuple(m, inst, fn_val, pos, kwargs)
-        return
-    if is_namedtuple_replace(fn):
-        cap.observe_identity(fn_val)
-        namedtuple_replace(m, inst, pos, kwargs)  # nt._replace(x=...): native map(kwds.pop, ...)
-        return
-    if python_tuple_new(fn) is not None:
-        follow_tuple_new(m, inst, fn_val, pos, kwargs)  # PackedSequence(data, batch_sizes)
-        return
-    special = BUILTIN_HANDLERS.get(id(fn))
-    if special is not None and special[0] is fn:
-        cap.observe_identity(fn_val)
-        special[1](m, inst, pos, kwargs)
-        return
-    if isinstance(fn, type) and (meta_call := python_meta_call(fn)) is not None:
-        cap.observe_identity(fn_val)  # a metaclass's Python __call__ (a registry, a singleton)
-        inline(m, inst, cap.const(meta_call), [fn_val, *pos], kwargs)
-        return
-    if isinstance(fn, type) and (is_python_context_class(fn) or is_plain_class(fn)):
-        construct_object(m, inst, fn_val, pos, kwargs)  # `with Timer():`, `ModelOutput()`
-        return
-    if (
-        isinstance(fn, torch.nn.Module)
-        and isinstance(call := vars_lookup(type(fn), "__call__"), types.FunctionType)
-        and call is not torch.nn.Module.__call__
-    ):
-        cap.observe_type(fn_val)  # a module class with its own __call__ (CartoonGAN's norm)
-        inline(m, inst, cap.const(call), [fn_val, *pos], kwargs)
-        return
-    if isinstance(fn, torch.nn.Module):
-        from ..libs.torch.hooks import module_call
-
-        module_call(m, inst, fn_val, pos, kwargs)
-        return
-    if type(fn) is types.MethodType and _modelled_function(fn.__self__):
-        pos, fn = [method_self(m, fn_val), *pos], fn.__func__  # MyFn.apply(...), bound
-    if fn is _FUNCTION_APPLY and pos and _modelled_function(pos[0].obj):
-        cap.observe_identity(pos[0])  # an autograd Function whose forward is modelled
-        FUNCTION_APPLY_MODELS[pos[0].obj](m, inst, pos[1:], kwargs)
-        return
-    if type(fn) is types.MethodType:
-        early = classify(fn)
-        if early.kind in (Kind.VALUE_READ, Kind.EFFECT):
-            raise m.unsupported(early.reason or f"{_name(fn)} is dynamic")
-        if early.kind is Kind.AS_OP:
-            cap.observe_identity(fn_val)
-            _as_op(m, inst, fn, early, pos, kwargs)
-            return
-        self_val = method_self(m, fn_val)
-        dispatch_call(m, inst, cap.const(fn.__func__), [self_val, *pos], kwargs)
-        return
-    if fn is _FUNCTION_APPLY and pos and isinstance(pos[0].obj, type):
-        # MyFn.apply(x): PRECALL unbound the classmethod; record the bound call as one node
-        bound = cast(Any, pos[0].obj).apply
-        _as_op(m, inst, bound, classify(bound), pos[1:], kwargs)
-        return
-    if isinstance(fn, types.BuiltinMethodType) and isinstance(fn.__self__, torch.Tensor):
-        pos = [method_self(m, fn_val), *pos]
-    ann = classify(fn)
-    if ann.kind is Kind.AS_OP and ann.method in TENSOR_METHOD_HANDLERS:
-        TENSOR_METHOD_HANDLERS[ann.method](m, inst, pos, kwargs)  # x.type(T), x.new(...)
-    elif ann.kind is Kind.AS_OP:
-        cap.observe_identity(fn_val)
-        _as_op(m, inst, fn, ann, pos, kwargs)
-    elif ann.kind is Kind.META:
-        _meta_call(m, inst, pos, kwargs, getattr(fn, "__name__", ""))
-    elif ann.kind is Kind.PURE:
-        cap.observe_identity(fn_val)
-        pure_call(m, inst, pos, kwargs)
-    elif ann.kind is Kind.VALUE_READ and _scalar_read(fn, pos, kwargs):
-        reason = ann.reason or f"{_name(fn)} reads a tensor's value"
-        read = read_list if fn.__name__ == "tolist" else read_value
-        m.expect_outputs(inst, 1, lambda real: [read(cap, pos[0], real[0], reason)])
-    elif ann.kind in (Kind.VALUE_READ, Kind.EFFECT):
-        raise m.unsupported(ann.reason or f"{_name(fn)} is dynamic")
-    elif isinstance(fn, types.FunctionType) and _opaque_forward(fn, pos):
-        from ..pyobj.special import opaque_module_call
-
-        cap.observe_identity(fn_val)  # super().forward(x) in a subclass of nn.LSTM...
-        opaque_module_call(m, inst, pos[0], pos[1:], kwargs, forward=fn)
-    elif isinstance(fn, types.FunctionType):
-        cap.observe_identity(fn_val)
-        inline(m, inst, fn_val, pos, kwargs)
-    elif forwards(fn):
-        forward_call(m, inst, fn_val, pos, kwargs)  # functools.partial, a scripted function
-    elif isinstance(fn, type) is False and _is_compiled_callable(fn):
-        # another magpy.compile'd callable: it runs natively, through its own cache
-        raise m.unsupported(f"call to the compiled {_name(fn)} (runs through its own cache)")
-    elif not isinstance(fn, type) and (call := _python_call(fn)) is not None:
-        # an instance of a class whose ``__call__`` is Python (diffusers' attention
-        # processors): follow ``type(fn).__call__(fn, ...)``; the type is guarded
-        cap.observe_type(fn_val)
-        inline(m, inst, cap.const(call), [fn_val, *pos], kwargs)
-    else:
-        owner = getattr(fn, "__objclass__", None)
-        if type(fn) is types.MethodWrapperType:  # super().__setitem__: bound, owner known
-            pos = [method_self(m, fn_val), *pos]
-        elif owner is None and isinstance(fn, types.BuiltinMethodType):
-            owner = _native_owner(fn)
-            pos = [method_self(m, fn_val), *pos]
-        handler = METHOD_HANDLERS.get((owner, getattr(fn, "__name__", None)))
-        if handler is None:
-            raise m.unsupported(f"call to {_name(fn)}: native code without an annotation")
-        handler(m, inst, pos, kwargs)
-
-
-def _opaque_forward(fn: Any, pos: list[Val]) -> bool:
-    """``fn`` is the forward of an RNN (or another module recorded as one node), called on a
-    module from outside without hooks of its own."""
-    from ..pyobj.special import OPAQUE_FORWARDS
-
-    if type(fn) is not types.FunctionType or fn not in OPAQUE_FORWARDS:  # (no user __hash__)
-        return False
-    if not pos or not pos[0].external:
-        return False
-    mod = pos[0].obj
-    return isinstance(mod, torch.nn.Module) and not (mod._forward_hooks or mod._forward_pre_hooks)
-
-
-def _modelled_function(cls: Any) -> bool:
-    return isinstance(cls, type) and cls in FUNCTION_APPLY_MODELS
-
-
-def _is_compiled_callable(obj: Any) -> bool:
-    """A ``magpy.compile`` wrapper (it keeps the callable it compiles in ``_magpy_original``)."""
-    try:
-        return "_magpy_original" in vars(obj) or "_magpy_original" in getattr(obj, "__dict__", {})
-    except TypeError:  # no __dict__
-        return False
 
 
 def _python_call(obj: Any) -> types.FunctionType | None:
@@ -301,8 +124,6 @@ def _as_op(
 def _meta_call(
     m: FrameMonitor, inst: Inst, pos: list[Val], kwargs: dict[str, Val], name: str = ""
 ) -> None:
-    from .shapes import SIZE_FREE_READS
-
     if (
         pos
         and isinstance(pos[0].obj, torch.Tensor)
@@ -321,8 +142,6 @@ def _symbolic_size_call(
     m: FrameMonitor, inst: Inst, name: str, pos: list[Val], kwargs: dict[str, Val]
 ) -> bool:
     """``x.size()``, ``x.size(d)``, ``x.numel()``, ``len(x)`` of a tensor with symbolic sizes."""
-    from .shapes import numel_val, size_vals
-
     cap = m.cap
     base = pos[0]
     args = [*pos[1:], *kwargs.values()]
@@ -353,14 +172,14 @@ def _symbolic_size_call(
 
 def pure_call(m: FrameMonitor, inst: Inst, pos: list[Val], kwargs: dict[str, Val]) -> None:
     """A pure native call: its inputs are guarded, its result is a constant."""
-    from ..libs.numpy.ndarrays import outside_array
-
     for v in (*pos, *kwargs.values()):
         if isinstance(v.obj, torch.Tensor):
             m.cap.guard_meta(v)
         else:
             opaque = _opaque_input(v)
-            if opaque is None and not isinstance(array := outside_array(m.cap, v), torch.Tensor):
+            if opaque is None and not isinstance(
+                array := OUTSIDE_ARRAY.impl(m.cap, v), torch.Tensor
+            ):
                 opaque = array  # a constant array not made by the run (a function's default)
             if opaque is not None:
                 # guarding it checks only its type: a result computed from its contents (a
@@ -371,16 +190,6 @@ def pure_call(m: FrameMonitor, inst: Inst, pos: list[Val], kwargs: dict[str, Val
                 )
             m.cap.observe(v)
     m.expect_outputs(inst, 1, lambda real: [m.cap.new(real[0], const=True)])
-
-
-_BY_IDENTITY = (
-    types.FunctionType,
-    types.BuiltinFunctionType,
-    types.MethodType,
-    types.ModuleType,
-    types.CodeType,
-    type,
-)
 
 
 def _opaque_input(v: Val) -> Any:
@@ -396,22 +205,6 @@ def _opaque_input(v: Val) -> Any:
                 return o
         return None
     return opaque_object(v.obj) if v.external else None
-
-
-def opaque_object(obj: Any) -> Any:
-    """An object in ``obj`` (itself, or inside a plain container) that ``observe()`` would
-    guard by type alone, so that a value computed from its contents could go stale; None if
-    there is none."""
-    if obj is None or is_value_type(obj) or isinstance(obj, (torch.Tensor, *_BY_IDENTITY)):
-        return None
-    kind = plain_container(obj)
-    if kind is dict:
-        return next(
-            (o for kv in obj.items() for o in map(opaque_object, kv) if o is not None), None
-        )
-    if kind is not None:
-        return next((o for o in map(opaque_object, obj) if o is not None), None)
-    return obj
 
 
 # ---------------------------------------------------------------------- inlining
@@ -486,7 +279,7 @@ def bind_args(
     code = func.__code__
     names = code.co_varnames
     argc, kwonly, posonly = code.co_argcount, code.co_kwonlyargcount, code.co_posonlyargcount
-    has_varargs, has_varkw = bool(code.co_flags & 0x04), bool(code.co_flags & 0x08)
+    has_varargs, has_varkw = bool(code.co_flags & CO_VARARGS), bool(code.co_flags & CO_VARKEYWORDS)
     positional = names[:argc]
     bound: dict[str, Val] = dict(zip(positional, pos[:argc], strict=False))
     extra_pos = pos[argc:]
@@ -536,199 +329,7 @@ def _defaults(m: FrameMonitor, fn_val: Val) -> list[Val]:
     return [m.cap.const(x) for x in (fn_val.obj.__defaults__ or ())]
 
 
-# ---------------------------------------------------------------------- attributes, items, truth
-def load_attr(m: FrameMonitor, base: Val, name: str, real: Any) -> Val:
-    """The shadow of ``base.name`` whose real value is ``real``."""
-    cap = m.cap
-    obj = base.obj
-    if isinstance(obj, torch.Tensor):
-        kind = tensor_attr_kind(name)
-        if kind is Kind.META:
-            from .shapes import SIZE_FREE_READS, size_vals
-
-            if name == "shape":
-                dims = size_vals(cap, base)
-                if dims is not None:
-                    return cap.new(real, items=dims)
-            cap.guard_meta(base, sizes=name not in SIZE_FREE_READS)
-            return cap.new(real, const=True)
-        if kind is Kind.AS_OP:
-            node = cap.rec.call("call_function", getattr, (cap.tensor_node(base), name), {})
-            return cap.op_result(real, node)
-        if callable(real) and getattr(real, "__self__", None) is obj:
-            return Val(real, extra={"self": base})
-        if name == "volatile" and real is False:  # removed: always False, with a warning
-            from ..libs.stdlib.warn import record_warning
-
-            record_warning(m, _VOLATILE_REMOVED, UserWarning, m.frame)
-            return cap.const(False)
-        raise m.unsupported(f"tensor attribute {name!r} is not supported")
-    if isinstance(obj, types.ModuleType) and obj.__name__.split(".")[0] in FROZEN_MODULE_ROOTS:
-        cap.observe_identity(base)
-        return cap.new(real, const=True)
-    if base.attrs is not None and name in base.attrs:
-        found = base.attrs[name]
-        if found.obj is not real and not (is_value_type(real) and found.obj == real):
-            raise m.unsupported(f"attribute {name!r} changed where the monitor did not see it")
-        return found
-    if isinstance(base.extra, dict) and "super" in base.extra:
-        from ..pyobj.special import super_attr
-
-        return super_attr(m, base, name, real)
-    if base.const:
-        from ..libs.numpy.ndarrays import array_attr, is_array
-
-        if is_array(obj):
-            return array_attr(m, base, name, real)  # a.T, a.shape of an array made by the run
-        if (
-            isinstance(obj, type)
-            and is_value_type(real)
-            and any(name in vars(k) for k in obj.__mro__)
-        ):
-            # a setting kept on a library class (``Distribution._validate_args``, changed by
-            # ``set_default_validate_args``): guarded where it lives, not frozen
-            return cap.child(cap.root(Const(obj), obj), Attr(name), real)
-        return cap.new(real, const=True)
-    if base.external:
-        cap.observe_type(base)
-        if isinstance(obj, type):
-            cap.observe_identity(base)  # class attributes depend on which class this is
-        if (
-            type(real) is types.MethodType
-            and real.__self__ is obj
-            and name not in getattr(obj, "__dict__", {})
-        ):
-            # a method of the (guarded) type, bound anew on every read: no reference to record
-            return Val(real, extra={"self": base})
-        if type(real) is types.MethodType and isinstance(obj, type) and real.__self__ is obj:
-            return Val(real, extra={"self": base})  # a classmethod read from a guarded class
-        return cap.child(base, Attr(name), real)
-    if base.expr is not None or is_value_type(obj):
-        return Val(real, expr=(getattr, (base, cap.const(name))))
-    fields = getattr(type(obj), "_fields", None) or getattr(type(obj), "n_fields", None)
-    if isinstance(base.items, list) and isinstance(fields, tuple) and name in fields:
-        item: Val = base.items[fields.index(name)]
-        return item
-    if type(real) in (types.MethodType, types.BuiltinMethodType) and real.__self__ is obj:
-        return Val(real, extra={"self": base})  # (``kwds.pop`` of a dict the run built)
-    if type(real) is types.MethodType and real.__self__ is type(obj) and not base.external:
-        # a classmethod read through an object the run built (``qt._make``): bound to its class
-        return Val(real, extra={"self": cap.const(type(obj))})
-    known = cap.known(real)
-    if known is not None:
-        return known
-    if is_value_type(real) and type(obj) in _STRUCTSEQ_LIKE:
-        return cap.new(real, const=True)
-    from ..pyobj.objects import ctor_of, item_shadow
-
-    if ctor_of(base) is not None:
-        return item_shadow(m, real, f"{type(obj).__name__}.{name}")
-    from ..pyobj.instances import is_pyobj, lookup
-
-    if is_pyobj(base) and name not in vars(obj) and lookup(type(obj), name) is real:
-        return load_attr(m, base.extra["pyobj"], name, real)  # a class attribute
-    if is_pyobj(base) and name == "__dict__":
-        from ..pyobj.instances import instance_dict
-
-        return instance_dict(m, base, real)
-    if isinstance(base.extra, dict) and "made_class" in base.extra:
-        from ..pyobj.classes import class_attr
-
-        return class_attr(m, base, name, real)
-    raise m.unsupported(f"attribute {name!r} of a {type(obj).__name__} created during the run")
-
-
-_STRUCTSEQ_LIKE: tuple[type, ...] = (torch.finfo, torch.iinfo)
-_VOLATILE_REMOVED = "volatile was removed (Variable.volatile is always False)"
-
-
-def subscr(m: FrameMonitor, inst: Inst, container: Val, key: Val) -> None:
-    """Model ``container[key]`` (BINARY_SUBSCR)."""
-    cap = m.cap
-    obj = container.obj
-    if isinstance(obj, torch.Tensor):
-        import operator
-
-        from ..bytecode.handlers import _tensor_op  # shared helper
-
-        _tensor_op(m, inst, operator.getitem, [container, key])
-        return
-    from ..pyobj.instances import is_pyobj
-    from ..pyobj.objects import ctor_of
-
-    getitem = getattr(type(obj), "__getitem__", None)
-    replayed = ctor_of(container) is not None or is_pyobj(container)
-    if replayed and isinstance(getitem, types.FunctionType):
-        inline(m, inst, cap.const(getitem), [container, key], {})  # ModelOutput.__getitem__
-        return
-    if isinstance(container.items, list) and (
-        type(obj) in (list, tuple) or isinstance(obj, (tuple, *_MODULE_CONTAINERS))
-    ):
-        cap.observe(key)
-        k = key.obj
-        if isinstance(k, slice):
-            items = container.items[k]
-            m.expect_outputs(inst, 1, lambda real: [cap.new(real[0], items=items)])
-        else:
-            m.push(container.items[k])
-        return
-    if isinstance(container.items, dict):
-        cap.observe(key)
-        if key.obj not in container.items:
-            from ..pyobj.collections import missing_item
-
-            missing_item(m, inst, container, key)  # defaultdict, Counter; else KeyError
-            return
-        m.push(container.items[key.obj][1])
-        return
-    if type(obj) is collections.deque and isinstance(container.items, list):
-        cap.observe(key)
-        if type(key.obj) is not int or not -len(container.items) <= key.obj < len(container.items):
-            raise m.unsupported("deque index that is not an int in range")
-        m.push(container.items[key.obj])
-        return
-    if container.external and (
-        type(obj) in (list, tuple, dict, *_DICT_LIKE)
-        or isinstance(obj, (*_MODULE_CONTAINERS, torch.nn.ModuleDict, torch.nn.ParameterDict))
-    ):
-        cap.observe(key)
-        cap.observe_type(container)
-        if type(obj) in _DICT_LIKE:
-            # a defaultdict would insert a missing key even while a guard reads it: its keys
-            # are checked first (and a missing key is a break)
-            cap.observe_keys(container)
-            if key.obj not in obj:
-                raise m.unsupported(f"a missing key of a {type(obj).__name__} from outside")
-        if isinstance(key.obj, slice):
-            if type(obj) not in (list, tuple) and not isinstance(obj, _MODULE_CONTAINERS):
-                raise m.unsupported(f"slicing a {type(obj).__name__} from outside")
-            # a slice of an entry list/tuple/ModuleList (``self.resnets[1:]``): its length is
-            # guarded, each item an entry path; the new container's shadow knows its items
-            from ..bytecode.iteration import iter_items
-
-            whole = iter_items(m, container)
-            assert whole is not None
-            part = whole[key.obj]
-            m.expect_outputs(inst, 1, lambda real: [cap.new(real[0], items=part)])
-            return
-        m.expect_outputs(inst, 1, lambda real: [cap.child(container, Item(key.obj), real[0])])
-        return
-    if is_value_type(obj) or container.const or container.expr is not None:
-        import operator
-
-        from ..bytecode.handlers import _scalar_op
-
-        _scalar_op(m, inst, operator.getitem, [container, key])
-        return
-    getitem = getattr(type(obj), "__getitem__", None)
-    if isinstance(getitem, types.FunctionType):
-        cap.observe_type(container)
-        inline(m, inst, cap.const(getitem), [container, key], {})
-        return
-    raise m.unsupported(f"subscript of a {type(obj).__name__}")
-
-
-_DICT_LIKE = (collections.OrderedDict, collections.defaultdict, collections.Counter)
+# ---------------------------------------------------------------------- items, truth
 _SIZED = (
     list,
     tuple,
@@ -740,19 +341,6 @@ _SIZED = (
     collections.Counter,
     collections.deque,
 )
-
-
-_SCALAR_READS = frozenset({"item", "tolist", "__bool__", "__int__", "__float__", "__index__"})
-
-
-def _scalar_read(fn: Any, pos: list[Val], kwargs: dict[str, Val]) -> bool:
-    """``t.item()`` and the like: one tensor's value as a Python number (see _speculation)."""
-    return (
-        getattr(fn, "__name__", None) in _SCALAR_READS
-        and len(pos) == 1
-        and not kwargs
-        and isinstance(pos[0].obj, torch.Tensor)
-    )
 
 
 def truthiness(m: FrameMonitor, v: Val) -> bool:
@@ -773,7 +361,7 @@ def truthiness(m: FrameMonitor, v: Val) -> bool:
             pass  # built by the run with known items: its length follows the program's path
         else:
             cap.observe(v)
-    elif _pyobj_truth(v):
+    elif BUILT_OBJECT_TRUTH.impl(v):
         pass  # an object built in the run, truthy by its known items (or always)
     elif getattr(type(obj), "__bool__", None) is not None:
         raise m.unsupported(f"truth value of a {type(obj).__name__} with __bool__")
@@ -782,17 +370,3 @@ def truthiness(m: FrameMonitor, v: Val) -> bool:
     else:
         cap.observe_type(v)
     return bool(obj)
-
-
-def _pyobj_truth(v: Val) -> bool:
-    """``bool(v)`` of an object built in the run follows from its shadow: no Python
-    ``__bool__``/``__len__``, and its items (if a mapping) are known."""
-    from ..pyobj.instances import is_pyobj, lookup
-
-    if not is_pyobj(v):
-        return False
-    cls = type(v.obj)
-    python = (types.FunctionType, types.MethodType)
-    if isinstance(lookup(cls, "__bool__"), python) or isinstance(lookup(cls, "__len__"), python):
-        return False
-    return isinstance(v.items, dict) or not hasattr(cls, "__len__")

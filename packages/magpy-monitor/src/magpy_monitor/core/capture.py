@@ -3,20 +3,18 @@
 ``Capture`` owns everything that outlives a single frame: the ``RefGraph`` (SN#0, external
 nodes, versioned edges), the ``GraphRecorder`` (fx graph), the table from object identity to the
 ``Val`` of each heap object seen, and the ordered list of writes into pre-existing objects.
-Frame monitors (``_frame.py``) call its value operations; the planner (``_planner.py``) turns the
-final state into a ``Plan``.
+Frame monitors (``core.frame``) call its value operations; the planner (``driver.planner``) turns
+the final state into a ``Plan``. Which objects are values is decided in ``core.valuetypes``;
+Python scalars promoted to graph inputs, in ``core.scalars``.
 """
 
 from __future__ import annotations
 
-import enum
 import operator
-import sys
 import types
 from collections.abc import Callable
 from typing import Any, cast
 
-import attrs
 import torch
 import torch.fx as fx
 
@@ -27,13 +25,14 @@ from magpy_refgraph import (
     Global,
     GuardKind,
     Item,
-    NodeKind,
     Path,
     RefGraph,
     ShadowNode,
     Unsupported,
 )
 
+from . import registry, scalars
+from .ambient import ambient_state
 from .recorder import GraphRecorder
 from .shapes import ShapeTracker, check_arity, dynamic_dims, sym_node, tensor_meta
 from .speculation import (
@@ -42,74 +41,12 @@ from .speculation import (
     assume_shape,
     draws_random,
     pin,
-    python_number,
     speculated,
 )
 from .values import AppendLog, Val, plain_container
+from .valuetypes import fx_constant_ok, is_value_type, node_kind, plain_scalar
 
-__all__ = ["VALUE_TYPES", "Capture", "Write", "is_value_type"]
-
-VALUE_TYPES: tuple[type, ...] = (
-    int,
-    float,
-    bool,
-    complex,
-    str,
-    bytes,
-    type(None),
-    type(Ellipsis),
-    type(NotImplemented),
-    range,
-    slice,
-    torch.dtype,
-    torch.device,
-    torch.layout,
-    torch.memory_format,
-)
-# Modules whose attributes are treated as constants once the module object itself is guarded.
-FROZEN_MODULE_ROOTS = frozenset(
-    "torch math operator builtins functools itertools collections typing enum re string json "
-    "numpy copy dataclasses inspect warnings logging abc types cmath numbers".split()
-)
-
-
-def is_value_type(obj: Any) -> bool:
-    """True for immutable values whose identity never matters (ints, strs, dtypes, ...)."""
-    if isinstance(obj, (VALUE_TYPES, enum.Enum)):
-        return True
-    t = type(obj)
-    if t in (tuple, frozenset, torch.Size):
-        return all(is_value_type(x) for x in obj)
-    # numpy scalars (np.int64(3), np.float32(0.5)) are immutable values too; arrays are not
-    return t.__module__ == "numpy" and t.__name__ != "ndarray" and getattr(obj, "shape", 1) == ()
-
-
-def _kind_of(obj: Any) -> NodeKind:
-    if isinstance(obj, torch.Tensor):
-        return NodeKind.TENSOR
-    if obj is None:
-        return NodeKind.NONE
-    if isinstance(obj, str | bytes):
-        return NodeKind.STRING
-    if isinstance(obj, int | float | complex):
-        return NodeKind.SCALAR
-    if isinstance(obj, tuple):
-        return NodeKind.TUPLE
-    if isinstance(obj, list):
-        return NodeKind.LIST
-    if isinstance(obj, dict):
-        return NodeKind.DICT
-    if isinstance(obj, set | frozenset):
-        return NodeKind.SET
-    if isinstance(obj, torch.nn.Module):
-        return NodeKind.MODULE
-    if isinstance(obj, types.FunctionType | types.BuiltinFunctionType | types.MethodType):
-        return NodeKind.FUNCTION
-    if isinstance(obj, type):
-        return NodeKind.CLASS
-    if isinstance(obj, types.CellType):
-        return NodeKind.CELL
-    return NodeKind.OBJECT
+__all__ = ["Capture", "Write"]
 
 
 class Write:
@@ -292,7 +229,7 @@ class Capture:
         if known is not None and not known.const:
             # a new object reachable from entry state cannot exist; a mutated external one can
             raise Unsupported(f"{path} refers to an object created during the run")
-        node = self.graph.new_node(_kind_of(obj), external=True, label=str(path))
+        node = self.graph.new_node(node_kind(obj), external=True, label=str(path))
         self.graph.read(src, access, node)
         self.paths[node] = path
         val = Val(obj, external=True, node=node)
@@ -306,7 +243,7 @@ class Capture:
         """The RefGraph node of ``val`` (created on demand for values made during the run)."""
         if val.node is None:
             val.node = self.graph.new_node(
-                _kind_of(val.obj), external=False, label=type(val.obj).__name__
+                node_kind(val.obj), external=False, label=type(val.obj).__name__
             )
             val.node.meta["val"] = val
         return val.node
@@ -342,9 +279,7 @@ class Capture:
             self._observe_external(val)
             return
         if type(val.obj) in (set, frozenset) and isinstance(val.items, list):
-            from ..pyobj.sets import observe_set
-
-            observe_set(self, val)  # its elements were guarded as they entered it
+            registry.OBSERVE_SET.impl(self, val)  # its elements were guarded as they entered it
             return
         if isinstance(val.items, list):
             for item in val.items:
@@ -360,9 +295,7 @@ class Capture:
         if isinstance(obj, torch.Tensor):
             self.tensor_node(val)
         elif isinstance(obj, set | frozenset):
-            from ..pyobj.sets import observe_set
-
-            observe_set(self, val)  # its contents and iteration order
+            registry.OBSERVE_SET.impl(self, val)  # its contents and iteration order
         elif is_value_type(obj):
             self.graph.observe(node, GuardKind.VALUE, obj)
             val.const = True
@@ -444,7 +377,7 @@ class Capture:
         if val.fx is None and val.external and val.node is not None:
             path = self.paths[val.node]
             if not dynamic_dims(val.obj, path, self.dynamic_paths, self.promote_all):
-                self.graph.observe(val.node, GuardKind.TENSOR_META, _tensor_meta(val.obj))
+                self.graph.observe(val.node, GuardKind.TENSOR_META, tensor_meta(val.obj))
                 return
             self.tensor_node(val)
         elif val.fx is not None and val.fx.meta.get("dyn_shape"):
@@ -487,117 +420,19 @@ class Capture:
             mapped = [self.to_arg(x) for x in items]
             return mapped if type(obj) is list else tuple(mapped)
         self.observe(val)
-        if not _fx_constant_ok(obj):
+        if not fx_constant_ok(obj):
             raise Unsupported(f"{type(obj).__name__} object passed to a tensor operation")
-        return _plain_scalar(obj)
+        return plain_scalar(obj)
 
     def dynamic_scalar(self, val: Val) -> Any:
-        """The graph node of a promoted scalar (or arithmetic over promoted scalars), or None."""
-        if val.const or type(val.obj) not in (int, float, bool):
-            return None
-        if isinstance(val.extra, dict) and "scalar_fx" in val.extra:
-            return val.extra["scalar_fx"]
-        node = None
-        if val.external and val.node is not None and val.extra is None:
-            path = self.paths[val.node]
-            if self.promote_all or path in self.dynamic_paths:
-                self.observe_type(val)
-                node = self.rec.placeholder(path, scalar_tensor(val.obj))
-                self.scalar_inputs.add(len(self.rec.input_paths) - 1)
-        elif val.expr is not None and val.expr[0] in (int, float, bool) and len(val.expr[1]) == 1:
-            (arg,) = val.expr[1]
-            x = self.dynamic_scalar(arg)
-            if x is None:
-                return None
-            node = python_number(self, x, val.expr[0], type(arg.obj) is float)  # float(s)
-        elif val.expr is not None and val.expr[0] in _GRAPH_SCALAR_OPS:
-            fn, args = val.expr
-            mapped = [self.dynamic_scalar(a) for a in args]
-            if all(x is None for x in mapped):
-                return None
-            fx_args = tuple(
-                self._python_operand(fn, val.obj, a, x if x is not None else self.to_arg(a))
-                for x, a in zip(mapped, args, strict=True)
-            )
-            node = self.rec.call("call_function", fn, fx_args, {})
-        if node is not None:
-            val.extra = {"scalar_fx": node}
-        return node
+        """The graph node of a promoted scalar (or arithmetic over promoted scalars), or None
+        (``core.scalars``)."""
+        return scalars.dynamic_scalar(self, val)
 
     def guard_outcome(self, val: Val) -> bool:
-        """Python branches on ``val``, computed from one promoted scalar (``if step > warmup``):
-        guard the outcome instead of the scalar's value, so one record serves every value that
-        takes the same branch. Returns False (nothing guarded) for any other ``val``.
-
-        A branch on a tensor's value read into Python (or arithmetic over such reads) assumes
-        the outcome instead, checked after the graph ran (see _speculation)."""
-        if speculated(val) and assume_outcome(self, val):
-            return True
-        if val.const or val.expr is None or val.expr[0] in _NOT_SCALAR_ARITHMETIC:
-            return False
-        leaves: list[Val] = []
-        if not self._scalar_expr_leaves(val, leaves):
-            return False
-        dynamic = [x for x in leaves if not x.const and self._promotable(x)]
-        if len({id(x) for x in dynamic}) != 1:
-            return False
-        leaf = dynamic[0]
-        for x in leaves:
-            if x is not leaf:
-                self.observe(x)  # a scalar that has not changed: a constant, guarded by value
-        assert leaf.node is not None
-        self.observe_type(leaf)
-        fn = _expr_of(val, leaf)
-        if type(val.obj) is bool:
-            val.const = True  # the outcome is the value
-        else:
-            fn = _Apply(bool, (fn,))  # ``d = s - w; if d:`` guards bool(d), not d
-        self.graph.observe(leaf.node, GuardKind.CUSTOM, ("outcome", fn, bool(val.obj)))
-        return True
-
-    def _promotable(self, val: Val) -> bool:
-        """An entry int/float/bool that changes from call to call (a dynamic path)."""
-        return (
-            val.external
-            and val.node is not None
-            and (
-                val.extra is None
-                or (isinstance(val.extra, dict) and set(val.extra) == {"scalar_fx"})
-            )
-            and type(val.obj) in (int, float, bool)
-            and (self.promote_all or self.paths[val.node] in self.dynamic_paths)
-        )
-
-    def _scalar_expr_leaves(self, val: Val, out: list[Val]) -> bool:
-        """Collect the leaves of promoted-scalar arithmetic ``val`` (False: something else)."""
-        if val.expr is None:
-            if (val.const and is_value_type(val.obj)) or (
-                val.external and val.node is not None and type(val.obj) in (int, float, bool)
-            ):
-                out.append(val)
-                return True
-            return False
-        fn, args = val.expr
-        if fn in _NOT_SCALAR_ARITHMETIC:
-            return False
-        # any other expr is a pure Python function of values (operators, abs, math.*): the
-        # guard calls the very same functions
-        return all(self._scalar_expr_leaves(a, out) for a in args)
-
-    def _python_operand(self, fn: Any, result: Any, arg: Val, x: Any) -> Any:
-        """Operand ``x`` (a 0-d tensor node or a constant) of promoted scalar arithmetic, cast
-        so the tensor operation computes what Python does: bools are ints in arithmetic
-        (``True + True == 2``), and an int operand of an op with a float result is a double
-        first (``s / 2``, ``2 ** -s``: int64 tensors would give float32 or refuse)."""
-        if fn in _SCALAR_LOGIC_OPS:
-            return x
-        kind = type(arg.obj)
-        want = torch.float64 if type(result) is float else torch.int64
-        if kind is bool or (kind is int and want is torch.float64):
-            if isinstance(x, fx.Node):
-                return self.rec.call("call_method", "to", (x, want), {})
-            return float(x) if want is torch.float64 else int(x)
-        return x
+        """Python branches on ``val``, computed from one promoted scalar: guard the outcome
+        instead of the scalar's value; False where nothing was guarded (``core.scalars``)."""
+        return scalars.guard_outcome(self, val)
 
     def op_result(self, obj: Any, node: Any, *, inplace_of: Val | None = None) -> Val:
         """The ``Val`` of an operation's real result ``obj`` produced by fx ``node``."""
@@ -746,105 +581,6 @@ def _dict_view(base: Val) -> dict[Any, Any] | None:
     return None
 
 
-# comparisons and bit operations act on bools as bools; the other scalar ops treat them as ints
-_SCALAR_LOGIC_OPS = frozenset(
-    {
-        operator.lt,
-        operator.le,
-        operator.gt,
-        operator.ge,
-        operator.eq,
-        operator.ne,
-        operator.and_,
-        operator.or_,
-        operator.xor,
-    }
-)
-
-
-# exprs whose value depends on more than the values of their arguments
-_NOT_SCALAR_ARITHMETIC = frozenset({len, range, getattr, hash, id})
-
-
-def _expr_of(val: Val, leaf: Val) -> Callable[[Any], Any]:
-    """``val``'s arithmetic as a function of ``leaf``'s value (the others are constants)."""
-    if val is leaf:
-        return _identity
-    if val.expr is None:
-        return _Constant(val.obj)
-    fn, args = val.expr
-    return _Apply(fn, tuple(_expr_of(a, leaf) for a in args))
-
-
-def _identity(x: Any) -> Any:
-    return x
-
-
-@attrs.frozen
-class _Constant:
-    value: Any
-
-    def __call__(self, x: Any) -> Any:
-        return self.value
-
-
-@attrs.frozen
-class _Apply:
-    """``fn(*(part(x) for part in parts))``: a guard re-evaluates the program's arithmetic."""
-
-    fn: Any
-    parts: tuple[Any, ...]
-
-    def __call__(self, x: Any) -> Any:
-        return self.fn(*(part(x) for part in self.parts))
-
-
-def ambient_state() -> tuple[Any, ...]:
-    """Thread state, besides grad mode, that changes what a recorded graph would compute or
-    make: autocast (CPU and CUDA, with its dtype), the default dtype of factory functions,
-    inference mode, and torch-function modes. Each record's guard compares it."""
-    return (
-        torch.is_autocast_enabled("cpu"),
-        torch.get_autocast_dtype("cpu"),
-        torch.is_autocast_enabled("cuda"),
-        torch.get_autocast_dtype("cuda"),
-        torch.get_default_dtype(),
-        torch.is_inference_mode_enabled(),
-        torch._C._len_torch_function_stack(),
-    )
-
-
-def scalar_tensor(value: float | bool) -> torch.Tensor:
-    """A promoted Python scalar as the graph sees it: a 0-d tensor of Python's precision.
-
-    A float is a double, as in Python: a float32 tensor would round it before the graph's
-    arithmetic, and ``x64 * s`` would differ from eager. Tensor arithmetic with a 0-d tensor
-    follows the same type promotion as with the Python scalar (``x32 * s`` stays float32).
-    """
-    if type(value) is float:
-        return torch.tensor(value, dtype=torch.float64)
-    return torch.tensor(value)
-
-
-_GRAPH_SCALAR_OPS = frozenset(
-    {
-        operator.add,
-        operator.sub,
-        operator.mul,
-        operator.truediv,
-        operator.neg,
-        operator.pow,
-        operator.iadd,
-        operator.isub,
-        operator.imul,
-        operator.itruediv,
-    }
-    # a promoted bool (``x * (step > warmup)``) is a 0-d bool tensor, which tensor arithmetic
-    # treats as Python treats True/False
-    | _SCALAR_LOGIC_OPS
-)
-
-
 def _concatenated(val: Val) -> bool:
     """``val`` is ``a + b`` of two tuples whose items are known (a shape being extended)."""
     if val.expr is None or val.expr[0] is not operator.add or not isinstance(val.obj, tuple):
@@ -854,37 +590,5 @@ def _concatenated(val: Val) -> bool:
     )
 
 
-def _tensor_meta(t: torch.Tensor) -> tuple[Any, ...]:
-    return (type(t), t.dtype, t.device, tuple(t.shape), tuple(t.stride()), t.requires_grad)
-
-
 def _has_tensor(obj: Any) -> bool:
     return any(isinstance(x, torch.Tensor) for x in obj)
-
-
-def _plain_scalar(obj: Any) -> Any:
-    """A numpy scalar (``x / np.sqrt(d)``) as the Python number torch takes it for: the graph's
-    code must not name numpy (``np.float64(2.0)`` is no constant an fx module can print)."""
-    np = sys.modules.get("numpy")
-    if np is not None and isinstance(obj, np.generic):
-        if isinstance(obj, np.bool_):  # torch takes it for a float: x_int * np.True_ is float
-            raise Unsupported("numpy bool passed to a tensor operation")
-        return obj.item()
-    if type(obj) in (list, tuple):
-        return type(obj)(_plain_scalar(x) for x in obj)
-    return obj
-
-
-def _fx_constant_ok(obj: Any) -> bool:
-    if is_value_type(obj):
-        return True
-    if type(obj) in (list, tuple):
-        return all(_fx_constant_ok(x) for x in obj)
-    return isinstance(
-        obj,
-        torch.Generator
-        | torch.finfo
-        | torch.iinfo
-        | types.FunctionType
-        | types.BuiltinFunctionType,
-    )

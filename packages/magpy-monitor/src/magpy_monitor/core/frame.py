@@ -4,27 +4,30 @@ At the opcode event of instruction *I* the monitor first binds the outputs of th
 instruction (reading them off the real stack with ctypes), then applies *I* to the shadow state:
 shuffles and loads are applied at once; everything else pops its inputs and leaves a
 ``Pending`` describing how to build its outputs once they exist. Handlers live in
-``_handlers.py``; this module holds the frame state and the protocol.
+``bytecode/``; this module holds the frame state and the protocol.
 """
 
 from __future__ import annotations
 
-import dis
+import enum
 import types
 from collections.abc import Callable
 from typing import Any
 
-from magpy_refgraph import InternalError, Unsupported
+from magpy_refgraph import InternalError, Local, Unsupported
 
+from ..cpython.code import Inst, decode, localsplus_names, positional_count, prefix_offsets
 from ..cpython.frameio import NULL, StackView, nlocalsplus
-from .capture import Capture, is_value_type
+from .capture import Capture
 from .registry import OPCODE_HANDLERS
 from .values import UNBOUND, Val
+from .valuetypes import is_value_type
 
 __all__ = [
     "LAZY",
     "CalleeSite",
     "CellBox",
+    "FrameKind",
     "FrameMonitor",
     "Inst",
     "LoopHead",
@@ -32,6 +35,16 @@ __all__ = [
     "SegmentEnd",
     "decode",
 ]
+
+
+class FrameKind(enum.Enum):
+    """Why a frame is monitored, which decides what its return means."""
+
+    ROOT = "root"  #: the monitored call itself (its return is the record's result)
+    CALLEE = "callee"  #: a Python function the program called, inlined
+    CALLBACK = "callback"  #: a Python callable native code called (a key function, a hook)
+    GENERATOR = "generator"  #: a generator's frame, resumed by the frame driving it
+    SEGMENT = "segment"  #: the frame of a segment that starts inside it (after a break)
 
 
 class SegmentEnd(Exception):
@@ -57,81 +70,6 @@ class _Lazy:
 
 
 LAZY: Any = _Lazy()
-
-
-class Inst:
-    """A decoded instruction (``EXTENDED_ARG`` merged, ``KW_NAMES`` resolved)."""
-
-    __slots__ = ("arg", "argval", "line", "offset", "opname")
-
-    opname: str
-    arg: int  # 0 for opcodes without an argument (dis gives None); handlers only read real args
-    argval: Any
-    offset: int
-    line: int | None
-
-    def __init__(self, i: dis.Instruction, line: int | None) -> None:
-        arg = i.arg if i.arg is not None else 0
-        self.opname, self.arg, self.argval, self.offset = i.opname, arg, i.argval, i.offset
-        self.line = line
-
-    def __repr__(self) -> str:
-        return f"{self.offset} {self.opname} {self.argval!r}"
-
-
-_decoded: dict[types.CodeType, dict[int, Inst]] = {}
-
-
-def decode(code: types.CodeType) -> dict[int, Inst]:
-    """Offset -> instruction for ``code`` (decoded once from the de-specialised ``co_code``).
-
-    In 3.11 the opcode event of an instruction with ``EXTENDED_ARG`` prefixes fires at the
-    first prefix (the instruction itself gets no event), and jumps land on the prefix: so the
-    prefixes' offsets map to the instruction they extend, and jump targets are normalised the
-    same way (see ``real_offset``).
-    """
-    table = _decoded.get(code)
-    if table is None:
-        table = {}
-        real = _real_offsets.setdefault(code, {})
-        prefixes: list[int] = []
-        line = code.co_firstlineno
-        for ins in dis.get_instructions(code):
-            if ins.starts_line is not None:
-                line = ins.starts_line
-            if ins.opname == "EXTENDED_ARG":
-                prefixes.append(ins.offset)
-                continue
-            inst = Inst(ins, line)
-            table[ins.offset] = inst
-            for p in prefixes:
-                real[p] = ins.offset
-                table[p] = inst
-            prefixes = []
-        for inst in set(table.values()):
-            if inst.opname == "KW_NAMES":
-                inst.argval = code.co_consts[inst.arg]
-            elif inst.opname in _JUMPS and isinstance(inst.argval, int):
-                inst.argval = real.get(inst.argval, inst.argval)
-        _decoded[code] = table
-    return table
-
-
-_real_offsets: dict[types.CodeType, dict[int, int]] = {}
-_JUMPS = frozenset(dis.opname[op] for op in dis.hasjrel + dis.hasjabs)
-
-
-def real_offset(code: types.CodeType, lasti: int) -> int:
-    """The offset of the instruction executing at ``lasti`` (past any EXTENDED_ARG prefix)."""
-    decode(code)
-    return _real_offsets[code].get(lasti, lasti)
-
-
-def localsplus_names(code: types.CodeType) -> list[str]:
-    """Names of the ``localsplus`` slots in order (varnames, extra cells, free variables)."""
-    varnames = code.co_varnames
-    cells = [c for c in code.co_cellvars if c not in varnames]
-    return [*varnames, *cells, *code.co_freevars]
 
 
 class CellBox:
@@ -196,13 +134,18 @@ class FrameMonitor:
     """Shadow state of one monitored frame."""
 
     def __init__(
-        self, cap: Capture, frame: types.FrameType, fast: list[Any], *, kind: str = "callee"
+        self,
+        cap: Capture,
+        frame: types.FrameType,
+        fast: list[Any],
+        *,
+        kind: FrameKind = FrameKind.CALLEE,
     ) -> None:
         self.cap = cap
         self.frame = frame
         self.code = frame.f_code
         self.insts = decode(self.code)
-        self.real = _real_offsets[self.code]
+        self.real = prefix_offsets(self.code)
         self.names = localsplus_names(self.code)
         self.view = StackView(frame)
         self.stack: list[Val] = []
@@ -237,10 +180,10 @@ class FrameMonitor:
         if self.pending is not None:
             self.bind(lasti)
         if lasti in self.injected:
-            if self.kind == "segment" and self.last is not None:
+            if self.kind is FrameKind.SEGMENT and self.last is not None:
                 raise SegmentEnd("reached another site")
             if (
-                self.kind != "segment"
+                self.kind is not FrameKind.SEGMENT
                 and lasti in self.block_sites
                 and (self.last is None or self.last.opname in _PROLOGUE)
                 # a recursive call (Hourglass.forward inside Hourglass.forward) is inlined: the
@@ -254,7 +197,11 @@ class FrameMonitor:
         inst = self.insts.get(lasti)
         if inst is None or inst.opname in ("EXTENDED_ARG", "CACHE"):
             return
-        if self.kind == "segment" and self.last is not None and self.cap.loop_head is not None:
+        if (
+            self.kind is FrameKind.SEGMENT
+            and self.last is not None
+            and self.cap.loop_head is not None
+        ):
             if inst.opname == "FOR_ITER" and self.cap.loop_head(self, None):
                 raise LoopHead(lasti)  # back at the head of a split loop
             if (
@@ -264,7 +211,7 @@ class FrameMonitor:
             ):
                 raise LoopHead(lasti)  # just left a split loop: what follows is a segment
         if (
-            self.kind == "segment"
+            self.kind is FrameKind.SEGMENT
             and inst.opname != "CALL"
             and not (
                 inst.opname == "PRECALL"
@@ -349,8 +296,6 @@ class FrameMonitor:
 
     def lazy_local(self, name: str) -> Val:
         """Read local ``name`` from the frame as an entry value (segments start mid-frame)."""
-        from magpy_refgraph import Local
-
         f_locals = self.frame.f_locals
         if name not in f_locals:
             raise self.unsupported(f"local {name!r} is unbound")
@@ -413,13 +358,10 @@ def initial_fast(
 
     For the root frame (``args is None``) arguments are read from SN#0 as ``Local`` accesses.
     """
-    from magpy_refgraph import Local
-
     code = frame.f_code
     names = localsplus_names(code)
     view = StackView(frame)
-    n_args = code.co_argcount + code.co_kwonlyargcount
-    n_args += bool(code.co_flags & 0x04) + bool(code.co_flags & 0x08)
+    n_args = positional_count(code)
     argnames = code.co_varnames[:n_args]
     fast: list[Any] = [UNBOUND] * nlocalsplus(code)
     for i, name in enumerate(argnames):
@@ -452,14 +394,11 @@ def segment_fast(cap: Capture, frame: types.FrameType, *, at_entry: bool = False
     A segment starting at the function's entry (``at_entry``) owns its frame's cell variables
     as a whole-call run does: nothing else can have captured them yet.
     """
-    from magpy_refgraph import Local
-
     code = frame.f_code
     names = localsplus_names(code)
     view = StackView(frame)
     cells = set(code.co_cellvars) | set(code.co_freevars)
-    n_args = code.co_argcount + code.co_kwonlyargcount
-    n_args += bool(code.co_flags & 0x04) + bool(code.co_flags & 0x08)
+    n_args = positional_count(code)
     fast: list[Any] = []
     for i, name in enumerate(names):
         if at_entry and name in code.co_cellvars:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 import re
 from typing import Any
 
@@ -10,7 +11,7 @@ import torch.fx as fx
 
 from magpy_refgraph import Path, Unsupported
 
-__all__ = ["GraphRecorder"]
+__all__ = ["FILL_METHODS", "GraphRecorder"]
 
 _NAME = re.compile(r"[^0-9a-zA-Z_]+")
 
@@ -93,8 +94,6 @@ class GraphRecorder:
 
     def getitem(self, node: fx.Node, index: int) -> fx.Node:
         """``node[index]`` for operations returning several tensors."""
-        import operator
-
         node = self.graph.call_function(operator.getitem, (node, index))
         self.created.append(node)
         return node
@@ -168,11 +167,17 @@ _DATA_DEPENDENT = frozenset(
 )
 
 
+# in-place methods that overwrite every element of their first argument (a tensor a legacy
+# constructor left uninitialised is filled by one: ``torch.Tensor(n, m).fill_(v)``)
+FILL_METHODS = frozenset(
+    "fill_ zero_ copy_ normal_ uniform_ random_ bernoulli_ exponential_ geometric_ cauchy_ "
+    "log_normal_".split()
+)
+
+
 def _fills(node: fx.Node) -> bool:
     """``node`` overwrites every element of its first argument and reads no other
     uninitialised tensor (``torch.Tensor(n, m).fill_(v)``)."""
-    from ..libs.torch.tensorctors import FILL_METHODS
-
     if node.op != "call_method" or node.target not in FILL_METHODS or not node.args:
         return False
     first = node.args[0]
@@ -183,8 +188,6 @@ def _fills_a_slice(node: fx.Node) -> bool:
     """``x[..., k] = v`` on a tensor a legacy constructor left uninitialised: one index of one
     dim filled. The node carries what is left (``meta['uninit']``: dim and indices) until every
     index of that dim is; True when the node is such a write."""
-    import operator
-
     if node.op != "call_function" or node.target is not operator.setitem or len(node.args) != 3:
         return False
     dst, index, _value = node.args

@@ -24,10 +24,13 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from magpy_refgraph import InternalError
 
 if TYPE_CHECKING:
+    from .capture import Capture
     from .frame import FrameMonitor, Inst
     from .values import Val
 
 __all__ = [
+    "ATTR_RULES",
+    "ATTR_RULE_ORDER",
     "BUILTIN_HANDLERS",
     "CALL_RULES",
     "CALL_RULE_ORDER",
@@ -185,17 +188,217 @@ class RuleList(Generic[F]):
         return len(self._ordered)
 
 
-# How a CALL is modelled: the first rule whose ``applies(call)`` is true handles it. The order
-# matters where cases overlap; the reason for each place is in docs/monitor.md ("call rules").
-CALL_RULE_ORDER: tuple[str, ...] = ()
+# How a CALL is modelled (``core.dispatch.dispatch_call``): the first rule whose
+# ``applies(call)`` is true handles it; a handler that returns a ``Call`` lets the rules after it
+# go on with that call (a bound method unbound, ``self`` made explicit). Where cases overlap the
+# order decides; docs/monitor.md ("call rules") gives the reason for each place. Registered by:
+# core (core/dispatch.py), pyobj (pyobj/rules.py), libs (libs/torch/rules.py).
+CALL_RULE_ORDER: tuple[str, ...] = (
+    "grad-mode exit",  # libs/torch: __exit__ of no_grad() & co, before any other __exit__
+    "context exit",  # pyobj: __exit__ of a context manager the monitor models
+    "grad-mode class",  # libs/torch: torch.no_grad() & co (classes: before the class rules)
+    "exception class",  # core: ValueError(...) is pure
+    "module class",  # libs/torch: nn.ReLU(...) built inside forward
+    "replayable class",  # pyobj: a dataclass built by the run
+    "namedtuple class",  # pyobj
+    "namedtuple _replace",  # pyobj
+    "tuple __new__",  # pyobj: a tuple subclass's Python __new__ (PackedSequence)
+    "builtin",  # core: BUILTIN_HANDLERS, by identity
+    "metaclass __call__",  # pyobj: a metaclass with a Python __call__
+    "plain class",  # pyobj: instances of plain Python classes and context classes
+    "module with own __call__",  # libs/torch: an nn.Module subclass overriding __call__
+    "module call",  # libs/torch: module(x), hooks included
+    "modelled Function.apply, bound",  # libs/torch: unbinds MyFn.apply, then goes on
+    "modelled Function.apply",  # libs/torch: FUNCTION_APPLY_MODELS
+    "bound method",  # core: annotated as a whole, else unbound and dispatched again
+    "Function.apply",  # libs/torch: any other autograd Function, one graph node
+    "tensor method self",  # core: a bound native tensor method gets its self, then goes on
+    "tensor method handler",  # core: TENSOR_METHOD_HANDLERS (x.new, x.type)
+    "graph operator",  # core: AS_OP, one graph node
+    "shape read",  # core: META (x.size(), x.dim())
+    "pure",  # core: PURE, a constant guarded by its inputs
+    "tensor value read",  # core: t.item() and the like, speculated
+    "dynamic",  # core: VALUE_READ / EFFECT stop the capture
+    "opaque forward",  # pyobj: super().forward(x) of an RNN, one node
+    "python function",  # core: followed into its frame
+    "forwarding callable",  # libs/torch: functools.partial, scripted functions
+    "compiled callable",  # core: another magpy.compile'd callable is a break
+    "python __call__",  # core: an instance whose class has a Python __call__
+    "native method",  # core: METHOD_HANDLERS, else unsupported (always applies: last)
+)
 CALL_RULES: RuleList[Any] = RuleList("call rules", CALL_RULE_ORDER)
+
+# ``base.name`` (LOAD_ATTR / LOAD_METHOD and getattr) of a value the monitor knows: the first
+# rule that applies gives the attribute's shadow (``core.dispatch.load_attr``).
+ATTR_RULE_ORDER: tuple[str, ...] = (
+    "tensor attribute",  # libs/torch: x.shape, x.T, x.grad..., x.volatile
+    "frozen module",  # core: an attribute of torch, math, ... is a constant
+    "known attribute",  # core: an attribute the run set or read before
+    "super()",  # pyobj: super().attr
+    "array made by the run",  # libs/numpy: a.T, a.shape (before the constant rule)
+    "constant",  # core: an attribute of a constant
+    "from outside",  # core: guarded through the base's access path
+    "of a scalar expression",  # core: replayed with getattr
+    "namedtuple field",  # core
+    "bound method of a built object",  # core: kwds.pop, qt._make
+    "known object",  # core: the attribute is an object the run knows
+    "structseq value",  # core: torch.finfo(...).eps
+    "replayed object",  # pyobj: a dataclass/namedtuple made by the run
+    "class attribute of an instance",  # pyobj
+    "instance __dict__",  # pyobj
+    "made class",  # pyobj: an attribute of a class the run built
+)
+ATTR_RULES: RuleList[Any] = RuleList("attribute rules", ATTR_RULE_ORDER)
 
 
 # ------------------------------------------------------------- protocol tables of the layers
 # Each layer's section holds the hooks and tables that lower layers call and that layer fills.
 
 # --- provided by bytecode (called by core) -------------------------------------------------
+#: the values of iterable ``v``, known without running it, ``v`` left exhausted; called by
+#: ``core.operators`` (``a + b`` of sequences); provided by ``bytecode.iteration.unpack``
+UNPACK: Hook[Callable[..., Any]] = Hook("unpack")
 
 # --- provided by pyobj (called by core and bytecode) ---------------------------------------
+#: ``(val) -> bool``: ``val`` is an object built by the run that the mock rebuilds (a dataclass,
+#: a namedtuple, a plain instance). Called by ``bytecode.subscripts``; provided by pyobj/rules.
+BUILT_OBJECT: Hook[Callable[[Val], bool]] = Hook("built object")
+#: ``(val) -> bool``: ``bool(val)`` of an object built in the run follows from its shadow (no
+#: Python ``__bool__``/``__len__``). Called by ``core.calls.truthiness``; provided by pyobj/rules.
+BUILT_OBJECT_TRUTH: Hook[Callable[[Val], bool]] = Hook("truth of a built object")
+#: ``(m, inst, container, key)``: a key missing from a mapping the run built (``defaultdict``,
+#: ``Counter``; else ``KeyError``). Called by ``bytecode.subscripts``; provided by pyobj/rules.
+MISSING_ITEM: Hook[Callable[[FrameMonitor, Inst, Val, Val], None]] = Hook("missing item")
+
+
+def register_types(table: dict[type, F], *types: type) -> Callable[[F], F]:
+    """Decorator: the decorated function models the objects of exact types ``types`` in
+    ``table`` (one of the type-keyed protocol tables below)."""
+
+    def deco(fn: F) -> F:
+        for t in types:
+            table[t] = fn
+        return fn
+
+    return deco
+
+
+# type-keyed protocols, looked up by the operands' exact types (pyobj.sets: set, frozenset)
+#: ``a | b``, ``a & b``, ``a - b``, ``a ^ b`` (and in-place forms) when both operands' types are
+#: keys: ``(m, inst, a, b, symbol)``; called by ``bytecode.operators`` BINARY_OP
+BINARY_OP_MODELS: dict[type, Callable[..., None]] = {}
+#: COMPARE_OP when both operands' types are keys: ``(m, inst, a, b, symbol)``; called by
+#: ``bytecode.operators``
+COMPARE_MODELS: dict[type, Callable[..., None]] = {}
+#: ``item in container`` by the container's type: ``(m, inst, item, container)``; called by
+#: ``bytecode.operators`` CONTAINS_OP
+CONTAINS_MODELS: dict[type, Callable[..., None]] = {}
+#: the values iterating an object of the type gives: ``(m, v) -> list[Val]``; called by
+#: ``bytecode.iteration.iter_items``
+ITER_ITEMS_MODELS: dict[type, Callable[..., Any]] = {}
+
+# instructions building sets (bytecode.build; provided by pyobj.sets)
+#: BUILD_SET ``(m, inst, parts)``: ``build_set``
+BUILD_SET: Hook[Callable[..., None]] = Hook("build_set")
+#: SET_ADD ``(m, inst, target, v)``: ``set_add_inst``
+SET_ADD: Hook[Callable[..., None]] = Hook("set_add")
+#: SET_UPDATE ``(m, inst, target, iterable)``: ``set_update_inst``
+SET_UPDATE: Hook[Callable[..., None]] = Hook("set_update")
+#: ``observe_set(cap, v)``: the program depends on the whole of set ``v``, its iteration order
+#: included; called by ``core.capture.Capture.observe``; provided by ``pyobj.sets.observe_set``
+OBSERVE_SET: Hook[Callable[..., None]] = Hook("observe_set")
+
+# objects built during the run whose class runs Python (provided by pyobj.instances)
+#: ``is_pyobj(v)``: ``v`` is an instance of a plain class built during the run; called by
+#: ``bytecode.attributes`` and ``bytecode.subscripts`` before the ``*_FOLLOWED`` hooks
+IS_PYOBJ: Hook[Callable[..., bool]] = Hook("is_pyobj")
+#: LOAD_ATTR of such an object that runs a getter (followed: True); ``bytecode.attributes``
+LOAD_ATTR_FOLLOWED: Hook[Callable[..., bool]] = Hook("load_attr_followed")
+#: LOAD_METHOD of such an object with a Python ``__getattr__``/``__getattribute__`` (followed:
+#: True); ``bytecode.attributes``
+GETATTR_FOLLOWED: Hook[Callable[..., bool]] = Hook("getattr_followed")
+#: LOAD_ATTR/LOAD_METHOD of an object from outside whose class runs Python for the name
+#: (followed: True); ``bytecode.attributes``
+EXTERNAL_ATTR_FOLLOWED: Hook[Callable[..., bool]] = Hook("external_attr_followed")
+#: STORE_ATTR of such an object that runs a ``__setattr__``/setter (followed: True);
+#: ``bytecode.attributes``
+STORE_ATTR_FOLLOWED: Hook[Callable[..., bool]] = Hook("store_attr_followed")
+#: ``plain_store(cls, name)``: ``setattr`` on a ``cls`` only writes ``__dict__``;
+#: ``bytecode.attributes.store_attr``
+PLAIN_STORE: Hook[Callable[..., bool]] = Hook("plain_store")
+#: STORE_SUBSCR of such an object: its Python ``__setitem__`` or its own items (True);
+#: ``bytecode.subscripts``
+STORE_ITEM_FOLLOWED: Hook[Callable[..., bool]] = Hook("store_item_followed")
+#: ``python_dunder(obj, name)``: the Python function ``type(obj)`` defines for a special method;
+#: ``bytecode.operators`` CONTAINS_OP (``__contains__``)
+PYTHON_DUNDER: Hook[Callable[..., Any]] = Hook("python_dunder")
+#: ``follow(m, inst, fn, args, n_out, outputs)``: inline a Python function that ``inst`` calls
+#: natively; ``bytecode.operators`` CONTAINS_OP
+FOLLOW: Hook[Callable[..., None]] = Hook("follow")
+
+# containers (provided by pyobj.collections, pyobj.containers, pyobj.highorder, pyobj.contexts)
+#: ``put_item(items, key, value)``: ``d[key] = value`` on shadow items (an equal key keeps its
+#: object); ``bytecode.subscripts``, ``bytecode.match``; pyobj.collections
+PUT_ITEM: Hook[Callable[..., None]] = Hook("put_item")
+#: ``materialize(cap, v, reason)``: an entry list/dict about to change gets shadow items;
+#: ``bytecode.operators`` (``lst += x``), ``bytecode.subscripts``; pyobj.containers
+MATERIALIZE: Hook[Callable[..., None]] = Hook("materialize")
+#: CALL_FUNCTION_EX ``f(*map(g, xs))`` over a lazy map/filter or a generator (modelled: True);
+#: ``bytecode.calls``; pyobj.highorder.call_with_lazy_star
+CALL_WITH_LAZY_STAR: Hook[Callable[..., bool]] = Hook("call_with_lazy_star")
+#: UNPACK_SEQUENCE of a lazy map/filter made in the run (modelled: True);
+#: ``bytecode.iteration.unpack_pending``; pyobj.highorder.unpack_lazy
+UNPACK_LAZY: Hook[Callable[..., bool]] = Hook("unpack_lazy")
+#: BEFORE_WITH of a context manager other than torch's grad modes; ``bytecode.exceptions``;
+#: pyobj.contexts.before_with
+BEFORE_WITH: Hook[Callable[..., None]] = Hook("before_with")
 
 # --- provided by libs (called by core, bytecode and pyobj) ---------------------------------
+#: ``(cap, val) -> Tensor | ndarray | None``: the numpy array inside ``val`` that the run did not
+#: make (a constant array whose contents no guard reads). Called by ``core.calls.pure_call``;
+#: provided by libs/numpy/rules.
+OUTSIDE_ARRAY: Hook[Callable[[Capture, Val], Any]] = Hook("outside array")
+# numpy arrays made during the run (provided by libs.numpy.ndarrays)
+#: ``involves_array(args, result)``: an operator's operands or result include an array;
+#: ``core.operators.scalar_op``, ``bytecode.operators`` CONTAINS_OP, ``bytecode.subscripts``
+INVOLVES_ARRAY: Hook[Callable[..., bool]] = Hook("involves_array")
+#: ``array_op(m, fn, args, result) -> Val``: an operator over arrays, after it ran;
+#: ``core.operators.scalar_op``, ``bytecode.operators`` CONTAINS_OP
+ARRAY_OP: Hook[Callable[..., Any]] = Hook("array_op")
+#: ``store_array_item(m, container, key, value)``: ``a[key] = value``; ``bytecode.subscripts``
+STORE_ARRAY_ITEM: Hook[Callable[..., None]] = Hook("store_array_item")
+#: ``array_items(m, v)``: the elements of a constant 1-d array (None: ``v`` is no array);
+#: ``bytecode.iteration.iter_items``
+ARRAY_ITEMS: Hook[Callable[..., Any]] = Hook("array_items")
+
+# torch (provided by libs.torch)
+#: ``store_tensor_attr(m, base, name, value)``: ``t.name = value`` on a tensor (``p.data``,
+#: ``t.requires_grad``); ``bytecode.attributes.store_attr``; libs.torch.tensorattrs
+STORE_TENSOR_ATTR: Hook[Callable[..., None]] = Hook("store_tensor_attr")
+
+# a tensor's rows, as ``Tensor.__iter__`` gives them (``unbind(0)``), where the object model
+# iterates (called by pyobj; provided by libs.torch.tensorrows)
+#: ``zip_rows(m, inst, pos, kw)``: ``zip(...)`` with a tensor among its arguments;
+#: called by ``pyobj.builtins`` (``zip``)
+ZIP_ROWS: Hook[Callable[..., None]] = Hook("zip_rows")
+#: ``unpack_ex_rows(m, inst, v, before, after)``: UNPACK_EX ``x, *rest = t`` of a tensor;
+#: called by ``pyobj.containers``
+UNPACK_EX_ROWS: Hook[Callable[..., None]] = Hook("unpack_ex_rows")
+#: ``map_rows(m, inst, kind, fn_val, v)``: ``map``/``filter`` over a tensor's rows;
+#: called by ``pyobj.highorder``
+MAP_ROWS: Hook[Callable[..., None]] = Hook("map_rows")
+#: ``check_row_source(m, v)``: refuse a tensor whose rows cannot be found again (checked before
+#: an ``itertools`` function pools them); called by ``pyobj.iterators``
+CHECK_ROW_SOURCE: Hook[Callable[..., None]] = Hook("check_row_source")
+#: ``tensor_rows(m, v, rows) -> Val``: the rows native code made of tensor ``v`` (a tuple), as
+#: the outputs of an ``unbind`` in the graph; called by ``pyobj.iterators``
+TENSOR_ROWS: Hook[Callable[..., Any]] = Hook("tensor_rows")
+#: ``partial_call(m, fn_val, pos, kwargs) -> (func, pos, kwargs)``: the call a
+#: ``functools.partial`` makes; called by ``pyobj.highorder.follow_callbacks``; provided by
+#: libs.torch.tensorctors (``_partial``)
+PARTIAL_CALL: Hook[Callable[..., Any]] = Hook("partial_call")
+
+# the standard library (provided by libs.stdlib)
+#: ``note_catch_warnings(m)``: the run entered ``warnings.catch_warnings()``; called by
+#: ``pyobj.contexts``; provided by libs.stdlib.warn
+NOTE_CATCH_WARNINGS: Hook[Callable[..., None]] = Hook("note_catch_warnings")

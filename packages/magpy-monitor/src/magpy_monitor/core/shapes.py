@@ -38,6 +38,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.fx as fx
+from torch._guards import GuardSource, Source
+from torch._subclasses.fake_tensor import FakeTensorMode
 
 from magpy_refgraph import Attr, GuardKind, Item, Path
 
@@ -55,6 +57,7 @@ __all__ = [
     "dynamic_dims",
     "index_by_promoted_int",
     "is_symbolic",
+    "symbolic_shapes",
     "tensor_meta",
 ]
 
@@ -134,39 +137,34 @@ def is_symbolic(val: Val) -> bool:
     return val.expr is not None and any(is_symbolic(a) for a in val.expr[1])
 
 
-_SOURCE_CLS: Any = None
-
-
-def _source(label: str) -> Any:
+@dataclasses.dataclass(frozen=True)
+class _DimSource(Source):
     """A ``torch._guards.Source`` naming one entry dimension (used in the ShapeEnv's messages)."""
-    global _SOURCE_CLS
-    if _SOURCE_CLS is None:
-        from torch._guards import GuardSource, Source
 
-        @dataclasses.dataclass(frozen=True)
-        class DimSource(Source):
-            label: str
+    label: str
 
-            @property
-            def guard_source(self) -> GuardSource:
-                return GuardSource.LOCAL
+    @property
+    def guard_source(self) -> GuardSource:
+        return GuardSource.LOCAL
 
-            @property
-            def _name_template(self) -> str:
-                return self.label
+    @property
+    def _name_template(self) -> str:
+        return self.label
 
-        _SOURCE_CLS = DimSource
-    return _SOURCE_CLS(label)
+
+def symbolic_shapes() -> Any:
+    """torch's symbolic-shape module, imported on first use: importing it costs about a second
+    (sympy), and only a capture with a dynamic dimension needs it."""
+    from torch.fx.experimental import symbolic_shapes
+
+    return symbolic_shapes
 
 
 class ShapeTracker:
     """The symbolic-shape state of one capture (created at its first dynamic placeholder)."""
 
     def __init__(self) -> None:
-        from torch._subclasses.fake_tensor import FakeTensorMode
-        from torch.fx.experimental.symbolic_shapes import ShapeEnv
-
-        self.env = ShapeEnv()
+        self.env = symbolic_shapes().ShapeEnv()
         self.mode = FakeTensorMode(shape_env=self.env, allow_non_fake_inputs=True)
         self.symbols: dict[Any, tuple[Val, int]] = {}  # sympy symbol -> (entry tensor, dim)
         self.dynamic: dict[int, tuple[Val, set[int]]] = {}  # id(Val) -> (tensor, dims left)
@@ -174,16 +172,14 @@ class ShapeTracker:
     # ------------------------------------------------------------------ fake values
     def add_input(self, val: Val, node: fx.Node, dims: tuple[int, ...], label: str) -> None:
         """Give placeholder ``node`` of entry tensor ``val`` a fake with symbolic ``dims``."""
-        from torch.fx.experimental.symbolic_shapes import DimDynamic, StatelessSymbolicContext
-
+        sym = symbolic_shapes()
+        kind = sym.DimDynamic
         t = val.obj
-        ctx: Any = StatelessSymbolicContext(
-            dynamic_sizes=[
-                DimDynamic.DYNAMIC if d in dims else DimDynamic.STATIC for d in range(t.dim())
-            ]
+        ctx: Any = sym.StatelessSymbolicContext(
+            dynamic_sizes=[kind.DYNAMIC if d in dims else kind.STATIC for d in range(t.dim())]
         )
         with _quiet():
-            fake = self.mode.from_tensor(t, source=_source(label), symbolic_context=ctx)
+            fake = self.mode.from_tensor(t, source=_DimSource(label), symbolic_context=ctx)
         node.meta[FAKE] = fake
         self.dynamic[id(val)] = (val, set(dims))
         for d in dims:

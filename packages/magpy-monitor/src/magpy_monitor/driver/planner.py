@@ -44,12 +44,16 @@ from magpy_refgraph import (
 )
 
 from ..bytecode.closures import function_recipe, is_made_function
-from ..core.capture import Capture, is_value_type
+from ..bytecode.exceptions import reenter_grad_context
+from ..core.capture import Capture
 from ..core.values import Val
+from ..core.valuetypes import is_value_type
 from ..cpython.frameio import NULL
+from ..libs.stdlib.pyenv import check_context_vars
 from ..pyobj.classes import MADE_CLASS, class_escapes
 from ..pyobj.instances import is_pyobj, object_recipe
 from ..pyobj.objects import ctor_recipe, python_tuple_new
+from ..pyobj.sets import rebuild_check
 
 __all__ = ["build_plan"]
 
@@ -151,8 +155,6 @@ class _Planner:
         """Iterators over known containers, and a context manager's ``__exit__``."""
         extra = v.extra
         if "grad_exit" in extra:
-            from ..bytecode.exceptions import reenter_grad_context
-
             args = (
                 Constant(extra["grad_cls"]),
                 Constant(extra["grad_mode"]),
@@ -228,8 +230,6 @@ class _Planner:
             elif t is list:
                 b = Build(key, BuildKind.LIST, parts)
             elif t in (set, frozenset):
-                from ..pyobj.sets import rebuild_check
-
                 rebuild_check(v)  # (only a set built by adding one element after another)
                 if t is set:
                     b = Build(key, BuildKind.SET, parts)
@@ -325,8 +325,6 @@ def build_plan(cap: Capture) -> tuple[Plan, list[Any]]:
     """The plan of a finished capture and the fx output nodes it needs (in output order)."""
     if cap.result is None:
         raise Unsupported("the monitored call did not return")
-    from ..libs.stdlib.pyenv import check_context_vars
-
     check_context_vars(cap)
     p = _Planner(cap)
     result = p.recipe(cap.result)

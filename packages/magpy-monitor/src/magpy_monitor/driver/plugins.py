@@ -8,8 +8,28 @@ imported first elsewhere. ``driver.tracer`` imports it before the first monitore
 
 from __future__ import annotations
 
-from ..bytecode import closures, deletes, exceptions, handlers, identity, iteration, match
+from magpy_refgraph import InternalError
+
+from ..bytecode import (
+    attributes as attribute_ops,
+)
+from ..bytecode import (
+    build,
+    calls,
+    closures,
+    control,
+    deletes,
+    exceptions,
+    imports,
+    iteration,
+    match,
+    operators,
+    subscripts,
+    variables,
+)
+from ..core import attributes, dispatch, registry
 from ..libs.numpy import ndarrays
+from ..libs.numpy import rules as numpy_rules
 from ..libs.stdlib import pyenv, warn
 from ..libs.torch import (
     checkpoint,
@@ -20,6 +40,9 @@ from ..libs.torch import (
     tensorctors,
     tensorrows,
 )
+from ..libs.torch import (
+    rules as torch_rules,
+)
 from ..pyobj import (
     builtins,
     classes,
@@ -28,21 +51,37 @@ from ..pyobj import (
     contexts,
     highorder,
     instances,
+    iterators,
+    methods,
     objects,
     sets,
+    setstate,
     special,
+)
+from ..pyobj import (
+    rules as pyobj_rules,
 )
 
 __all__ = ["LOADED"]
 
 # lowest layer first: bytecode, then the object model, then libraries
 LOADED = (
+    # core
+    dispatch,
+    attributes,
     # bytecode
-    closures, deletes, exceptions, handlers, identity, iteration, match,
+    control, variables, imports, attribute_ops, subscripts, operators, build, calls,
+    closures, deletes, exceptions, iteration, match,
     # pyobj
-    builtins, containers, collections, sets, objects, instances, classes, special, highorder,
-    contexts,
+    builtins, methods, containers, collections, setstate, sets, objects, instances, classes,
+    special, highorder, iterators, contexts,
+    pyobj_rules,
     # libs: stdlib < numpy < torch
-    warn, pyenv, ndarrays,
+    warn, pyenv, ndarrays, numpy_rules,
     hooks, modctor, tensorctors, tensorattrs, tensorrows, globalstate, checkpoint,
+    torch_rules,
 )  # fmt: skip
+
+for _rules in (registry.CALL_RULES, registry.ATTR_RULES):
+    if _rules.missing():  # pragma: no cover - a rule declared in the order but never registered
+        raise InternalError(f"{_rules.name} declared but not registered: {_rules.missing()}")

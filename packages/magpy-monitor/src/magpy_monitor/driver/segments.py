@@ -30,14 +30,14 @@ from magpy_refgraph import Local, MagPyError, Plan, Unsupported
 from ..core.capture import Capture
 from ..core.frame import (
     CalleeSite,
+    FrameKind,
     FrameMonitor,
     LoopHead,
     SegmentEnd,
-    localsplus_names,
-    real_offset,
     segment_fast,
 )
 from ..core.values import UNBOUND, Val
+from ..cpython.code import localsplus_names, real_offset
 from ..cpython.frameio import NULL, StackView
 from .planner import build_plan
 from .tracer import Monitor, TraceFn
@@ -131,7 +131,7 @@ class SegmentMonitor(Monitor):
         self.frame = frame
         self.code, self.info = _original(host, frame.f_code)
         fast = segment_fast(cap, frame, at_entry=site < 0)
-        mon = FrameMonitor(cap, frame, fast, kind="segment")
+        mon = FrameMonitor(cap, frame, fast, kind=FrameKind.SEGMENT)
         mon.stack = [cap.root(Local(f"$s{i}"), v) for i, v in enumerate(stack)]
         self.root = mon
         self.finished_segment = False

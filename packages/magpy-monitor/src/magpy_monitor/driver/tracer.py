@@ -19,10 +19,13 @@ from typing import Any, cast
 from magpy_refgraph import InternalError, MagPyError, Unsupported
 
 from ..bytecode.exceptions import on_exception
-from ..core.capture import Capture, is_value_type
-from ..core.frame import FrameMonitor, Pending, initial_fast
+from ..core.calls import _closure
+from ..core.capture import Capture
+from ..core.frame import FrameKind, FrameMonitor, Pending, initial_fast
 from ..core.values import Val
-from ..cpython.compat import set_compiling
+from ..core.valuetypes import is_value_type
+from ..cpython.code import positional_count
+from ..libs.torch.globalstate import set_compiling
 from . import plugins  # noqa: F401  (every handler is registered before the first run)
 
 __all__ = ["Monitor"]
@@ -74,7 +77,7 @@ class Monitor:
         if not frames:
             if frame.f_code is self.entry_code:
                 mon = FrameMonitor(
-                    self.cap, frame, initial_fast(self.cap, frame, None, None), kind="root"
+                    self.cap, frame, initial_fast(self.cap, frame, None, None), kind=FrameKind.ROOT
                 )
                 return self._attach(mon)
             return None
@@ -99,8 +102,7 @@ class Monitor:
         """A Python callable called by native code: bind its arguments by identity (or as
         the callable's own ``bind(frame)`` says, when its shadow has one)."""
         code = frame.f_code
-        n = code.co_argcount + code.co_kwonlyargcount
-        n += bool(code.co_flags & 0x04) + bool(code.co_flags & 0x08)
+        n = positional_count(code)
         bind = fn_val.extra.get("bind") if isinstance(fn_val.extra, dict) else None
         bound: dict[str, Val] = bind(frame) if bind is not None else {}
         for name in code.co_varnames[:n] if bind is None else ():
@@ -113,13 +115,11 @@ class Monitor:
                     )
                 known = self.cap.const(obj)
             bound[name] = known
-        from ..core.calls import _closure
-
         mon = FrameMonitor(
             self.cap,
             frame,
             initial_fast(self.cap, frame, bound, _closure(top, fn_val)),
-            kind="callback",
+            kind=FrameKind.CALLBACK,
         )
         return mon
 
@@ -133,7 +133,10 @@ class Monitor:
         if mon is None:
             bound, closure = state["gen"]
             mon = FrameMonitor(
-                self.cap, frame, initial_fast(self.cap, frame, bound, closure), kind="generator"
+                self.cap,
+                frame,
+                initial_fast(self.cap, frame, bound, closure),
+                kind=FrameKind.GENERATOR,
             )
             state["monitor"] = mon
         else:
@@ -175,7 +178,7 @@ class Monitor:
             raise InternalError("monitored frames out of order at return")
         frames.pop()
         if mon.unwinding:  # the frame is left by an exception; its caller sees it next
-            if mon.kind == "root":
+            if mon.kind is FrameKind.ROOT:
                 self.finished = True
                 self.failure = Unsupported("the program raised an exception")
             return
@@ -188,7 +191,7 @@ class Monitor:
         (val,) = mon.pop()
         if val.obj is not value:
             raise InternalError(f"returned {value!r} but the shadow holds {val!r}")
-        if mon.kind == "root":
+        if mon.kind is FrameKind.ROOT:
             self.cap.result = val
             self.finished = True
             return
@@ -197,9 +200,9 @@ class Monitor:
             raise InternalError("callee returned to a caller with nothing pending")
         if opname == "YIELD_VALUE":
             caller.pending.yields.append(val)
-        elif mon.kind == "callback":
+        elif mon.kind is FrameKind.CALLBACK:
             caller.pending.callback_results.append(val)
-        elif mon.kind == "generator":
+        elif mon.kind is FrameKind.GENERATOR:
             caller.pending.result = val  # its return value (a `yield from` takes it)
         else:
             if caller.pending.on_result is not None:

@@ -1,4 +1,4 @@
-"""Handlers for builtins and container/str methods that model code calls.
+"""Handlers for the builtin functions that code calls (native methods: ``pyobj.methods``).
 
 Each handler models one native callable's effect on provenance. Scalar arithmetic (``abs``,
 ``int``, ``math.sqrt``) stays replayable (an ``expr``) until its value is observed; container
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 import operator
-import types
 from collections.abc import Callable
 from typing import Any
 
@@ -18,24 +17,37 @@ import torch
 
 from magpy_refgraph import GuardKind
 
-from ..bytecode.iteration import consume_items, draw, exhaust, get_iter, iter_items, make_iterator
+from ..bytecode.attributes import store_attr
+from ..bytecode.iteration import (
+    consume_items,
+    draw,
+    exhaust,
+    get_iter,
+    is_generator,
+    is_known_iterator,
+    iter_items,
+    make_iterator,
+    next_value,
+)
+from ..core import registry
 from ..core.annotations import classify
-from ..core.calls import _as_op, load_attr, pure_call
-from ..core.capture import is_value_type
+from ..core.attributes import load_attr
+from ..core.calls import _as_op, pure_call
 from ..core.frame import FrameMonitor, Inst
+from ..core.operators import scalar_op, tensor_op
 from ..core.registry import (
     BUILTIN_HANDLERS,
     METHOD_HANDLERS,
     BuiltinHandler,
     register_builtin,
-    register_methods,
 )
-from ..core.speculation import read_value
+from ..core.shapes import size_vals
+from ..core.speculation import read_value, truth_of_tensor
 from ..core.values import Val
+from ..core.valuetypes import is_value_type
+from .instances import external_attr_followed, follow, python_descriptor, python_dunder
 
 __all__: list[str] = []
-
-_methods = register_methods
 
 
 def _has_tensor(vals: list[Val]) -> bool:
@@ -62,9 +74,7 @@ def _replayable(fn: Any) -> BuiltinHandler:
                 raise m.unsupported(f"{fn.__name__}() of a tensor reads its value")
             pure_call(m, inst, pos, kw)
             return
-        from ..bytecode.handlers import _scalar_op
-
-        _scalar_op(m, inst, fn, pos)
+        scalar_op(m, inst, fn, pos)
 
     return handle
 
@@ -134,12 +144,10 @@ for _fn in (
     def _op_handler(
         m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val], fn: Any = _fn
     ) -> None:
-        from ..bytecode.handlers import _scalar_op, _tensor_op
-
         if _has_tensor(pos):
-            _tensor_op(m, inst, fn, pos)
+            tensor_op(m, inst, fn, pos)
         else:
-            _scalar_op(m, inst, fn, pos)
+            scalar_op(m, inst, fn, pos)
 
     BUILTIN_HANDLERS[id(_fn)] = (_fn, _op_handler)
 
@@ -150,8 +158,6 @@ def _len(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> Non
     cap = m.cap
     obj = v.obj
     if isinstance(obj, torch.Tensor):
-        from ..core.shapes import size_vals
-
         dims = size_vals(cap, v)
         if dims is not None:
             m.expect_outputs(inst, 1, lambda real: [dims[0]])
@@ -161,8 +167,6 @@ def _len(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> Non
     elif isinstance(v.items, list | dict):
         m.expect_outputs(inst, 1, lambda real: [cap.const(real[0])])
     elif (hook := _own_len(obj)) is not None:
-        from .instances import follow
-
         if v.external:
             cap.observe_type(v)
 
@@ -182,8 +186,6 @@ def _len(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> Non
 def _own_len(obj: Any) -> Any:
     """The Python ``__len__`` of ``obj``'s class, but for torch's module containers (pure:
     the guard on ``len(obj)`` may run it)."""
-    from .instances import python_dunder
-
     return None if isinstance(obj, torch.nn.Module) else python_dunder(obj, "__len__")
 
 
@@ -232,8 +234,6 @@ def _type(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> No
 
 @register_builtin(getattr)
 def _getattr(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
-    from .instances import external_attr_followed, python_descriptor
-
     base, name = pos[0], pos[1]
     m.cap.observe(name)
     if python_descriptor(base.obj, name.obj) is not None:
@@ -270,8 +270,6 @@ def _hasattr_guard(m: FrameMonitor, base: Val, name: str, present: bool) -> None
 
 @register_builtin(hasattr)
 def _hasattr(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
-    from .instances import external_attr_followed, python_descriptor
-
     base, name = pos
     m.cap.observe(name)
     if python_descriptor(base.obj, name.obj) is not None:
@@ -288,8 +286,6 @@ def _hasattr(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) ->
 @register_builtin(setattr)
 def _setattr(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
     """``setattr(obj, name, value)``: like ``obj.name = value`` (STORE_ATTR)."""
-    from ..bytecode.handlers import store_attr
-
     if len(pos) != 3 or kw or type(pos[1].obj) is not str:
         raise m.unsupported("setattr() with unusual arguments")
     m.cap.observe(pos[1])
@@ -335,8 +331,6 @@ def tuple_list(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) 
     (src,) = pos
     items = iter_items(m, src)
     if items is None:
-        from ..bytecode.iteration import is_generator
-
         if not is_generator(src):
             raise m.unsupported(f"building a sequence from a {type(src.obj).__name__}")
 
@@ -422,9 +416,7 @@ def _zip(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> Non
     if set(kw) - {"strict"}:
         raise m.unsupported(f"zip() with keyword arguments {sorted(kw)}")
     if _has_tensor(pos):
-        from ..libs.torch.tensorrows import zip_rows
-
-        zip_rows(m, inst, pos, kw)  # zip(ws, t): t's rows are those of an unbind
+        registry.ZIP_ROWS.impl(m, inst, pos, kw)  # zip(ws, t): t's rows are those of an unbind
         return
     drawn = draw(m, list(pos))
     if drawn is None:
@@ -445,8 +437,6 @@ def _next(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> No
     """``next(gen)`` of a generator the monitor follows (the value it yields; exhaustion
     raises StopIteration in the caller, as the exception machinery models), or ``next(it)``
     / ``next(it, default)`` of an iterator whose values the shadow knows."""
-    from ..bytecode.iteration import is_generator, is_known_iterator, next_value
-
     if pos and not kw and len(pos) <= 2 and is_known_iterator(pos[0]):
         next_value(m, inst, pos[0], pos[1] if len(pos) == 2 else None)
         return
@@ -498,8 +488,6 @@ def _pick_extreme(
     item and replaces it by each later one that compares greater (``>``; ``<`` for ``min``).
     Each comparison that involves a tensor is a branch on a tensor's value: its outcome is
     assumed (``_speculation``); the result is the item it picked, the very object."""
-    from ..core.speculation import truth_of_tensor
-
     cap = m.cap
     if kw or not items:
         raise m.unsupported("min()/max() over tensors with key= or default=")
@@ -578,151 +566,3 @@ def _pure(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> No
     if _has_tensor(flat):
         raise m.unsupported("pure function over tensors would read their values")
     pure_call(m, inst, flat, kw)
-
-
-# ---------------------------------------------------------------------- container methods
-def _dict_view(name: str) -> BuiltinHandler:
-    def handle(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
-        (base,) = pos
-        m.expect_outputs(
-            inst, 1, lambda real: [m.cap.new(real[0], extra={"view": name, "base": base})]
-        )
-
-    return handle
-
-
-for _name in ("items", "keys", "values"):
-    METHOD_HANDLERS[(dict, _name)] = _dict_view(_name)
-
-
-def _const_mapping_read(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
-    """A read of a read-only mapping that is a constant of the record (``Signature.parameters``
-    from ``inspect.signature``): its result is a constant too."""
-    if not pos[0].const:
-        raise m.unsupported("reading a mappingproxy from outside (it may view a changing dict)")
-    pure_call(m, inst, pos, kw)
-
-
-for _name in ("items", "keys", "values", "get", "copy", "__getitem__", "__contains__"):
-    METHOD_HANDLERS[(types.MappingProxyType, _name)] = _const_mapping_read
-
-
-def _plain_dict(obj: Any) -> bool:
-    """A dict, or a subclass that reads items like one (a registry adding a ``get`` helper)."""
-    cls = type(obj)
-    return cls is dict or (
-        isinstance(obj, dict)
-        and cls.__getitem__ is dict.__getitem__
-        and cls.keys is dict.keys
-        and cls.__contains__ is dict.__contains__
-    )
-
-
-@_methods(dict, "get")
-def _dict_get(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
-    from magpy_refgraph import Item
-
-    base, key = pos[0], pos[1]
-    default = pos[2] if len(pos) > 2 else m.cap.const(None)
-    cap = m.cap
-    cap.observe(key)
-    if isinstance(base.items, dict):
-        pair = base.items.get(key.obj)
-        m.push(pair[1] if pair is not None else default)
-        return
-    if base.external and _plain_dict(base.obj):
-        cap.observe_keys(base)
-        if key.obj in base.obj:
-            m.expect_outputs(inst, 1, lambda real: [cap.child(base, Item(key.obj), real[0])])
-        else:
-            m.push(default)
-        return
-    raise m.unsupported("dict.get on a dict of unknown contents")
-
-
-@_methods(list, "append")
-def _list_append(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
-    base, v = pos
-    if not isinstance(base.items, list) or base.external:
-        raise m.unsupported("list.append on a list from outside (write-back not supported yet)")
-    base.items.append(v)
-    m.expect_outputs(inst, 1, lambda real: [m.cap.const(None)])
-
-
-@_methods(
-    str,
-    "join",
-    "split",
-    "rsplit",
-    "strip",
-    "lstrip",
-    "rstrip",
-    "upper",
-    "lower",
-    "startswith",
-    "endswith",
-    "replace",
-    "format",
-    "partition",
-    "rpartition",
-    "find",
-    "rfind",
-    "index",
-    "count",
-    "isidentifier",
-    "isdigit",
-    "isalpha",
-    "title",
-    "zfill",
-    "splitlines",
-    "capitalize",
-    "casefold",
-    "center",
-    "ljust",
-    "rjust",
-    "encode",
-)
-@_methods(tuple, "index", "count")
-def _str_method(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
-    flat: list[Val] = [pos[0]]
-    for v in pos[1:]:
-        items = None if is_value_type(v.obj) else consume_items(m, v)
-        flat.extend(items if items is not None else [v])
-    if _has_tensor(flat):
-        raise m.unsupported("string method over tensors")
-    pure_call(m, inst, flat, kw)
-
-
-def _plain_data(obj: Any, depth: int = 0) -> bool:
-    """Values, and lists/tuples/dicts/sets of them (what ``json`` could hold)."""
-    if depth > 16:
-        return False
-    if obj is None or is_value_type(obj):
-        return True
-    if type(obj) in (list, tuple, set, frozenset):
-        return all(_plain_data(x, depth + 1) for x in obj)
-    if type(obj) is dict:
-        return all(_plain_data(k, depth + 1) and _plain_data(v, depth + 1) for k, v in obj.items())
-    return False
-
-
-def _copy_handler(fn: Any) -> BuiltinHandler:
-    def handle(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
-        if len(pos) == 1 and not kw and _plain_data(pos[0].obj):
-            pure_call(m, inst, pos, kw)  # the copy is a fresh constant, rebuilt by the mock
-            return
-        from ..core.calls import inline
-
-        inline(m, inst, m.cap.const(fn), pos, kw)
-
-    return handle
-
-
-def _register_copy() -> None:
-    import copy
-
-    for fn in (copy.copy, copy.deepcopy):
-        BUILTIN_HANDLERS[id(fn)] = (fn, _copy_handler(fn))
-
-
-_register_copy()

@@ -28,7 +28,8 @@ from typing import Any
 from magpy_refgraph import Unsupported
 
 from ..bytecode.closures import is_made_function
-from ..bytecode.handlers import global_value, load_deref
+from ..bytecode.variables import global_value, load_deref
+from ..core.attributes import load_attr
 from ..core.calls import _closure
 from ..core.frame import CellBox, FrameMonitor, Inst, initial_fast
 from ..core.registry import opcode, register_builtin
@@ -131,8 +132,6 @@ def _build_class(m: FrameMonitor, inst: Inst, pos: list[Val], kwargs: dict[str, 
 def class_attr(m: FrameMonitor, cls_val: Val, name: str, real: Any) -> Val:
     """``C.name`` of a class built in the run, not in its namespace: its name, or an attribute
     it inherits (read from the base that has it, which the class statement guarded)."""
-    from ..core.calls import load_attr
-
     cls = cls_val.obj
     if name in ("__name__", "__qualname__") or (name == "__doc__" and real is None):
         return m.cap.const(real)  # from the class statement's constants

@@ -14,14 +14,18 @@ import collections
 import operator
 from typing import Any
 
+from magpy_refgraph import Item
+
 from ..bytecode.iteration import consume_generator, is_generator, unpack
-from ..core.capture import is_value_type
+from ..core import registry
 from ..core.frame import FrameMonitor, Inst
 from ..core.registry import BUILTIN_HANDLERS, METHOD_HANDLERS
 from ..core.values import Val
-from . import containers as _containers  # noqa: F401
+from ..core.valuetypes import is_value_type
+from . import containers as _containers  # noqa: F401  (dict's methods, copied below)
+from .sets import empty_set
 
-__all__ = ["DICT_TYPES", "missing_item", "put_item"]
+__all__ = ["missing_item", "put_item"]
 
 OrderedDict, defaultdict, Counter, deque = (
     collections.OrderedDict,
@@ -29,13 +33,13 @@ OrderedDict, defaultdict, Counter, deque = (
     collections.Counter,
     collections.deque,
 )
-DICT_TYPES = (dict, OrderedDict, defaultdict, Counter)
 # factories of a defaultdict whose values the monitor can name (a new container or a constant)
 _FACTORIES = (list, dict, set, OrderedDict, int, float, str, bool, tuple, frozenset)
 
 Items = dict[Any, tuple[Val, Val]]
 
 
+@registry.PUT_ITEM.provide
 def put_item(items: Items, key: Val, value: Val) -> None:
     """``d[key] = value`` on shadow items: an equal key already there keeps its object and place
     (``d[True] = x`` on ``{1: y}`` leaves the key ``1``)."""
@@ -45,8 +49,6 @@ def put_item(items: Items, key: Val, value: Val) -> None:
 
 def _pairs(m: FrameMonitor, src: Val) -> list[tuple[Val, Val]]:
     """The ``(key, value)`` shadows a dict constructor takes from ``src``."""
-    from magpy_refgraph import Item
-
     cap = m.cap
     if isinstance(src.items, dict):
         return list(src.items.values())
@@ -280,8 +282,6 @@ def missing_item(m: FrameMonitor, inst: Inst, container: Val, key: Val) -> None:
         if type(made) in (list, dict, OrderedDict):
             v = cap.new(made, items=[] if type(made) is list else {})
         elif type(made) is set:
-            from .sets import empty_set
-
             v = empty_set(cap, made)
         else:
             v = cap.const(made)

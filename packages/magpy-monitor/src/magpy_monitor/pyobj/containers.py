@@ -12,22 +12,43 @@ from typing import Any
 
 import torch
 
-from magpy_refgraph import Item
+from magpy_refgraph import Item, Unsupported
 
-from ..bytecode.iteration import consume_generator, is_generator, iter_items, unpack
+from ..bytecode.iteration import (
+    DICT_TYPES,
+    consume_generator,
+    is_generator,
+    iter_items,
+    unpack,
+)
+from ..core import registry
 from ..core.capture import Capture
 from ..core.frame import FrameMonitor, Inst
 from ..core.registry import METHOD_HANDLERS, opcode
 from ..core.values import Val
-from .builtins import _plain_data
+from ..core.valuetypes import is_value_type
 
-__all__ = ["materialize"]
+__all__ = ["materialize", "plain_data"]
 
 
+def plain_data(obj: Any, depth: int = 0) -> bool:
+    """Values, and lists/tuples/dicts/sets of them (what ``json`` could hold)."""
+    if depth > 16:
+        return False
+    if obj is None or is_value_type(obj):
+        return True
+    if type(obj) in (list, tuple, set, frozenset):
+        return all(plain_data(x, depth + 1) for x in obj)
+    if type(obj) is dict:
+        return all(plain_data(k, depth + 1) and plain_data(v, depth + 1) for k, v in obj.items())
+    return False
+
+
+@registry.MATERIALIZE.provide
 def materialize(cap: Capture, val: Val, reason: str) -> None:
     """Make ``val``'s shadow contents complete before a mutation (entry containers)."""
     obj = val.obj
-    if val.items is None and val.const and not val.external and _plain_data(obj):
+    if val.items is None and val.const and not val.external and plain_data(obj):
         # a constant of the run (a pure call's result, e.g. json.loads): its contents are
         # values, known from the object itself
         if type(obj) is list:
@@ -53,8 +74,6 @@ def materialize(cap: Capture, val: Val, reason: str) -> None:
 
 
 def raise_unknown(val: Val) -> None:
-    from magpy_refgraph import Unsupported
-
     raise Unsupported(f"mutating a {type(val.obj).__name__} of unknown contents")
 
 
@@ -171,8 +190,6 @@ for _name in ("update", "pop", "setdefault", "clear"):
 def _delete_subscr(m: FrameMonitor, inst: Inst) -> None:
     container, key = m.pop(2)
     cap = m.cap
-    from .collections import DICT_TYPES
-
     if type(container.obj) not in (list, *DICT_TYPES):
         raise m.unsupported(f"del on an item of a {type(container.obj).__name__}")
     cap.observe(key)
@@ -190,9 +207,7 @@ def _unpack_ex(m: FrameMonitor, inst: Inst) -> None:
     (v,) = m.pop()
     before, after = inst.arg & 0xFF, inst.arg >> 8
     if isinstance(v.obj, torch.Tensor):
-        from ..libs.torch.tensorrows import unpack_ex_rows
-
-        unpack_ex_rows(m, inst, v, before, after)  # `x, *rest = t`: the rows of t
+        registry.UNPACK_EX_ROWS.impl(m, inst, v, before, after)  # `x, *rest = t`: rows of t
         return
     items = unpack(m, v, None)
     if len(items) < before + after:

@@ -37,11 +37,13 @@ import warnings
 from typing import Any
 
 import torch
+import torch.autograd.profiler as prof
 from torch.amp.autocast_mode import _enter_autocast, _exit_autocast
 from torch.cpu.amp.autocast_mode import autocast as cpu_autocast
 
 from magpy_refgraph import Attr, Const
 
+from ..core import registry
 from ..core.frame import FrameMonitor, Inst
 from ..core.registry import register_builtin
 from ..core.values import Val
@@ -86,6 +88,7 @@ def _follow_enter(m: FrameMonitor, inst: Inst, ctx: Val, enter: types.FunctionTy
 
 
 # ---------------------------------------------------------------------- BEFORE_WITH, __exit__
+@registry.BEFORE_WITH.provide
 def before_with(m: FrameMonitor, inst: Inst, ctx: Val) -> None:
     """BEFORE_WITH on ``ctx`` (already popped), any context manager but grad mode's."""
     state = ctx.extra.get(_CTX) if isinstance(ctx.extra, dict) else None
@@ -169,9 +172,7 @@ def _catch_warnings(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, V
         raise m.unsupported("warnings.catch_warnings(module=...)")
     if kwargs.get("action") == "error":
         raise m.unsupported("warnings turned into errors (the graph would not raise them)")
-    from ..libs.stdlib.warn import note_catch_warnings
-
-    note_catch_warnings(m)  # (not in a record that replays a warning)
+    registry.NOTE_CATCH_WARNINGS.impl(m)  # (not in a record that replays a warning)
     state = _WarningsBlock(kwargs)
     m.expect_outputs(inst, 1, lambda real: [m.cap.new(real[0], extra={_CTX: state})])
 
@@ -226,8 +227,6 @@ class _RecordFunction:
         self.name, self.args = name, args
 
     def enter(self, m: FrameMonitor, inst: Inst, ctx: Val) -> None:
-        import torch.autograd.profiler as prof
-
         if prof._is_profiler_enabled or torch._C._autograd._profiler_enabled():
             raise m.unsupported("record_function while the profiler runs (it records a label)")
         cap = m.cap

@@ -10,26 +10,27 @@ objects native code passes them (found by identity), and their results are colle
 from __future__ import annotations
 
 import functools
-import itertools
 import operator
+import types
 from collections.abc import Callable
 from typing import Any, cast
 
 import torch
 
 from ..bytecode.iteration import (
+    consume_generator,
     consume_items,
     exhaust,
     is_generator,
     iter_items,
-    lazy_source,
-    make_iterator,
 )
-from ..core.calls import pure_call
-from ..core.capture import is_value_type
+from ..core import registry
+from ..core.calls import _fresh, bind_args, method_self, pure_call
+from ..core.dispatch import dispatch_call
 from ..core.frame import FrameMonitor, Inst, Pending
 from ..core.registry import BUILTIN_HANDLERS, METHOD_HANDLERS, register_builtin
 from ..core.values import Val
+from ..core.valuetypes import is_value_type
 from .builtins import tuple_list
 
 __all__ = ["consume", "unpack_lazy"]
@@ -65,6 +66,7 @@ def consume(
     return p
 
 
+@registry.UNPACK_LAZY.provide
 def unpack_lazy(m: FrameMonitor, inst: Inst, src: Val, n: int) -> bool:
     """UNPACK_SEQUENCE n of a ``map``/``filter`` made during the run (``q, k, v = map(f, qkv)``):
     CPython iterates it natively, calling ``f`` back for each item. False: ``src`` is not one."""
@@ -75,6 +77,7 @@ def unpack_lazy(m: FrameMonitor, inst: Inst, src: Val, n: int) -> bool:
     return True
 
 
+@registry.CALL_WITH_LAZY_STAR.provide
 def call_with_lazy_star(
     m: FrameMonitor, inst: Inst, fn: Val, star: Val, kwargs: dict[str, Val]
 ) -> bool:
@@ -89,8 +92,6 @@ def call_with_lazy_star(
         return False
 
     def then(items: list[Val], real: Any, p: Pending | None) -> Val:
-        from ..core.calls import dispatch_call
-
         depth = len(m.stack)
         m.pending = None
         dispatch_call(m, inst, fn, list(items), kwargs)
@@ -103,8 +104,6 @@ def call_with_lazy_star(
         return val
 
     if lazy is None:  # zip(*(f(w) for w in widths)): the generator runs to its end first
-        from ..bytecode.iteration import consume_generator
-
         consume_generator(m, inst, star, 1, lambda values, real: [then(values, real[0], None)])
     else:
         _consume_lazy(m, inst, star, lazy, then)
@@ -180,18 +179,12 @@ def follow_callbacks(
     shadows ``args_of(k)`` gives (``map``: the k-th item): each callee frame is bound to those
     shadows, so a number passed keeps where it came from (binding by identity could not tell
     two equal ints apart). A call with other arguments stops capture."""
-    import types
-
-    from ..core.calls import _fresh, bind_args, method_self
-
     fn = fn_val.obj
     lead: list[Val] = []
     keywords: dict[str, Val] = {}
     target, target_val = fn, fn_val
     if type(fn) is functools.partial:
-        from ..libs.torch.tensorctors import _partial
-
-        target_val, lead, keywords = _partial(m, fn_val, [], {})
+        target_val, lead, keywords = registry.PARTIAL_CALL.impl(m, fn_val, [], {})
         target = target_val.obj
     if isinstance(target, types.MethodType):
         lead = [method_self(m, target_val), *lead]
@@ -219,8 +212,6 @@ def _same_value(a: Any, b: Any) -> bool:
 
 
 def _is_python(fn: Any) -> bool:
-    import types
-
     if type(fn) is functools.partial:  # functools.partial(f, ...) of a Python f
         fn = fn.func
     if isinstance(fn, types.MethodType):  # a bound Python method: its frame is followed
@@ -306,7 +297,7 @@ def _pure_over(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) 
 
 
 _fn: Callable[..., Any]
-for _fn in (any, all, set, frozenset):
+for _fn in (any, all):  # (set and frozenset: pyobj.sets)
     BUILTIN_HANDLERS[id(_fn)] = (_fn, _pure_over)
 METHOD_HANDLERS[(str, "join")] = _pure_over
 
@@ -430,10 +421,8 @@ def _lazy_handler(kind: str) -> Callable[[FrameMonitor, Inst, list[Val], dict[st
             raise m.unsupported(f"{kind}() over several iterables")
         fn_val = pos[0]
         if isinstance(pos[1].obj, torch.Tensor):
-            from ..libs.torch.tensorrows import map_rows
-
             m.cap.observe_identity(fn_val)
-            map_rows(m, inst, kind, fn_val, pos[1])  # map(f, t): f over the rows of t
+            registry.MAP_ROWS.impl(m, inst, kind, fn_val, pos[1])  # map(f, t): over t's rows
             return
         items = iter_items(m, pos[1])
         if items is None:
@@ -462,166 +451,3 @@ def _sequence_handler(
 
 for _fn in (list, tuple):
     BUILTIN_HANDLERS[id(_fn)] = (_fn, _sequence_handler(tuple_list))
-
-
-@register_builtin(itertools.chain)
-def _chain(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
-    """``itertools.chain(xs, reversed(xs))``: the values of each part in turn. An iterator
-    among the parts advances as the chain gives its values (a ``Feed``, as for ``zip``)."""
-    from ..bytecode.iteration import Feed, is_known_iterator
-
-    items: list[Val] = []
-    drawn: list[tuple[Val, int, int, int]] = []  # an iterator, its start, offset and length
-    for p in pos:
-        if is_generator(p):
-            raise m.unsupported("itertools.chain over a generator")
-        part = iter_items(m, p)
-        if part is None:
-            raise m.unsupported("itertools.chain over an iterable of unknown contents")
-        if is_known_iterator(p):
-            if any(d[0] is p for d in drawn):
-                raise m.unsupported("itertools.chain over one iterator twice")
-            drawn.append((p, p.extra["pos"], len(items), len(part)))
-        items += part
-    # after the chain gave k values, a part at ``offset`` of ``n`` values has given
-    # min(max(k - offset, 0), n) of them; at the chain's end, all (and was found exhausted)
-    feeds: list[Feed] = [
-        (p, [start + min(max(k - offset, 0), n) for k in range(len(items) + 1)], start + n, True)
-        for p, start, offset, n in drawn
-    ]
-    m.expect_outputs(inst, 1, lambda real: [make_iterator(m, real[0], items, feeds=feeds)])
-
-
-# the itertools functions modelled, and the positions of the arguments each iterates (None:
-# all); the first seven only rearrange what they are given: every value they give is an
-# argument, a value of an iterated one, or a tuple of those
-_ITERTOOLS: dict[Any, tuple[int, ...] | None] = {
-    itertools.combinations: (0,),
-    itertools.permutations: (0,),
-    itertools.product: None,
-    itertools.combinations_with_replacement: (0,),
-    itertools.islice: (0,),
-    itertools.repeat: (),
-    itertools.pairwise: (0,),
-    itertools.accumulate: (0,),
-    itertools.starmap: (1,),
-}
-_REARRANGING = tuple(_ITERTOOLS)[:7]
-_POOLED = _REARRANGING[:4]  # these keep a tensor's rows in a tuple, a pool (see __reduce__)
-
-
-def _itertools_iterator(
-    m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val], fn: Any
-) -> None:
-    """``itertools.combinations(parts, 2)`` and the like: the iterator's values are worked
-    out by running ``fn`` again over the shadows' objects (the real iterator is left alone: a
-    copy of it could share, and advance, the iterator it draws from). Numbers among the
-    arguments (``r``, lengths) are guarded; other objects, tensors among them, are found again
-    by identity (DeepCTR's bilinear interactions). A tensor iterated gives the rows of an
-    ``unbind(0)``: those in the pool native code made of it."""
-    from ..libs.torch.tensorrows import check_row_source, tensor_rows
-
-    name = f"itertools.{fn.__name__}"
-    if fn is itertools.repeat and len(pos) + len(kw) < 2:
-        raise m.unsupported(f"{name} without an end")
-    iterated = _ITERTOOLS[fn]
-    args: list[Val | list[Val]] = []
-    row_sources = []
-    for j, v in enumerate(pos):
-        if not (iterated is None or j in iterated):
-            args.append(v)
-        elif isinstance(v.obj, torch.Tensor) and fn in _POOLED:
-            check_row_source(m, v)
-            row_sources.append(j)
-            args.append(v)
-        else:
-            lazy_source(m, v, name)
-            items = iter_items(m, v)
-            if items is None:
-                raise m.unsupported(f"{name} over an iterable of unknown contents")
-            args.append(items)
-    flat = [x for a in args for x in (a if isinstance(a, list) else [a])]
-    flat += [v for j, v in enumerate(pos) if j in row_sources]
-    for v in (*flat, *kw.values()):
-        if v.obj is None or is_value_type(v.obj):
-            m.cap.observe(v)
-        elif fn not in _REARRANGING:
-            raise m.unsupported(f"{name} over a {type(v.obj).__name__}")
-    by_id = {id(v.obj): v for v in flat}
-
-    def shadow(x: Any) -> Val:
-        found = by_id.get(id(x))
-        if found is not None:
-            return found
-        if x is None or is_value_type(x):
-            return m.cap.const(x)
-        raise m.unsupported(f"{name} gave a {type(x).__name__} it was not given")
-
-    def make(real: list[Any]) -> list[Val]:
-        if row_sources:
-            pools = real[0].__reduce__()[1]
-            for j in row_sources:
-                rows = tensor_rows(m, pos[j], pools[j if fn is itertools.product else 0]).items
-                by_id.update((id(r.obj), r) for r in rows)
-                args[j] = rows
-        values = fn(
-            *[[x.obj for x in a] if isinstance(a, list) else a.obj for a in args],
-            **{k: v.obj for k, v in kw.items()},
-        )
-        given = []
-        for x in values:
-            if type(x) is tuple and not is_value_type(x):
-                given.append(m.cap.new(x, items=[shadow(e) for e in x]))
-            else:
-                given.append(shadow(x))
-        return [make_iterator(m, real[0], given)]
-
-    m.expect_outputs(inst, 1, make)
-
-
-for _fn in _ITERTOOLS:
-    BUILTIN_HANDLERS[id(_fn)] = (_fn, functools.partial(_itertools_iterator, fn=_fn))
-
-
-def _endless(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val], fn: Any) -> None:
-    """``itertools.count()``/``cycle(xs)``: an iterator shadow lists its values up front."""
-    raise m.unsupported(f"itertools.{fn.__name__} without an end")
-
-
-for _fn in (itertools.count, itertools.cycle):
-    BUILTIN_HANDLERS[id(_fn)] = (_fn, functools.partial(_endless, fn=_fn))
-
-
-def _pure_method(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
-    pure_call(m, inst, pos, kw)
-
-
-def _register_pure_methods() -> None:
-    import re
-
-    pattern, match = type(re.compile("")), type(re.match("", ""))
-    for owner, names in (
-        (pattern, "match search fullmatch findall sub subn split finditer"),
-        (match, "group groups groupdict span start end expand"),
-        (torch.Size, "numel count index"),
-        (int, "bit_length to_bytes conjugate"),
-        (float, "is_integer hex conjugate"),
-        (bytes, "hex decode startswith endswith split join"),
-        (list, "index count copy"),
-    ):
-        for n in names.split():
-            METHOD_HANDLERS.setdefault((owner, n), _pure_method)
-    for fn in (
-        re.compile,
-        re.match,
-        re.search,
-        re.fullmatch,
-        re.sub,
-        re.split,
-        re.findall,
-        re.escape,
-    ):
-        BUILTIN_HANDLERS.setdefault(id(fn), (fn, _pure_method))
-
-
-_register_pure_methods()

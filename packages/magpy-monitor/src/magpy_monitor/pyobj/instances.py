@@ -29,8 +29,16 @@ import torch
 
 from magpy_refgraph import Build, BuildKind, Constant, Recipe, Unsupported
 
+from ..bytecode.subscripts import store_item
+from ..core import registry
+from ..core.attributes import load_attr
+from ..core.calls import _closure, _fresh, bind_args
 from ..core.frame import FrameMonitor, Inst, initial_fast
+from ..core.registry import BUILTIN_HANDLERS, METHOD_HANDLERS
 from ..core.values import Val
+from ..core.valuetypes import FROZEN_MODULE_ROOTS
+from ..cpython.frameio import NULL
+from .collections import put_item
 
 __all__ = [
     "PYOBJ",
@@ -100,6 +108,7 @@ def is_plain_class(cls: Any, *, metaclass_call: bool = False) -> bool:
     return init is lookup(base, "__init__") or isinstance(init, types.FunctionType)
 
 
+@registry.IS_PYOBJ.provide
 def is_pyobj(v: Val) -> bool:
     """``v`` is an instance of a plain class built during the run."""
     return isinstance(v.extra, dict) and PYOBJ in v.extra
@@ -109,8 +118,6 @@ def construct_object(
     m: FrameMonitor, inst: Inst, cls_val: Val, pos: list[Val], kwargs: dict[str, Val]
 ) -> None:
     """``cls(*pos, **kwargs)`` of a plain class: native ``__new__``, then ``__init__`` inlined."""
-    from ..core.calls import _closure, _fresh, bind_args
-
     cap = m.cap
     cls = cls_val.obj
     cap.observe_identity(cls_val)
@@ -164,8 +171,6 @@ def _native_init(
     """``cls(**kwargs)`` of a mapping class with the native ``__init__``: the keywords become
     its items. ``OrderedDict.__init__`` stores them through ``self[key] = value``, so a Python
     ``__setitem__`` is followed for each (``dict.__init__`` stores them directly)."""
-    from .collections import put_item
-
     cap = m.cap
     setitem = lookup(cls, "__setitem__")
     follows = bool(kwargs) and isinstance(setitem, types.FunctionType)
@@ -203,6 +208,7 @@ def _native_init(
     p.callbacks[code] = Val(setitem, extra={"bind": bind})
 
 
+@registry.FOLLOW.provide
 def follow(
     m: FrameMonitor,
     inst: Inst,
@@ -214,8 +220,6 @@ def follow(
     """Inline ``fn(*args)``, called natively by ``inst`` (a Python ``__setattr__``, a
     property getter, ``__enter__``). ``inst`` pushes ``n_out`` values: ``outputs(real,
     result)`` gives their shadows (by default: ``fn``'s result when ``n_out`` is 1)."""
-    from ..core.calls import _closure, _fresh, bind_args
-
     cap = m.cap
     fn_val = cap.const(fn)
     bound = bind_args(m, fn_val, args, {})
@@ -237,6 +241,7 @@ def follow(
     p.on_result = seen.append
 
 
+@registry.PLAIN_STORE.provide
 def plain_store(cls: type, name: str) -> bool:
     """``setattr(obj, name, v)`` on a ``cls`` only writes ``obj.__dict__``."""
     return not isinstance(lookup(cls, "__setattr__"), types.FunctionType) and not hasattr(
@@ -244,6 +249,7 @@ def plain_store(cls: type, name: str) -> bool:
     )
 
 
+@registry.LOAD_ATTR_FOLLOWED.provide
 def load_attr_followed(m: FrameMonitor, inst: Inst, base: Val, name: str) -> bool:
     """LOAD_ATTR on an object built during the run that runs a descriptor of its class: a
     property's getter, or a Python ``__get__`` (``lazy_property``), is followed."""
@@ -291,14 +297,13 @@ def _follow_read(
     """Follow ``fn(*args)`` run natively by LOAD_ATTR, or by LOAD_METHOD, which pushes NULL
     and the attribute (there is no method to bind)."""
     if method:
-        from ..cpython.frameio import NULL
-
         null = Val(NULL, const=True)
         follow(m, inst, fn, args, 2, lambda real, got: [null, got])
     else:
         follow(m, inst, fn, args, 1, outputs)
 
 
+@registry.GETATTR_FOLLOWED.provide
 def getattr_followed(m: FrameMonitor, inst: Inst, base: Val, name: str, *, method: bool) -> bool:
     """LOAD_ATTR/LOAD_METHOD on an object built during the run whose class has a Python
     ``__getattribute__`` (every read runs it), or a Python ``__getattr__`` and not the name
@@ -315,6 +320,7 @@ def getattr_followed(m: FrameMonitor, inst: Inst, base: Val, name: str, *, metho
     return True
 
 
+@registry.PYTHON_DUNDER.provide
 def python_dunder(obj: Any, name: str) -> types.FunctionType | None:
     """The Python function ``type(obj)`` defines for special method ``name``, if it does
     (native code calls it: ``__contains__`` for ``in``, ``__len__`` for ``len``)."""
@@ -340,6 +346,7 @@ def python_descriptor(obj: Any, name: str) -> Any:
     return (get, (desc,))
 
 
+@registry.EXTERNAL_ATTR_FOLLOWED.provide
 def external_attr_followed(
     m: FrameMonitor,
     inst: Inst,
@@ -368,6 +375,7 @@ def external_attr_followed(
     return True
 
 
+@registry.STORE_ATTR_FOLLOWED.provide
 def store_attr_followed(m: FrameMonitor, inst: Inst, base: Val, name: str, value: Val) -> bool:
     """STORE_ATTR on an object built during the run whose class runs Python for it (its
     ``__setattr__``, or a property's setter): followed, True. False: a plain store."""
@@ -385,6 +393,7 @@ def store_attr_followed(m: FrameMonitor, inst: Inst, base: Val, name: str, value
     return False
 
 
+@registry.STORE_ITEM_FOLLOWED.provide
 def store_item_followed(m: FrameMonitor, inst: Inst, base: Val, key: Val, value: Val) -> bool:
     """STORE_SUBSCR on an object built during the run: a Python ``__setitem__`` is followed
     (True); a mapping's native one stores into the shadow's items (True); else False."""
@@ -393,8 +402,6 @@ def store_item_followed(m: FrameMonitor, inst: Inst, base: Val, key: Val, value:
         follow(m, inst, setitem, [base, key, value], 0)
         return True
     if isinstance(base.items, dict):
-        from .collections import put_item
-
         m.cap.observe(key)
         put_item(base.items, key, value)
         m.expect_outputs(inst, 0, lambda real: [])
@@ -437,13 +444,9 @@ def _native_setitem(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, V
     base, key, value = pos
     m.cap.observe(key)
     if is_pyobj(base) and isinstance(base.items, dict):
-        from .collections import put_item
-
         put_item(base.items, key, value)
     else:
-        from ..bytecode.handlers import _store_item
-
-        _store_item(m, base, key, value)  # d.__setitem__(k, v) on any dict: d[k] = v
+        store_item(m, base, key, value)  # d.__setitem__(k, v) on any dict: d[k] = v
     m.expect_outputs(inst, 1, lambda real: [m.cap.const(None)])
 
 
@@ -457,8 +460,6 @@ def _object_init(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]
 def python_meta_call(cls: Any) -> Any:
     """The Python ``__call__`` of the metaclass of ``cls`` (a program's own metaclass, such
     as a registry's), or None."""
-    from ..core.capture import FROZEN_MODULE_ROOTS
-
     for meta in type(cls).__mro__:
         if meta is type:
             return None
@@ -480,8 +481,6 @@ def _type_call(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) 
 def _object_getattribute(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
     """``object.__getattribute__(obj, name)`` (inside a Python ``__getattribute__``): the
     plain read, with no hook."""
-    from ..core.calls import load_attr
-
     if kw or len(pos) != 2 or type(pos[1].obj) is not str:
         raise m.unsupported("object.__getattribute__ with unusual arguments")
     m.cap.observe(pos[1])
@@ -506,8 +505,6 @@ def _simple_namespace(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str,
 
 
 def _register() -> None:
-    from .builtins import BUILTIN_HANDLERS, METHOD_HANDLERS
-
     BUILTIN_HANDLERS[id(types.SimpleNamespace)] = (types.SimpleNamespace, _simple_namespace)
     METHOD_HANDLERS.setdefault((type, "__call__"), _type_call)
     METHOD_HANDLERS.setdefault((object, "__getattribute__"), _object_getattribute)

@@ -26,10 +26,12 @@ import torch
 
 from magpy_refgraph import Build, BuildKind, Constant, Recipe
 
-from ..core.capture import is_value_type
+from ..bytecode.iteration import consume_items, iter_items
+from ..core.calls import inline
 from ..core.frame import FrameMonitor, Inst
-from ..core.registry import BUILTIN_HANDLERS, METHOD_HANDLERS
+from ..core.registry import BUILTIN_HANDLERS
 from ..core.values import Val
+from ..core.valuetypes import is_value_type
 
 __all__ = ["construct", "ctor_of", "ctor_recipe", "is_replayable_class", "item_shadow"]
 
@@ -81,8 +83,6 @@ def follow_tuple_new(
 ) -> None:
     """``cls(...)`` of such a class: its ``__new__`` is followed like a call with ``cls``
     first; ``tuple.__new__`` at the bottom builds the instance (``_tuple_new``)."""
-    from ..core.calls import inline
-
     cap = m.cap
     cap.observe_identity(cls_val)
     new = python_tuple_new(cls_val.obj)
@@ -93,8 +93,6 @@ def follow_tuple_new(
 def _tuple_new(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
     """``tuple.__new__(cls, iterable)`` (a namedtuple's ``__new__``): a ``cls`` instance over
     the iterable's values, rebuilt by the mock the same way (no Python ``__new__`` runs)."""
-    from ..bytecode.iteration import consume_items
-
     if kw or len(pos) != 2 or not (isinstance(pos[0].obj, type) and issubclass(pos[0].obj, tuple)):
         raise m.unsupported("tuple.__new__ with unusual arguments")
     m.cap.observe_identity(pos[0])
@@ -156,8 +154,6 @@ def namedtuple_replace(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str
     """``nt._replace(**changes)``: ``tuple.__new__(type(nt), fields)`` with the named fields
     swapped; CPython runs ``map(kwds.pop, field_names, nt)`` natively, so the monitor builds
     the result from the shadows directly. The new tuple is rebuilt by the mock the same way."""
-    from ..bytecode.iteration import iter_items
-
     if len(pos) != 1:
         raise m.unsupported("namedtuple _replace with positional arguments")
     self_val = pos[0]
@@ -243,14 +239,3 @@ def ctor_recipe(v: Val, recipe: Any) -> Recipe | None:
     parts: list[Recipe] = [Constant(_construct), Constant(cls), Constant(tuple(kwargs))]
     parts += [recipe(a) for a in (*pos, *kwargs.values())]
     return Build(id(v), BuildKind.CALL, tuple(parts))
-
-
-def _read_only_dict_methods() -> None:
-    """``OrderedDict``'s own ``keys``/``items``/``values``/``get`` behave like ``dict``'s."""
-    for name in ("keys", "items", "values", "get"):
-        handler = METHOD_HANDLERS.get((dict, name))
-        if handler is not None:
-            METHOD_HANDLERS.setdefault((collections.OrderedDict, name), handler)
-
-
-_read_only_dict_methods()

@@ -20,7 +20,9 @@ from magpy_refgraph import Attr, GuardKind
 
 from ..core.frame import CellBox, FrameMonitor, Inst
 from ..core.registry import BUILTIN_HANDLERS, register_builtin
+from ..core.speculation import python_number, speculate_read
 from ..core.values import Val
+from .objects import python_tuple_new
 
 __all__ = ["OPAQUE_FORWARDS", "OPAQUE_MODULES", "opaque_module_call"]
 
@@ -144,8 +146,6 @@ def opaque_module_call(
 
 def _packed(v: Val) -> bool:
     """A ``PackedSequence`` (a tuple subclass with a Python ``__new__``) of known fields."""
-    from .objects import python_tuple_new
-
     return python_tuple_new(type(v.obj)) is not None and isinstance(v.items, list)
 
 
@@ -167,8 +167,6 @@ def _equal(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> N
     """``torch.equal(a, b)``: a Python bool read from tensor values. Of tensors that differ in
     shape, dtype or device (guarded) it is False without reading them; otherwise it is
     ``(a == b).all()`` in the graph, read like ``.item()`` (see ``_speculation``)."""
-    from ..core.speculation import python_number, speculate_read
-
     cap = m.cap
     if kw or len(pos) != 2 or not all(isinstance(v.obj, torch.Tensor) for v in pos):
         raise m.unsupported("torch.equal of unusual arguments")

@@ -28,11 +28,16 @@ from typing import Any
 
 import torch
 
+from magpy_refgraph import Unsupported
+
+from ...core import registry
+from ...core.annotations import classify
 from ...core.calls import _as_op, _opaque_input
-from ...core.capture import Capture, is_value_type
+from ...core.capture import Capture
 from ...core.frame import FrameMonitor, Inst
 from ...core.registry import BUILTIN_HANDLERS, METHOD_HANDLERS
 from ...core.values import Val
+from ...core.valuetypes import is_value_type
 
 __all__ = [
     "array_attr",
@@ -78,6 +83,7 @@ def is_array(obj: Any) -> bool:
     return np is not None and isinstance(obj, np.ndarray)
 
 
+@registry.INVOLVES_ARRAY.provide
 def involves_array(args: list[Val], result: Any) -> bool:
     """An operator's operands or result include a numpy array."""
     return np is not None and (
@@ -266,6 +272,7 @@ def _unchanged(m: FrameMonitor, snaps: list[tuple[Any, Any]]) -> None:
 
 
 # ---------------------------------------------------------------------- operations
+@registry.ARRAY_OP.provide
 def array_op(m: FrameMonitor, fn: Any, args: list[Val], result: Any) -> Val:
     """An operator over arrays (``a + 1``, ``a[i]``, ``a > 0``, ``a += b``), after it ran."""
     _accept(m, args, getattr(fn, "__name__", str(fn)))
@@ -274,6 +281,7 @@ def array_op(m: FrameMonitor, fn: Any, args: list[Val], result: Any) -> Val:
     return _result(m, result, args)
 
 
+@registry.STORE_ARRAY_ITEM.provide
 def store_array_item(m: FrameMonitor, container: Val, key: Val, value: Val) -> None:
     """``a[key] = value`` on an array, about to run."""
     if not is_fresh_array(m.cap, container):
@@ -292,6 +300,7 @@ def array_attr(m: FrameMonitor, base: Val, name: str, real: Any) -> Val:
     return _result(m, real, [base])
 
 
+@registry.ARRAY_ITEMS.provide
 def array_items(m: FrameMonitor, v: Val) -> list[Val] | None:
     """The elements of constant 1-d array ``v`` (``for n in a``, ``h, w = a``), or None if ``v``
     is no array."""
@@ -378,8 +387,6 @@ def array_to_tensor(
 
 def constant_tensor(cap: Capture, t: torch.Tensor, what: str) -> Any:
     """A graph node that builds a fresh copy of ``t`` (same values, dtype, device, strides)."""
-    from magpy_refgraph import Unsupported
-
     if t.dtype not in _CONSTANT_DTYPES:
         raise Unsupported(f"{what} of a {t.dtype} array")
     if t.numel() > MAX_CONSTANT_ELEMENTS:
@@ -411,8 +418,6 @@ def _dense(size: tuple[int, ...], stride: tuple[int, ...], order: list[int]) -> 
 def _tensor_ctor(fn: Any, *, shares: bool) -> Any:
     """``torch.tensor``/``as_tensor``/``from_numpy``: arrays become graph constants; any other
     data is the tensor operation it always was."""
-    from ...core.annotations import classify
-
     name = f"torch.{fn.__name__}"
 
     def handle(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:

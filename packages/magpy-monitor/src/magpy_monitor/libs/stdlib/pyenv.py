@@ -1,4 +1,4 @@
-"""The Python environment library code consults: context variables, ``torch.jit.isinstance``.
+"""The Python environment library code consults: context variables, dicts, logging.
 
 - ``ContextVar.set``/``reset``/``get``: a variable set *and* reset during the run (a library's
   "active collector" scoped around a forward) leaves no trace once the call returns, so the
@@ -6,8 +6,6 @@
   the record needs no write-back. Reading a variable the run did not set is a hidden input, and
   a variable still set when the capture ends cannot be replayed: both stop capture.
 - ``dict(...)`` and ``dict.__getitem__`` (a dict subclass's ``super().__getitem__(k)``).
-- ``torch.jit.isinstance(x, T)`` outside TorchScript is ``isinstance`` with typing-refined
-  containers (``List[int]``): a pure function of ``x``'s type and (for containers) contents.
 - ``Logger.isEnabledFor(level)`` (inside ``logger.debug(...)``): its answer is guarded by asking
   the logger again, so a message at a disabled level costs nothing on a hit and a logging
   configuration change is a miss. (On a cold cache it takes the logging lock: without this it
@@ -22,13 +20,11 @@ import operator
 import weakref
 from typing import Any
 
-import torch
-
 from magpy_refgraph import Const, GuardKind, Item, Unsupported
 
 from ...bytecode.iteration import consume_generator, exhaust, is_generator, iter_items, pairs_of
-from ...core.calls import pure_call
-from ...core.capture import Capture, is_value_type
+from ...bytecode.subscripts import subscr
+from ...core.capture import Capture
 from ...core.frame import FrameMonitor, Inst
 from ...core.registry import BUILTIN_HANDLERS, METHOD_HANDLERS
 from ...core.values import Val
@@ -86,33 +82,8 @@ def check_context_vars(cap: Capture) -> None:
             raise Unsupported(f"ContextVar {var.name!r} is set when the capture ends")
 
 
-def _jit_isinstance(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
-    """``torch.jit.isinstance(x, T)``: guard ``x``'s type (and a container's contents)."""
-    if len(pos) != 2 or kw:
-        raise m.unsupported("torch.jit.isinstance with unusual arguments")
-    target, cls = pos
-    m.cap.observe(cls)
-    flat = [target]
-    if not isinstance(target.obj, torch.Tensor) and not is_value_type(target.obj):
-        items = iter_items(m, target) if isinstance(target.obj, list | tuple | dict) else None
-        flat = [target, *(items or [])]
-    for v in flat:
-        if isinstance(v.obj, torch.Tensor):
-            m.cap.guard_meta(v)
-        elif v.external:
-            m.cap.observe_type(v)
-        else:
-            m.cap.observe(v)
-    pure_call(m, inst, [], {})
-
-
-BUILTIN_HANDLERS[id(torch.jit.isinstance)] = (torch.jit.isinstance, _jit_isinstance)
-
-
 def _dict_getitem(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
     """``dict.__getitem__(d, k)`` (``super().__getitem__(k)`` in a dict subclass)."""
-    from ...core.calls import subscr
-
     subscr(m, inst, pos[0], pos[1])
 
 

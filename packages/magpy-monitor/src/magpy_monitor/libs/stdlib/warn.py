@@ -37,6 +37,7 @@ import attrs
 
 from magpy_refgraph import Const, GuardKind
 
+from ...core import registry
 from ...core.capture import Capture, Write
 from ...core.frame import FrameMonitor, Inst
 from ...core.registry import BUILTIN_HANDLERS
@@ -55,6 +56,7 @@ _WARNED: weakref.WeakSet[Capture] = weakref.WeakSet()
 _BLOCKS: weakref.WeakSet[Capture] = weakref.WeakSet()
 
 
+@registry.NOTE_CATCH_WARNINGS.provide
 def note_catch_warnings(m: FrameMonitor) -> None:
     """A ``warnings.catch_warnings()`` block is about to be made in this capture."""
     if m.cap in _WARNED:

@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 import torch.utils.checkpoint as _ckpt
+from torch.utils._pytree import tree_leaves
 
 from magpy_refgraph import Global, GuardKind
 
@@ -36,14 +37,16 @@ from ...core.calls import (
     _closure,
     _fresh,
     bind_args,
-    dispatch_call,
     inline,
     method_self,
 )
+from ...core.dispatch import dispatch_call
 from ...core.frame import FrameMonitor, Inst, Pending, initial_fast
 from ...core.registry import BUILTIN_HANDLERS, FUNCTION_APPLY_MODELS
 from ...core.values import Val
 from ..stdlib.warn import SYNTHETIC_CODES
+from .hooks import _static_forward, _unsupported_hooks
+from .tensorctors import _can_swap, _swap_callable
 
 __all__ = ["checkpoint_forward"]
 
@@ -100,8 +103,6 @@ def _checkpoint(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val])
     check = options.get("determinism_check")
     if check is not None and check.obj not in _ckpt._allowed_determinism_checks_to_fns:
         raise m.unsupported("checkpoint with an unknown determinism_check")
-    from .tensorctors import _can_swap, _swap_callable
-
     if not _can_swap(m, inst, _CHECKPOINT):
         raise m.unsupported("checkpoint called from native code")
     dispatch_call(m, inst, cap.const(checkpoint_forward), pos, kw)
@@ -125,17 +126,11 @@ def _guard_devices(m: FrameMonitor, args: list[Val]) -> None:
         elif isinstance(v.items, list):
             stack.extend(v.items)
         elif type(v.obj) in (list, tuple, dict) and any(
-            isinstance(x, torch.Tensor) for x in _leaves(v.obj)
+            isinstance(x, torch.Tensor) for x in tree_leaves(v.obj)
         ):
             raise m.unsupported("checkpoint of tensors inside a container from outside")
     if len(types_seen) > 1:
         raise m.unsupported("checkpoint of tensors on two device types (torch warns)")
-
-
-def _leaves(obj: Any) -> list[Any]:
-    from torch.utils._pytree import tree_leaves
-
-    return tree_leaves(obj)
 
 
 # ---------------------------------------------------------------------- CheckpointFunction.apply
@@ -224,8 +219,6 @@ def _callee(
     cap = m.cap
     fn = fn_val.obj
     if isinstance(fn, torch.nn.Module):
-        from .hooks import _static_forward, _unsupported_hooks
-
         forward = type(fn).forward
         why = _unsupported_hooks(fn)
         if why is None and (fn._forward_hooks or fn._forward_pre_hooks):

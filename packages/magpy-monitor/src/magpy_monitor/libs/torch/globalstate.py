@@ -21,16 +21,18 @@ from typing import Any
 
 import attrs
 import torch
+import torch.compiler
 from torch.amp.autocast_mode import _enter_autocast, _exit_autocast
 
 from magpy_refgraph import Const, GuardKind
 
-from ...core.capture import is_value_type
 from ...core.frame import FrameMonitor, Inst
 from ...core.registry import BUILTIN_HANDLERS
 from ...core.values import Val
+from ...core.valuetypes import is_value_type
+from ..stdlib.warn import _warn
 
-__all__ = ["StateRead"]
+__all__ = ["StateRead", "set_compiling"]
 
 
 @attrs.frozen
@@ -115,9 +117,7 @@ def _state_read(fn: Any, m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[s
         return
     if len(caught) != 1:
         raise m.unsupported(f"torch.{fn.__name__} issued several warnings")
-    from ..stdlib.warn import _warn  # (the call issues a warning: replayed like warnings.warn)
-
-    w = caught[0]
+    w = caught[0]  # (the call issues a warning: replayed like warnings.warn)
     _warn(m, inst, [cap.const(str(w.message)), cap.const(w.category)], {})
 
 
@@ -138,3 +138,16 @@ def _handler(fn: Any) -> Any:
 
 for _fn in _READS:
     BUILTIN_HANDLERS[id(_fn)] = (_fn, _handler(_fn))
+
+
+def set_compiling(value: bool) -> bool:
+    """Set what ``torch.compiler.is_compiling()`` answers; return what it answered before.
+
+    While MagPy monitors a run it compiles that run, so the program sees ``True`` there, as it
+    does under TorchDynamo (which holds the same flag for its compile session): code such as
+    transformers' mask helpers then takes its compile-friendly path instead of reading tensor
+    values. Like Dynamo's, the flag is process-wide.
+    """
+    old = bool(torch.compiler._is_compiling_flag)
+    torch.compiler._is_compiling_flag = value
+    return old

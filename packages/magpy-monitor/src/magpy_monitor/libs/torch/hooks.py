@@ -13,20 +13,29 @@ import types
 from typing import Any, cast
 
 import torch
+from torch.nn.modules import module as mm
 
 from magpy_refgraph import Attr, GuardKind, Item
 
-from ...core.capture import is_value_type
+from ...core.calls import (
+    _closure,
+    _fresh,
+    _python_call,
+    bind_args,
+    inline,
+    method_self,
+)
+from ...core.dispatch import dispatch_call
 from ...core.frame import FrameMonitor, Inst, Pending, initial_fast
 from ...core.values import Val
+from ...core.valuetypes import is_value_type
+from ...pyobj.special import OPAQUE_FORWARDS, OPAQUE_MODULES, opaque_module_call
 from .modctor import MODULE_INTERNALS
 
 __all__ = ["module_call"]
 
 
 def _unsupported_hooks(mod: torch.nn.Module) -> str | None:
-    from torch.nn.modules import module as mm
-
     if mod._backward_hooks or mod._backward_pre_hooks:
         return "backward hooks"
     if (
@@ -78,9 +87,6 @@ def module_call(
     m: FrameMonitor, inst: Inst, fn_val: Val, pos: list[Val], kwargs: dict[str, Val]
 ) -> None:
     """Model ``module(*pos, **kwargs)``."""
-    from ...core.calls import inline
-    from ...pyobj.special import OPAQUE_FORWARDS, OPAQUE_MODULES, opaque_module_call
-
     mod: torch.nn.Module = fn_val.obj
     cap = m.cap
     if (
@@ -131,8 +137,6 @@ def _own_forward_call(
     bound method stored by ``module.forward = f``): ``_call_impl`` calls ``module.forward(x)``,
     which finds the stored callable, so it is called without the module. The stored callable
     is guarded by identity (a bound method by what it binds)."""
-    from ...core.calls import dispatch_call
-
     mod: torch.nn.Module = fn_val.obj
     cap = m.cap
     fwd = mod.__dict__["forward"]
@@ -194,8 +198,6 @@ class _HookedCall:
         self.arm()
 
     def arm(self) -> None:
-        from ...core.calls import _closure, _fresh, _python_call, bind_args, method_self
-
         m = self.m
         kind, hv = self.steps[self.i]
         fn = hv.obj

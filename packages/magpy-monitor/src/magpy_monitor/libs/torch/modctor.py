@@ -24,9 +24,9 @@ from typing import Any
 
 import torch
 
-from ...core.capture import is_value_type
 from ...core.frame import FrameMonitor, Inst
 from ...core.values import Val
+from ...core.valuetypes import is_value_type
 
 __all__ = ["MODULE_INTERNALS", "construct_module"]
 

@@ -28,6 +28,7 @@ import torch
 
 from magpy_refgraph import Const, GuardKind
 
+from ...core import registry
 from ...core.capture import Write
 from ...core.frame import FrameMonitor
 from ...core.values import Val
@@ -37,6 +38,7 @@ __all__ = ["lower_version", "set_requires_grad", "settle_version", "store_tensor
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 
 
+@registry.STORE_TENSOR_ATTR.provide
 def store_tensor_attr(m: FrameMonitor, base: Val, name: str, value: Val) -> None:
     """``base.name = value`` on a tensor, about to run natively."""
     if name == "data":

@@ -12,7 +12,9 @@ forward to Python code (``torch.jit.script`` functions, ``functools.partial``).
   ``requires_grad=True`` (a new autograd leaf).
 - ``x.type(T)`` with a tensortype, a dtype or a type name is ``x.to(dtype)`` (on the CPU for a
   tensortype); ``x.type()`` reads metadata only.
-- ``torch._C._has_torch_function*`` depend on the types of their arguments only.
+- ``torch._C._has_torch_function*`` depend on the types of their arguments only;
+  ``torch.jit.isinstance(x, T)`` outside TorchScript is ``isinstance`` with typing-refined
+  containers (``List[int]``): a pure function of ``x``'s type and (for containers) contents.
 - A scripted function is followed into the Python function it was compiled from (kept on it as
   ``_torchdynamo_inline``, as TorchDynamo does) when its arguments match its TorchScript
   signature; a traced one replays a recorded trace, which the Python function need not match,
@@ -29,22 +31,22 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch.jit._state import _jit_caching_layer  # (torch is pinned: this layout holds)
 
 from magpy_refgraph import Attr, Item
 
-from ...core.capture import is_value_type
+from ...bytecode.iteration import iter_items
+from ...core import registry
+from ...core.calls import pure_call
+from ...core.dispatch import dispatch_call
 from ...core.frame import FrameMonitor, Inst
 from ...core.registry import BUILTIN_HANDLERS, TENSOR_METHOD_HANDLERS, BuiltinHandler
 from ...core.values import Val
+from ...core.valuetypes import is_value_type
+from ..numpy.ndarrays import array_to_tensor, is_array
 
-__all__ = ["FILL_METHODS", "forward_call", "forwards"]
+__all__ = ["forward_call", "forwards"]
 
-
-# in-place methods that overwrite every element of their first argument
-FILL_METHODS = frozenset(
-    "fill_ zero_ copy_ normal_ uniform_ random_ bernoulli_ exponential_ geometric_ cauchy_ "
-    "log_normal_".split()
-)
 _UNINIT = "a tensor allocated by a legacy constructor escapes before it was filled"
 
 
@@ -135,12 +137,10 @@ def _legacy_ctor(tt: Any) -> BuiltinHandler:
     def handle(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
         if tt is not torch.Tensor and tt.is_cuda:
             raise m.unsupported(f"{name} allocates on a CUDA device")
-        if len(pos) == 1 and not kw:
-            from ..numpy.ndarrays import array_to_tensor, is_array
-
-            if is_array(pos[0].obj):  # torch.FloatTensor(a): shares a's memory if the dtype fits
-                array_to_tensor(m, inst, pos[0], [], name, shares=True)
-                return
+        if len(pos) == 1 and not kw and is_array(pos[0].obj):
+            # torch.FloatTensor(a): shares a's memory if the dtype fits
+            array_to_tensor(m, inst, pos[0], [], name, shares=True)
+            return
         _construct(m, inst, pos, kw, name)
 
     return handle
@@ -279,6 +279,29 @@ for _fn in (
     BUILTIN_HANDLERS[id(_fn)] = (_fn, _has_torch_function)
 
 
+def _jit_isinstance(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    """``torch.jit.isinstance(x, T)``: guard ``x``'s type (and a container's contents)."""
+    if len(pos) != 2 or kw:
+        raise m.unsupported("torch.jit.isinstance with unusual arguments")
+    target, cls = pos
+    m.cap.observe(cls)
+    flat = [target]
+    if not isinstance(target.obj, torch.Tensor) and not is_value_type(target.obj):
+        items = iter_items(m, target) if isinstance(target.obj, list | tuple | dict) else None
+        flat = [target, *(items or [])]
+    for v in flat:
+        if isinstance(v.obj, torch.Tensor):
+            m.cap.guard_meta(v)
+        elif v.external:
+            m.cap.observe_type(v)
+        else:
+            m.cap.observe(v)
+    pure_call(m, inst, [], {})
+
+
+BUILTIN_HANDLERS[id(torch.jit.isinstance)] = (torch.jit.isinstance, _jit_isinstance)
+
+
 # ---------------------------------------------------------------------- forwarding callables
 Forward = tuple[Val, list[Val], dict[str, Val]]
 
@@ -292,8 +315,6 @@ def forward_call(
     m: FrameMonitor, inst: Inst, fn_val: Val, pos: list[Val], kwargs: dict[str, Val]
 ) -> None:
     """Model ``fn(*pos, **kwargs)`` as the call ``fn`` forwards to."""
-    from ...core.calls import dispatch_call
-
     fn = fn_val.obj
     if type(fn) is functools.partial:
         dispatch_call(m, inst, *_partial(m, fn_val, pos, kwargs))
@@ -333,6 +354,7 @@ PARTIAL = "partial"  # Val.extra key of a partial built during the run: (func, a
 BUILTIN_HANDLERS[id(functools.partial)] = (functools.partial, _new_partial)
 
 
+@registry.PARTIAL_CALL.provide
 def _partial(m: FrameMonitor, fn_val: Val, pos: list[Val], kwargs: dict[str, Val]) -> Forward:
     cap = m.cap
     if isinstance(fn_val.extra, dict) and PARTIAL in fn_val.extra:
@@ -402,10 +424,6 @@ def _swap_callable(m: FrameMonitor, inst: Inst, fn: Any, new: Any) -> None:
 def _scripted_name(orig: Any) -> str | None:
     """The qualified name ``torch.jit.script`` compiled ``orig`` under (its cache of scripted
     functions; a traced function is not in it)."""
-    try:
-        from torch.jit._state import _jit_caching_layer
-    except ImportError:  # pragma: no cover - another torch layout: treat as not scripted
-        return None
     try:
         name = _jit_caching_layer.get(orig, None)
     except TypeError:  # pragma: no cover - unhashable/unweakrefable function

@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from ...bytecode.iteration import draw, iter_items, make_iterator
+from ...core import registry
 from ...core.frame import FrameMonitor, Inst
 from ...core.values import Val
 
@@ -32,6 +33,7 @@ def is_row_source(v: Val) -> bool:
     return isinstance(v.obj, torch.Tensor) and type(v.obj).__iter__ is torch.Tensor.__iter__
 
 
+@registry.CHECK_ROW_SOURCE.provide
 def check_row_source(m: FrameMonitor, v: Val) -> None:
     if not is_row_source(v):
         raise m.unsupported(f"iterating over a {type(v.obj).__name__} with its own __iter__")
@@ -40,6 +42,7 @@ def check_row_source(m: FrameMonitor, v: Val) -> None:
     m.cap.guard_meta(v)  # how many rows there are follows the first size
 
 
+@registry.TENSOR_ROWS.provide
 def tensor_rows(m: FrameMonitor, v: Val, rows: Any) -> Val:
     """The shadow of ``rows``, the tuple ``Tensor.__iter__`` made from ``v`` natively: the
     outputs of an ``unbind(0)`` recorded now."""
@@ -50,6 +53,7 @@ def tensor_rows(m: FrameMonitor, v: Val, rows: Any) -> Val:
     return cap.op_result(rows, node)
 
 
+@registry.UNPACK_EX_ROWS.provide
 def unpack_ex_rows(m: FrameMonitor, inst: Inst, v: Val, before: int, after: int) -> None:
     """``a, *rest, b = t`` (UNPACK_EX) of a tensor: the rows of ``t.unbind(0)``, the starred
     part a new list of the middle rows."""
@@ -74,6 +78,7 @@ def unpack_ex_rows(m: FrameMonitor, inst: Inst, v: Val, before: int, after: int)
     m.expect_outputs(inst, before + after + 1, make)
 
 
+@registry.ZIP_ROWS.provide
 def zip_rows(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
     """``zip(...)`` where some of the iterables are tensors: each tensor's rows are those of the
     iterator ``zip`` made with ``Tensor.__iter__``; the other iterables are drawn as usual."""
@@ -106,6 +111,7 @@ def zip_rows(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) ->
     m.expect_outputs(inst, 1, make)
 
 
+@registry.MAP_ROWS.provide
 def map_rows(m: FrameMonitor, inst: Inst, kind: str, fn_val: Val, v: Val) -> None:
     """``map(f, t)``/``filter(f, t)`` of a tensor: over the rows of the iterator ``map`` made
     with ``Tensor.__iter__``."""

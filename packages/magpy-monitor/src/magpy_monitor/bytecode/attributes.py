@@ -1,0 +1,85 @@
+"""Attributes: LOAD_ATTR, LOAD_METHOD, STORE_ATTR and DELETE_ATTR.
+
+What a read means is decided by ``core.attributes.load_attr``. Where reading or writing the
+attribute runs Python code of the object's class (a property, a ``__getattr__``, a
+``__setattr__``), that code is followed like a call: the object model (``pyobj.instances``)
+says so through the registry's ``*_FOLLOWED`` hooks.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ..core import registry
+from ..core.attributes import load_attr
+from ..core.frame import FrameMonitor, Inst
+from ..core.registry import opcode
+from ..core.values import Val
+from ..cpython.frameio import NULL
+
+__all__ = ["store_attr"]
+
+
+@opcode("LOAD_ATTR")
+def _load_attr(m: FrameMonitor, inst: Inst) -> None:
+    (base,) = m.pop()
+    name = m.code.co_names[inst.arg]
+    if registry.IS_PYOBJ.impl(base) and registry.LOAD_ATTR_FOLLOWED.impl(m, inst, base, name):
+        return  # a property of an object built in the run: its getter is followed
+    if registry.EXTERNAL_ATTR_FOLLOWED.impl(m, inst, base, name, method=False):
+        return  # a property of an object from outside: likewise
+    m.expect_outputs(inst, 1, lambda real: [load_attr(m, base, name, real[0])])
+
+
+@opcode("LOAD_METHOD")
+def _load_method(m: FrameMonitor, inst: Inst) -> None:
+    (base,) = m.pop()
+    name = m.code.co_names[inst.arg]
+    if registry.IS_PYOBJ.impl(base) and registry.GETATTR_FOLLOWED.impl(
+        m, inst, base, name, method=True
+    ):
+        return  # a Python __getattr__ of an object built in the run
+    if registry.EXTERNAL_ATTR_FOLLOWED.impl(m, inst, base, name, method=True):
+        return  # ``self.prop(x)``: a property of an object from outside giving a callable
+
+    def make(real: list[Any]) -> list[Val]:
+        if real[0] is NULL:
+            return [Val(NULL, const=True), load_attr(m, base, name, real[1])]
+        if base.external:
+            m.cap.observe_type(base)
+        return [m.cap.const(real[0]), base]
+
+    m.expect_outputs(inst, 2, make)
+
+
+@opcode("STORE_ATTR")
+def _store_attr(m: FrameMonitor, inst: Inst) -> None:
+    base, value = m.pop(2)[::-1]
+    name = m.code.co_names[inst.arg]
+    if registry.IS_PYOBJ.impl(base) and registry.STORE_ATTR_FOLLOWED.impl(
+        m, inst, base, name, value
+    ):
+        return  # a Python __setattr__ or property setter of an object built in the run
+    store_attr(m, base, name, value)
+    m.expect_outputs(inst, 0, lambda real: [])
+
+
+def store_attr(m: FrameMonitor, base: Val, name: str, value: Val) -> None:
+    """``base.name = value`` (STORE_ATTR or ``setattr``), about to run natively."""
+    if isinstance(base.obj, torch.Tensor):
+        registry.STORE_TENSOR_ATTR.impl(m, base, name, value)  # p.data = new, t.requires_grad
+        return
+    if isinstance(base.extra, dict) and "ctor" in base.extra:
+        raise m.unsupported(f"setting attribute {name!r} of a dataclass built during the run")
+    if registry.IS_PYOBJ.impl(base) and not registry.PLAIN_STORE.impl(type(base.obj), name):
+        raise m.unsupported(f"setattr on a {type(base.obj).__name__} runs Python code")
+    m.cap.set_attr(base, name, value)
+
+
+@opcode("DELETE_ATTR")
+def _delete_attr(m: FrameMonitor, inst: Inst) -> None:
+    (base,) = m.pop()
+    m.cap.del_attr(base, m.code.co_names[inst.arg])
+    m.expect_outputs(inst, 0, lambda real: [])

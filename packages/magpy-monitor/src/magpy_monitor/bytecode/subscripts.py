@@ -1,0 +1,168 @@
+"""Items: ``container[key]`` (BINARY_SUBSCR, and ``operator.getitem``) and STORE_SUBSCR.
+
+A tensor subscript is one graph node; a list, tuple or dict the run built gives the shadow of
+the item it holds; an entry container gives a guarded access path (its type, and for
+``defaultdict``-like mappings its keys); a scalar expression is replayed; a Python
+``__getitem__`` is followed. Objects built by the run and missing keys of mappings with a
+default are the object model's (registry hooks ``BUILT_OBJECT`` and ``MISSING_ITEM``).
+
+A store changes the shadow's items of a container the shadow knows (an entry list or dict gets
+shadow items first), is one effect node for a tensor, runs natively on a numpy array made by
+the run, and follows a Python ``__setitem__`` of an object built in the run.
+"""
+
+from __future__ import annotations
+
+import collections
+import operator
+import types
+
+import torch
+
+from magpy_refgraph import Item
+
+from ..core import registry
+from ..core.calls import inline
+from ..core.frame import FrameMonitor, Inst
+from ..core.operators import scalar_op, tensor_op
+from ..core.registry import BUILT_OBJECT, MISSING_ITEM, opcode
+from ..core.values import Val
+from ..core.valuetypes import is_value_type
+from .iteration import DICT_TYPES, iter_items, unpack
+
+__all__ = ["store_item", "subscr"]
+
+_MODULE_CONTAINERS = (torch.nn.ModuleList, torch.nn.Sequential, torch.nn.ParameterList)
+_DICT_LIKE = (collections.OrderedDict, collections.defaultdict, collections.Counter)
+
+
+def subscr(m: FrameMonitor, inst: Inst, container: Val, key: Val) -> None:
+    """Model ``container[key]`` (BINARY_SUBSCR)."""
+    cap = m.cap
+    obj = container.obj
+    if isinstance(obj, torch.Tensor):
+        tensor_op(m, inst, operator.getitem, [container, key])
+        return
+    getitem = getattr(type(obj), "__getitem__", None)
+    replayed = BUILT_OBJECT.impl(container)
+    if replayed and isinstance(getitem, types.FunctionType):
+        inline(m, inst, cap.const(getitem), [container, key], {})  # ModelOutput.__getitem__
+        return
+    if isinstance(container.items, list) and (
+        type(obj) in (list, tuple) or isinstance(obj, (tuple, *_MODULE_CONTAINERS))
+    ):
+        cap.observe(key)
+        k = key.obj
+        if isinstance(k, slice):
+            items = container.items[k]
+            m.expect_outputs(inst, 1, lambda real: [cap.new(real[0], items=items)])
+        else:
+            m.push(container.items[k])
+        return
+    if isinstance(container.items, dict):
+        cap.observe(key)
+        if key.obj not in container.items:
+            MISSING_ITEM.impl(m, inst, container, key)  # defaultdict, Counter; else KeyError
+            return
+        m.push(container.items[key.obj][1])
+        return
+    if type(obj) is collections.deque and isinstance(container.items, list):
+        cap.observe(key)
+        if type(key.obj) is not int or not -len(container.items) <= key.obj < len(container.items):
+            raise m.unsupported("deque index that is not an int in range")
+        m.push(container.items[key.obj])
+        return
+    if container.external and (
+        type(obj) in (list, tuple, dict, *_DICT_LIKE)
+        or isinstance(obj, (*_MODULE_CONTAINERS, torch.nn.ModuleDict, torch.nn.ParameterDict))
+    ):
+        _entry_item(m, inst, container, key)
+        return
+    if is_value_type(obj) or container.const or container.expr is not None:
+        scalar_op(m, inst, operator.getitem, [container, key])
+        return
+    getitem = getattr(type(obj), "__getitem__", None)
+    if isinstance(getitem, types.FunctionType):
+        cap.observe_type(container)
+        inline(m, inst, cap.const(getitem), [container, key], {})
+        return
+    raise m.unsupported(f"subscript of a {type(obj).__name__}")
+
+
+def _entry_item(m: FrameMonitor, inst: Inst, container: Val, key: Val) -> None:
+    """``container[key]`` of an entry list, tuple, dict or module container: a guarded access
+    path (a slice: a new container whose shadow knows its items)."""
+    cap = m.cap
+    obj = container.obj
+    cap.observe(key)
+    cap.observe_type(container)
+    if type(obj) in _DICT_LIKE:
+        # a defaultdict would insert a missing key even while a guard reads it: its keys
+        # are checked first (and a missing key is a break)
+        cap.observe_keys(container)
+        if key.obj not in obj:
+            raise m.unsupported(f"a missing key of a {type(obj).__name__} from outside")
+    if isinstance(key.obj, slice):
+        if type(obj) not in (list, tuple) and not isinstance(obj, _MODULE_CONTAINERS):
+            raise m.unsupported(f"slicing a {type(obj).__name__} from outside")
+        # a slice of an entry list/tuple/ModuleList (``self.resnets[1:]``): its length is
+        # guarded, each item an entry path; the new container's shadow knows its items
+        whole = iter_items(m, container)
+        assert whole is not None
+        part = whole[key.obj]
+        m.expect_outputs(inst, 1, lambda real: [cap.new(real[0], items=part)])
+        return
+    m.expect_outputs(inst, 1, lambda real: [cap.child(container, Item(key.obj), real[0])])
+
+
+@opcode("BINARY_SUBSCR")
+def _binary_subscr(m: FrameMonitor, inst: Inst) -> None:
+    container, key = m.pop(2)
+    subscr(m, inst, container, key)
+
+
+@opcode("STORE_SUBSCR")
+def _store_subscr(m: FrameMonitor, inst: Inst) -> None:
+    value, container, key = m.pop(3)
+    cap = m.cap
+    if isinstance(container.obj, torch.Tensor):
+        node = cap.rec.call(
+            "call_function",
+            operator.setitem,
+            (cap.tensor_node(container), cap.to_arg(key), cap.to_arg(value)),
+            {},
+            effect=True,
+        )
+        cap.mutate_tensor(container, node)
+    elif registry.IS_PYOBJ.impl(container) and registry.STORE_ITEM_FOLLOWED.impl(
+        m, inst, container, key, value
+    ):
+        return  # an object built in the run: its Python __setitem__, or its own items
+    else:
+        cap.observe(key)
+        store_item(m, container, key, value)
+    m.expect_outputs(inst, 0, lambda real: [])
+
+
+def store_item(m: FrameMonitor, container: Val, key: Val, value: Val) -> None:
+    """``container[key] = value`` on a container that is no tensor, about to run natively."""
+    cap = m.cap
+    obj = container.obj
+    if type(obj) is list and isinstance(key.obj, slice) and isinstance(container.items, list):
+        items = list(container.items)
+        try:  # x[::2] = a: the same assignment on the shadow items (or the same error)
+            items[key.obj] = unpack(m, value, None)
+        except (TypeError, ValueError) as exc:
+            raise m.unsupported(f"slice assignment that raises ({exc})") from None
+        container.items[:] = items
+    elif type(obj) in (list, collections.deque) and isinstance(container.items, list):
+        container.items[key.obj] = value
+    elif type(obj) in DICT_TYPES and isinstance(container.items, dict):
+        registry.PUT_ITEM.impl(container.items, key, value)
+    elif container.external and type(obj) in (list, dict):
+        registry.MATERIALIZE.impl(cap, container, "setitem")
+        store_item(m, container, key, value)
+    elif registry.INVOLVES_ARRAY.impl([container], None):
+        registry.STORE_ARRAY_ITEM.impl(m, container, key, value)
+    else:
+        raise m.unsupported(f"item assignment on {type(obj).__name__}")

@@ -1,0 +1,167 @@
+"""What ``base.name`` reads: the attribute rules, tried in ``registry.ATTR_RULE_ORDER``.
+
+``load_attr(m, base, name, real)`` gives the shadow of an attribute whose real value CPython
+already computed (``real``). Each rule decides from the base's shadow (is it from outside, a
+constant, built by the run, a tensor...) how that value is known: a guarded access path, a
+constant, a value replayed by the mock, or a graph node. This module registers the rules that
+need only the core; the tensor, array and object-model cases are registered by
+``libs/torch/rules.py``, ``libs/numpy/rules.py`` and ``pyobj/rules.py``.
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from magpy_refgraph import Attr, Const
+
+from .capture import Capture
+from .frame import FrameMonitor
+from .registry import ATTR_RULES
+from .values import Val
+from .valuetypes import FROZEN_MODULE_ROOTS, is_value_type
+
+__all__ = ["Read", "attr_rule", "load_attr"]
+
+
+class Read:
+    """One attribute read being modelled: ``base.name`` gave ``real``."""
+
+    __slots__ = ("base", "cap", "name", "real")
+
+    def __init__(self, cap: Capture, base: Val, name: str, real: Any) -> None:
+        self.cap = cap
+        self.base = base
+        self.name = name
+        self.real = real
+
+    @property
+    def obj(self) -> Any:
+        return self.base.obj
+
+    def __repr__(self) -> str:
+        return f"Read({type(self.base.obj).__name__}.{self.name})"
+
+
+AttrHandler = Callable[[FrameMonitor, Read], Val]
+
+
+def attr_rule(name: str, applies: Callable[[Read], Any]) -> Callable[[AttrHandler], AttrHandler]:
+    """Register the decorated function as the attribute rule ``name``: it returns the shadow
+    of the attribute for every read ``applies`` accepts."""
+    return ATTR_RULES.register(name, applies)
+
+
+def load_attr(m: FrameMonitor, base: Val, name: str, real: Any) -> Val:
+    """The shadow of ``base.name`` whose real value is ``real``: the first rule that applies."""
+    read = Read(m.cap, base, name, real)
+    for rule in ATTR_RULES:
+        if rule.applies(read):
+            val: Val = rule.handle(m, read)
+            return val
+    raise m.unsupported(f"attribute {name!r} of a {type(base.obj).__name__} created during the run")
+
+
+# ---------------------------------------------------------------------- constants and known
+@attr_rule(
+    "frozen module",
+    lambda r: (
+        isinstance(r.obj, types.ModuleType) and r.obj.__name__.split(".")[0] in FROZEN_MODULE_ROOTS
+    ),
+)
+def _frozen_module(m: FrameMonitor, r: Read) -> Val:
+    m.cap.observe_identity(r.base)
+    return m.cap.new(r.real, const=True)
+
+
+@attr_rule("known attribute", lambda r: r.base.attrs is not None and r.name in r.base.attrs)
+def _known_attribute(m: FrameMonitor, r: Read) -> Val:
+    assert r.base.attrs is not None
+    found = r.base.attrs[r.name]
+    real = r.real
+    if found.obj is not real and not (is_value_type(real) and found.obj == real):
+        raise m.unsupported(f"attribute {r.name!r} changed where the monitor did not see it")
+    return found
+
+
+@attr_rule("constant", lambda r: r.base.const)
+def _of_constant(m: FrameMonitor, r: Read) -> Val:
+    obj, real, cap = r.obj, r.real, m.cap
+    if (
+        isinstance(obj, type)
+        and is_value_type(real)
+        and any(r.name in vars(k) for k in obj.__mro__)
+    ):
+        # a setting kept on a library class (``Distribution._validate_args``, changed by
+        # ``set_default_validate_args``): guarded where it lives, not frozen
+        return cap.child(cap.root(Const(obj), obj), Attr(r.name), real)
+    return cap.new(real, const=True)
+
+
+@attr_rule("from outside", lambda r: r.base.external)
+def _from_outside(m: FrameMonitor, r: Read) -> Val:
+    base, obj, real, cap = r.base, r.obj, r.real, m.cap
+    cap.observe_type(base)
+    if isinstance(obj, type):
+        cap.observe_identity(base)  # class attributes depend on which class this is
+    if (
+        type(real) is types.MethodType
+        and real.__self__ is obj
+        and r.name not in getattr(obj, "__dict__", {})
+    ):
+        # a method of the (guarded) type, bound anew on every read: no reference to record
+        return Val(real, extra={"self": base})
+    if type(real) is types.MethodType and isinstance(obj, type) and real.__self__ is obj:
+        return Val(real, extra={"self": base})  # a classmethod read from a guarded class
+    return cap.child(base, Attr(r.name), real)
+
+
+@attr_rule("of a scalar expression", lambda r: r.base.expr is not None or is_value_type(r.obj))
+def _of_scalar_expression(m: FrameMonitor, r: Read) -> Val:
+    return Val(r.real, expr=(getattr, (r.base, m.cap.const(r.name))))
+
+
+def _namedtuple_field(r: Read) -> bool:
+    fields = getattr(type(r.obj), "_fields", None) or getattr(type(r.obj), "n_fields", None)
+    return isinstance(r.base.items, list) and isinstance(fields, tuple) and r.name in fields
+
+
+@attr_rule("namedtuple field", _namedtuple_field)
+def _field(m: FrameMonitor, r: Read) -> Val:
+    fields = getattr(type(r.obj), "_fields", None) or getattr(type(r.obj), "n_fields", None)
+    assert isinstance(fields, tuple) and isinstance(r.base.items, list)
+    item: Val = r.base.items[fields.index(r.name)]
+    return item
+
+
+def _bound_to_built(r: Read) -> bool:
+    real, obj = r.real, r.obj
+    if type(real) in (types.MethodType, types.BuiltinMethodType) and real.__self__ is obj:
+        return True
+    return type(real) is types.MethodType and real.__self__ is type(obj) and not r.base.external
+
+
+@attr_rule("bound method of a built object", _bound_to_built)
+def _bound_method(m: FrameMonitor, r: Read) -> Val:
+    if r.real.__self__ is r.obj:
+        return Val(r.real, extra={"self": r.base})  # (``kwds.pop`` of a dict the run built)
+    # a classmethod read through an object the run built (``qt._make``): bound to its class
+    return Val(r.real, extra={"self": m.cap.const(type(r.obj))})
+
+
+@attr_rule("known object", lambda r: r.cap.known(r.real) is not None)
+def _known_object(m: FrameMonitor, r: Read) -> Val:
+    known = m.cap.known(r.real)
+    assert known is not None
+    return known
+
+
+_STRUCTSEQ_LIKE: tuple[type, ...] = (torch.finfo, torch.iinfo)
+
+
+@attr_rule("structseq value", lambda r: is_value_type(r.real) and type(r.obj) in _STRUCTSEQ_LIKE)
+def _structseq_value(m: FrameMonitor, r: Read) -> Val:
+    return m.cap.new(r.real, const=True)

@@ -1,0 +1,118 @@
+"""Which objects are *values* (their identity never matters) and what node kind an object gets.
+
+A value (an int, a str, a dtype, a tuple of values...) is guarded by value and never registered
+by identity in the capture's heap; everything else is a heap object, followed by identity. The
+modules in ``FROZEN_MODULE_ROOTS`` are treated as constants once the module object is guarded.
+"""
+
+from __future__ import annotations
+
+import enum
+import sys
+import types
+from typing import Any
+
+import torch
+
+from magpy_refgraph import NodeKind, Unsupported
+
+__all__ = [
+    "FROZEN_MODULE_ROOTS",
+    "VALUE_TYPES",
+    "fx_constant_ok",
+    "is_value_type",
+    "node_kind",
+    "plain_scalar",
+]
+
+VALUE_TYPES: tuple[type, ...] = (
+    int,
+    float,
+    bool,
+    complex,
+    str,
+    bytes,
+    type(None),
+    type(Ellipsis),
+    type(NotImplemented),
+    range,
+    slice,
+    torch.dtype,
+    torch.device,
+    torch.layout,
+    torch.memory_format,
+)
+# Modules whose attributes are treated as constants once the module object itself is guarded.
+FROZEN_MODULE_ROOTS = frozenset(
+    "torch math operator builtins functools itertools collections typing enum re string json "
+    "numpy copy dataclasses inspect warnings logging abc types cmath numbers".split()
+)
+
+
+def is_value_type(obj: Any) -> bool:
+    """True for immutable values whose identity never matters (ints, strs, dtypes, ...)."""
+    if isinstance(obj, (VALUE_TYPES, enum.Enum)):
+        return True
+    t = type(obj)
+    if t in (tuple, frozenset, torch.Size):
+        return all(is_value_type(x) for x in obj)
+    # numpy scalars (np.int64(3), np.float32(0.5)) are immutable values too; arrays are not
+    return t.__module__ == "numpy" and t.__name__ != "ndarray" and getattr(obj, "shape", 1) == ()
+
+
+def node_kind(obj: Any) -> NodeKind:
+    """The RefGraph node kind of ``obj``."""
+    if isinstance(obj, torch.Tensor):
+        return NodeKind.TENSOR
+    if obj is None:
+        return NodeKind.NONE
+    if isinstance(obj, str | bytes):
+        return NodeKind.STRING
+    if isinstance(obj, int | float | complex):
+        return NodeKind.SCALAR
+    if isinstance(obj, tuple):
+        return NodeKind.TUPLE
+    if isinstance(obj, list):
+        return NodeKind.LIST
+    if isinstance(obj, dict):
+        return NodeKind.DICT
+    if isinstance(obj, set | frozenset):
+        return NodeKind.SET
+    if isinstance(obj, torch.nn.Module):
+        return NodeKind.MODULE
+    if isinstance(obj, types.FunctionType | types.BuiltinFunctionType | types.MethodType):
+        return NodeKind.FUNCTION
+    if isinstance(obj, type):
+        return NodeKind.CLASS
+    if isinstance(obj, types.CellType):
+        return NodeKind.CELL
+    return NodeKind.OBJECT
+
+
+def plain_scalar(obj: Any) -> Any:
+    """A numpy scalar (``x / np.sqrt(d)``) as the Python number torch takes it for: the graph's
+    code must not name numpy (``np.float64(2.0)`` is no constant an fx module can print)."""
+    np = sys.modules.get("numpy")
+    if np is not None and isinstance(obj, np.generic):
+        if isinstance(obj, np.bool_):  # torch takes it for a float: x_int * np.True_ is float
+            raise Unsupported("numpy bool passed to a tensor operation")
+        return obj.item()
+    if type(obj) in (list, tuple):
+        return type(obj)(plain_scalar(x) for x in obj)
+    return obj
+
+
+def fx_constant_ok(obj: Any) -> bool:
+    """``obj`` can be a constant of an fx graph (values, generators, dtype infos, functions)."""
+    if is_value_type(obj):
+        return True
+    if type(obj) in (list, tuple):
+        return all(fx_constant_ok(x) for x in obj)
+    return isinstance(
+        obj,
+        torch.Generator
+        | torch.finfo
+        | torch.iinfo
+        | types.FunctionType
+        | types.BuiltinFunctionType,
+    )

@@ -1,0 +1,164 @@
+"""The call rules that need torch: grad mode, modules, autograd Functions (see ``core.registry``).
+
+Their place in the order is declared in ``core.registry``; this module says when each applies
+and what it does.
+"""
+
+from __future__ import annotations
+
+import types
+from typing import Any, cast
+
+import torch
+
+from ...bytecode.exceptions import GRAD_MODE_CLASSES, grad_context, grad_exit
+from ...core.annotations import Kind, classify, tensor_attr_kind
+from ...core.attributes import Read, attr_rule
+from ...core.calls import _as_op, inline, method_self
+from ...core.dispatch import Call, call_rule
+from ...core.frame import FrameMonitor, Inst
+from ...core.registry import FUNCTION_APPLY_MODELS
+from ...core.shapes import SIZE_FREE_READS, size_vals
+from ...core.values import Val
+from ...pyobj.instances import lookup
+from ...pyobj.special import OPAQUE_FORWARDS, opaque_module_call
+from ..stdlib.warn import record_warning
+from .hooks import module_call
+from .modctor import construct_module
+from .tensorctors import forward_call, forwards
+
+__all__: list[str] = []
+
+_FUNCTION_APPLY = cast(Any, torch.autograd.Function.apply).__func__
+
+
+# ---------------------------------------------------------------------- grad mode
+@call_rule(
+    "grad-mode exit",
+    lambda c: isinstance(c.fn_val.extra, dict) and "grad_exit" in c.fn_val.extra,
+)
+def _grad_mode_exit(m: FrameMonitor, inst: Inst, c: Call) -> None:
+    grad_exit(m, inst, c.fn_val, c.pos)
+
+
+@call_rule(
+    "grad-mode class",
+    lambda c: any(c.fn is cls for cls in GRAD_MODE_CLASSES),  # (`in` runs a user __eq__)
+)
+def _grad_mode_class(m: FrameMonitor, inst: Inst, c: Call) -> None:
+    grad_context(m, inst, c.fn, c.pos, c.kwargs)
+
+
+# ---------------------------------------------------------------------- modules
+@call_rule(
+    "module class",
+    lambda c: isinstance(c.fn, type) and issubclass(c.fn, torch.nn.Module),
+)
+def _module_class(m: FrameMonitor, inst: Inst, c: Call) -> None:
+    # a layer built inside forward (torch.nn's, or a library's stateless activation): a
+    # constant of the record if it holds no state; the mock never returns it
+    construct_module(m, inst, c.fn, c.pos, c.kwargs)
+
+
+def _own_module_call(c: Call) -> bool:
+    return (
+        isinstance(c.fn, torch.nn.Module)
+        and isinstance(call := lookup(type(c.fn), "__call__"), types.FunctionType)
+        and call is not torch.nn.Module.__call__
+    )
+
+
+@call_rule("module with own __call__", _own_module_call)
+def _module_with_own_call(m: FrameMonitor, inst: Inst, c: Call) -> None:
+    m.cap.observe_type(c.fn_val)  # a module class with its own __call__ (CartoonGAN's norm)
+    call = lookup(type(c.fn), "__call__")
+    inline(m, inst, m.cap.const(call), [c.fn_val, *c.pos], c.kwargs)
+
+
+@call_rule("module call", lambda c: isinstance(c.fn, torch.nn.Module))
+def _module_call(m: FrameMonitor, inst: Inst, c: Call) -> None:
+    module_call(m, inst, c.fn_val, c.pos, c.kwargs)
+
+
+def _opaque_forward(fn: Any, pos: list[Val]) -> bool:
+    """``fn`` is the forward of an RNN (or another module recorded as one node), called on a
+    module from outside without hooks of its own."""
+    if type(fn) is not types.FunctionType or fn not in OPAQUE_FORWARDS:  # (no user __hash__)
+        return False
+    if not pos or not pos[0].external:
+        return False
+    mod = pos[0].obj
+    return isinstance(mod, torch.nn.Module) and not (mod._forward_hooks or mod._forward_pre_hooks)
+
+
+@call_rule(
+    "opaque forward",
+    lambda c: isinstance(c.fn, types.FunctionType) and _opaque_forward(c.fn, c.pos),
+)
+def _opaque_forward_call(m: FrameMonitor, inst: Inst, c: Call) -> None:
+    m.cap.observe_identity(c.fn_val)  # super().forward(x) in a subclass of nn.LSTM...
+    opaque_module_call(m, inst, c.pos[0], c.pos[1:], c.kwargs, forward=c.fn)
+
+
+@call_rule("forwarding callable", lambda c: forwards(c.fn))
+def _forwarding_callable(m: FrameMonitor, inst: Inst, c: Call) -> None:
+    forward_call(m, inst, c.fn_val, c.pos, c.kwargs)  # functools.partial, a scripted function
+
+
+# ---------------------------------------------------------------------- autograd Functions
+def _modelled_function(cls: Any) -> bool:
+    return isinstance(cls, type) and cls in FUNCTION_APPLY_MODELS
+
+
+@call_rule(
+    "modelled Function.apply, bound",
+    lambda c: type(c.fn) is types.MethodType and _modelled_function(c.fn.__self__),
+)
+def _unbind_modelled_apply(m: FrameMonitor, inst: Inst, c: Call) -> Call:
+    return c.with_args(c.fn.__func__, [method_self(m, c.fn_val), *c.pos])  # MyFn.apply(...)
+
+
+@call_rule(
+    "modelled Function.apply",
+    lambda c: c.fn is _FUNCTION_APPLY and c.pos and _modelled_function(c.pos[0].obj),
+)
+def _modelled_apply(m: FrameMonitor, inst: Inst, c: Call) -> None:
+    m.cap.observe_identity(c.pos[0])  # an autograd Function whose forward is modelled
+    FUNCTION_APPLY_MODELS[c.pos[0].obj](m, inst, c.pos[1:], c.kwargs)
+
+
+@call_rule(
+    "Function.apply",
+    lambda c: c.fn is _FUNCTION_APPLY and c.pos and isinstance(c.pos[0].obj, type),
+)
+def _function_apply(m: FrameMonitor, inst: Inst, c: Call) -> None:
+    # MyFn.apply(x): PRECALL unbound the classmethod; record the bound call as one node
+    bound = cast(Any, c.pos[0].obj).apply
+    _as_op(m, inst, bound, classify(bound), c.pos[1:], c.kwargs)
+
+
+# ---------------------------------------------------------------------- tensor attributes
+_VOLATILE_REMOVED = "volatile was removed (Variable.volatile is always False)"
+
+
+@attr_rule("tensor attribute", lambda r: isinstance(r.obj, torch.Tensor))
+def _tensor_attribute(m: FrameMonitor, r: Read) -> Val:
+    """``x.shape``, ``x.T``, ``x.grad``, ``x.add`` (bound), ``x.volatile`` of a tensor."""
+    cap, base, name, real = m.cap, r.base, r.name, r.real
+    kind = tensor_attr_kind(name)
+    if kind is Kind.META:
+        if name == "shape":
+            dims = size_vals(cap, base)
+            if dims is not None:
+                return cap.new(real, items=dims)
+        cap.guard_meta(base, sizes=name not in SIZE_FREE_READS)
+        return cap.new(real, const=True)
+    if kind is Kind.AS_OP:
+        node = cap.rec.call("call_function", getattr, (cap.tensor_node(base), name), {})
+        return cap.op_result(real, node)
+    if callable(real) and getattr(real, "__self__", None) is r.obj:
+        return Val(real, extra={"self": base})
+    if name == "volatile" and real is False:  # removed: always False, with a warning
+        record_warning(m, _VOLATILE_REMOVED, UserWarning, m.frame)
+        return cap.const(False)
+    raise m.unsupported(f"tensor attribute {name!r} is not supported")
