@@ -19,6 +19,7 @@ import importlib.util
 import os
 import sys
 import types
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -390,3 +391,33 @@ def _call(fn: Any, args: Any, kwargs: dict[str, Any]) -> tuple[Any, tuple[type, 
         return fn(*args, **kwargs), None
     except Exception as exc:  # the program's own exception must come through unchanged
         return None, (type(exc), str(exc))
+
+
+# ---------------------------------------------------------------------- what explain and stats say
+def graphs(fn: Any, *args: Any) -> tuple[int, list[str]]:
+    """``(graph count, break reasons)`` of one explained call of ``fn(*args)``."""
+    ex = magpy.explain(fn)(*args)
+    return ex.graph_count, [r.reason for r in ex.break_reasons]
+
+
+def explain_quietly(fn: Any, *args: Any) -> Any:
+    """``magpy.explain(fn)(*args)`` with the program's own warnings silenced."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return magpy.explain(fn)(*args)
+
+
+def break_text(ex: Any) -> str:
+    """The break reasons of an explain output, joined by `` | ``."""
+    return " | ".join(r.reason for r in ex.break_reasons)
+
+
+def counters(compiled: Any) -> tuple[int, int, int, int]:
+    """``(records, hits, breaks, fallbacks)`` of a compiled callable."""
+    st = magpy.stats(compiled)
+    return st.records, st.hits, st.breaks, st.fallbacks
+
+
+def warnings_seen(log: list[warnings.WarningMessage]) -> list[tuple[Any, ...]]:
+    """What the warnings in ``log`` said and where: ``(message, category, file, line)``."""
+    return [(str(w.message), w.category, w.filename, w.lineno) for w in log]

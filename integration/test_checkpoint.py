@@ -22,20 +22,6 @@ from torch.utils.checkpoint import checkpoint, checkpoint_sequential
 import magpy
 
 
-def _explain(fn: Any, *args: Any) -> Any:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return magpy.explain(fn)(*args)
-
-
-def _reasons(ex: Any) -> str:
-    return " | ".join(r.reason for r in ex.break_reasons)
-
-
-def _seen(log: list[warnings.WarningMessage]) -> list[tuple[Any, ...]]:
-    return [(str(w.message), w.category, w.filename, w.lineno) for w in log]
-
-
 class Block(torch.nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -73,16 +59,16 @@ def test_checkpoint_forward_is_the_function_with_eagers_warnings(
     given, no input requiring grad) are replayed with eager's file and line."""
     torch.manual_seed(0)
     model = Checkpointed(reentrant)
-    ex = _explain(model, torch.randn(2, 4))
-    assert (ex.graph_count, ex.graph_break_count) == (1, 0), _reasons(ex)
+    ex = H.explain_quietly(model, torch.randn(2, 4))
+    assert (ex.graph_count, ex.graph_break_count) == (1, 0), H.break_text(ex)
     log = recorded("always")
     wants = [model(torch.ones(2, 4) * i) for i in range(3)]
-    expected = _seen(log)
+    expected = H.warnings_seen(log)
     assert expected or reentrant is False
     compiled = magpy.compile(model, backend="eager")
     log = recorded("always")
     outs = [compiled(torch.ones(2, 4) * i) for i in range(3)]
-    assert _seen(log) == expected
+    assert H.warnings_seen(log) == expected
     for got, want in zip(outs, wants, strict=True):
         H.assert_same(got, want)
     st = magpy.stats(compiled)
@@ -131,8 +117,8 @@ def test_checkpoint_cases_that_stay_breaks(
     """A reentrant checkpoint of inputs that require grad (its autograd Function's outputs),
     and ``preserve_rng_state=False`` (another backward pass), are breaks."""
     block = Block()
-    ex = _explain(fn, block, torch.randn(2, 4, requires_grad=True))
-    assert reason in _reasons(ex), _reasons(ex)
+    ex = H.explain_quietly(fn, block, torch.randn(2, 4, requires_grad=True))
+    assert reason in H.break_text(ex), H.break_text(ex)
     compiled = magpy.compile(fn, backend="eager")
     for _ in range(3):
         x = torch.randn(2, 4, requires_grad=True)

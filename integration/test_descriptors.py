@@ -23,11 +23,6 @@ from torch.nn.utils import parametrize
 import magpy
 
 
-def _graphs(fn: Any, *args: Any) -> tuple[int, list[str]]:
-    ex = magpy.explain(fn)(*args)
-    return ex.graph_count, [r.reason for r in ex.break_reasons]
-
-
 class Counting(torch.nn.Module):
     """A property with an effect, one computing tensors, one giving a callable."""
 
@@ -63,7 +58,7 @@ def _counting_inputs(i: int) -> H.Inputs:
 def test_module_properties_are_followed(check: Any) -> None:
     """Each call runs ``step`` twice, as eager does; ``act`` follows the counter's parity."""
     check(Counting(), _counting_inputs, calls=6, expect_records=2)
-    assert _graphs(Counting(), *_counting_inputs(0)[0]) == (1, [])
+    assert H.graphs(Counting(), *_counting_inputs(0)[0]) == (1, [])
 
 
 def test_a_property_counter_is_not_run_by_the_guard() -> None:
@@ -136,7 +131,7 @@ def test_a_parametrized_weight_is_computed_in_the_graph(check: Any) -> None:
         module.lin.parametrizations.weight.original.add_(1.0)
     x = torch.randn(2, 3)
     H.assert_same(compiled(x), module(x))
-    assert _graphs(Weighted(), torch.randn(2, 3)) == (1, [])
+    assert H.graphs(Weighted(), torch.randn(2, 3)) == (1, [])
 
 
 class Asking(torch.nn.Module):
@@ -163,7 +158,7 @@ def test_asking_for_a_property_runs_it_once(present: bool) -> None:
     """``hasattr``/``getattr(..., default)`` of a property run its getter, followed like a read:
     one graph. A getter that raises AttributeError (the answer is "absent") is a break; either
     way the getter runs exactly as often as in eager."""
-    graphs, reasons = _graphs(Asking(present), torch.randn(2))
+    graphs, reasons = H.graphs(Asking(present), torch.randn(2))
     if present:
         assert (graphs, reasons) == (1, [])
     else:

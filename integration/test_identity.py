@@ -18,11 +18,6 @@ import torch.nn.functional as F
 import magpy
 
 
-def _graphs(fn: Any, *args: Any) -> tuple[int, list[str]]:
-    ex = magpy.explain(fn)(*args)
-    return ex.graph_count, [r.reason for r in ex.break_reasons]
-
-
 class Config:
     def __init__(self, mode: Any) -> None:
         self.mode = mode
@@ -71,7 +66,7 @@ def test_a_module_compared_with_a_string_is_an_identity_test() -> None:
         H.assert_same(compiled(x, y), loss(x, y))
     st = magpy.stats(compiled)
     assert (st.records, st.hits, st.breaks, st.fallbacks) == (1, 2, 0, 0), st
-    assert _graphs(loss, torch.randn(4, 4), torch.randn(4, 4)) == (1, [])
+    assert H.graphs(loss, torch.randn(4, 4), torch.randn(4, 4)) == (1, [])
     loss.cfg.mode = "focal"  # a string now: the guard misses and the other branch is taken
     x, y = torch.randn(4, 4), torch.randn(4, 4)
     H.assert_same(compiled(x, y), loss(x, y))
@@ -91,7 +86,7 @@ def test_identity_of_two_objects_is_guarded(fn: Any) -> None:
     st = magpy.stats(compiled)
     assert (st.breaks, st.fallbacks) == (0, 0), st
     assert st.hits == 2 and st.records == len(calls) - 2, st
-    assert _graphs(fn, torch.randn(3), m1, m2) == (1, [])
+    assert H.graphs(fn, torch.randn(3), m1, m2) == (1, [])
 
 
 def test_class_identity_is_guarded_by_identity() -> None:

@@ -26,11 +26,6 @@ import torch
 import magpy
 
 
-def _graphs(fn: Any, *args: Any) -> tuple[int, list[str]]:
-    ex = magpy.explain(fn)(*args)
-    return ex.graph_count, [r.reason for r in ex.break_reasons]
-
-
 def _one_record_like_eager(fn: Any) -> None:
     compiled = magpy.compile(fn, backend="eager")
     for _ in range(3):
@@ -81,7 +76,7 @@ def test_next_then_enumerate_over_the_rest_of_a_list(k: int) -> None:
         H.assert_same(compiled(x, k), mean_of_scaled(x, k))
     st = magpy.stats(compiled)
     assert (st.records, st.hits, st.breaks, st.fallbacks) == (1, 2, 0, 0), st
-    assert _graphs(mean_of_scaled, torch.randn(4), k) == (1, [])
+    assert H.graphs(mean_of_scaled, torch.randn(4), k) == (1, [])
 
 
 def test_next_of_an_exhausted_iterator_raises_stop_iteration() -> None:
@@ -92,7 +87,7 @@ def test_next_of_an_exhausted_iterator_raises_stop_iteration() -> None:
 def test_an_iterator_advanced_behind_an_enumerate_breaks() -> None:
     """An enumerate whose iterator was advanced elsewhere is not followed (a break, never a
     stale value)."""
-    _, reasons = _graphs(advanced_behind_enumerate, torch.randn(4))
+    _, reasons = H.graphs(advanced_behind_enumerate, torch.randn(4))
     assert "using a zip/enumerate whose iterator was advanced elsewhere" in reasons
     compiled = magpy.compile(advanced_behind_enumerate, backend="eager")
     for _ in range(3):
@@ -138,7 +133,7 @@ def zip_two_tensors_and_a_list(a: torch.Tensor, b: torch.Tensor) -> list[torch.T
 def test_zip_over_a_tensor_takes_its_rows(check: Any) -> None:
     """``zip(weights, t)`` pairs ``t``'s rows (an unbind in the graph) with the other values."""
     check(Mix(4), H.randn_inputs((4, 2, 3)), calls=4)
-    assert _graphs(Mix(4), torch.randn(4, 2, 3)) == (1, [])
+    assert H.graphs(Mix(4), torch.randn(4, 2, 3)) == (1, [])
     check(zip_two_tensors_and_a_list, H.randn_inputs((3, 2), (4, 2)), calls=4)
 
 
@@ -150,7 +145,7 @@ def test_zip_strict_over_tensors_of_unequal_lengths_breaks() -> None:
     """``zip(strict=True)`` that would raise is a break, and the program's ValueError comes
     through."""
     a, b = torch.randn(3), torch.randn(4)
-    _, reasons = _graphs(zip_strict, torch.randn(3), torch.randn(3))
+    _, reasons = H.graphs(zip_strict, torch.randn(3), torch.randn(3))
     assert reasons == []
     compiled = magpy.compile(zip_strict, backend="eager")
     with pytest.raises(ValueError, match="zip"):
@@ -216,4 +211,4 @@ def test_generators_consumed_by_native_code(check: Any) -> None:
     """``dict(gen)``, ``OrderedDict(gen)``, ``(*gen,)``, ``list.extend(gen)`` and
     ``zip(*gen)``: the generator's frame is followed as the native consumer resumes it."""
     check(MetaLinear(3, 2), lambda i: ((torch.randn(4, 3),), {}), calls=3)
-    assert _graphs(MetaLinear(3, 2), torch.randn(4, 3)) == (1, [])
+    assert H.graphs(MetaLinear(3, 2), torch.randn(4, 3)) == (1, [])

@@ -26,11 +26,6 @@ import torch
 import magpy
 
 
-def _graphs(fn: Any, *args: Any) -> tuple[int, list[str]]:
-    ex = magpy.explain(fn)(*args)
-    return ex.graph_count, [r.reason for r in ex.break_reasons]
-
-
 def rearranged(t: torch.Tensor, parts: list[torch.Tensor], k: int) -> Any:
     pairs = [x * y for x, y in itertools.combinations(parts, 2)]
     crossed = [x - y for x, y in itertools.product(t, parts[:2])]
@@ -53,7 +48,7 @@ def test_combinatorics_over_tensors_are_one_graph(check: Any) -> None:
     args = _rearranged_inputs(7)[0]
     out = compiled(*args)
     assert out[3][0] is args[0] and out[3][1] is args[0]  # repeat gives the tensor itself
-    assert _graphs(rearranged, *args) == (1, [])
+    assert H.graphs(rearranged, *args) == (1, [])
 
 
 def counted(x: torch.Tensor, n: int, r: int) -> Any:
@@ -91,7 +86,7 @@ def test_combinations_of_a_tensors_rows() -> None:
         H.assert_same(compiled(t), afm(t))
     st = magpy.stats(compiled)
     assert (st.records, st.hits, st.breaks) == (2, 1, 0)
-    assert _graphs(afm, torch.randn(3, 2, 4)) == (1, [])
+    assert H.graphs(afm, torch.randn(3, 2, 4)) == (1, [])
 
 
 def sliced(x: torch.Tensor, xs: list[int]) -> torch.Tensor:
@@ -159,7 +154,7 @@ def test_a_chain_advances_the_iterators_it_draws_from() -> None:
         (chained_partly, False),
         (chained_then_stale, True),
     ):
-        count, reasons = _graphs(fn, torch.randn(2), [1, 2, 3])
+        count, reasons = H.graphs(fn, torch.randn(2), [1, 2, 3])
         if stale:
             assert "advanced elsewhere" in reasons[0], reasons
         else:
@@ -172,9 +167,9 @@ def test_a_chain_advances_the_iterators_it_draws_from() -> None:
 
 
 def test_a_lazy_iterator_over_an_iterator_breaks() -> None:
-    _, reasons = _graphs(sliced_iterator, torch.randn(2), [1, 2])
+    _, reasons = H.graphs(sliced_iterator, torch.randn(2), [1, 2])
     assert "itertools.islice over an iterator" in reasons[0]
-    count, reasons = _graphs(counting, torch.randn(2), [1, 2])
+    count, reasons = H.graphs(counting, torch.randn(2), [1, 2])
     assert count >= 1 and "itertools.count without an end" in reasons[0]
 
 
@@ -192,7 +187,7 @@ def test_a_map_draws_its_values_when_consumed(check: Any) -> None:
     """Regression: ``map(abs, it)`` then ``next(it)`` gave ``(1, 2, 3)``, the values ``it`` had
     when the map was made; and a second ``list()`` of a consumed map is empty."""
     check(drawn_late, lambda i: ((torch.randn(2), [torch.randn(2), torch.randn(2)]), {}), calls=3)
-    assert _graphs(drawn_late, torch.randn(2), [torch.randn(2)]) == (1, [])
+    assert H.graphs(drawn_late, torch.randn(2), [torch.randn(2)]) == (1, [])
 
 
 # ------------------------------------------------------------------ native code calling Python back

@@ -9,14 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import _integration_helpers as H
 import torch
 
 import magpy
-
-
-def _graphs(fn: Any, *args: Any) -> tuple[int, list[str]]:
-    ex = magpy.explain(fn)(*args)
-    return ex.graph_count, [r.reason for r in ex.break_reasons]
 
 
 # ---------------------------------------------------------------------- closures that leave
@@ -38,7 +34,7 @@ def test_a_returned_closure_sees_this_calls_variables() -> None:
     assert len({id(f) for f in made}) == 3
     stats = magpy.stats(compiled)
     assert (stats.records, stats.hits) == (1, 2)
-    assert _graphs(scaler, torch.randn(3), 2.0) == (1, [])
+    assert H.graphs(scaler, torch.randn(3), 2.0) == (1, [])
 
 
 def counter(x: torch.Tensor) -> tuple[Any, Any, torch.Tensor]:
@@ -191,7 +187,7 @@ def test_a_class_statement_in_the_region(check: Any) -> None:
     """The class body runs under the monitor: names it reads from outside are guarded (the
     global ``SCALE``, the argument ``k``), so a hit need not build the class at all."""
     check(local_class, lambda i: ((torch.randn(3), 0.5), {}), calls=3)
-    assert _graphs(local_class, torch.randn(3), 0.5) == (1, [])
+    assert H.graphs(local_class, torch.randn(3), 0.5) == (1, [])
     global SCALE
     compiled = magpy.compile(local_class, backend="eager")
     x = torch.randn(3)
@@ -215,7 +211,7 @@ def escaping_class(x: torch.Tensor) -> tuple[torch.Tensor, Any, Any]:
 def test_a_class_that_leaves_the_region_is_new_on_every_call() -> None:
     """Eager makes a new class per call: the mock cannot hand out the recorded one, so this is
     a graph break (after the multiplication), and every call gets its own class."""
-    _, reasons = _graphs(escaping_class, torch.randn(3))
+    _, reasons = H.graphs(escaping_class, torch.randn(3))
     assert reasons and "Box" in reasons[0]
     compiled = magpy.compile(escaping_class, backend="eager")
     seen = []

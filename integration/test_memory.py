@@ -18,6 +18,7 @@ import gc
 import linecache
 import os
 import warnings
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -25,6 +26,7 @@ import pytest
 import torch
 
 import magpy
+from magpy_monitor import TABLE, classify
 
 MISS_CALLS = 1_000
 HIT_CALLS = 10_000
@@ -192,3 +194,128 @@ def test_compile_and_reset_cycles_do_not_grow_linecache(
             f"live objects {objects1 - objects0:+d}"
         )
     assert entries1 - entries0 == 0
+
+
+# ---------------------------------------------------------------- memory a dropped record returns
+CLOSURES = 1_000
+RSS_BOUND_MIB = 2.0
+
+
+def generated_linecache_entries() -> int:
+    """MagPy's guard and mock sources and the fx sources of its GraphModules in linecache."""
+    return sum(
+        1 for k in list(linecache.cache) if str(k).startswith(("<magpy-", "<eval_with_key>"))
+    )
+
+
+def _closure(k: int) -> Callable[[torch.Tensor], torch.Tensor]:
+    def scaled(x: torch.Tensor) -> torch.Tensor:
+        return (x * k).relu() + k
+
+    return scaled
+
+
+def _closures(n: int, *, compiled: bool) -> float:
+    """Make, call (a miss, then a hit) and drop ``n`` closures; the RSS growth in MiB."""
+    x = torch.randn(16)
+    gc.collect()
+    rss0 = rss_bytes()
+    for k in range(n):
+        fn = _closure(k)
+        run = magpy.compile(fn, backend="eager") if compiled else fn
+        run(x)
+        assert torch.equal(run(x), fn(x))
+        del fn, run
+        if k % 100 == 99:  # (what is measured is what stays, not the garbage before a collection)
+            gc.collect()
+    gc.collect()
+    return (rss_bytes() - rss0) / 2**20
+
+
+def test_compiled_and_dropped_closures_return_their_memory(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Each compiled closure makes a record (generated guard and mock, a GraphModule); once the
+    closure is dropped, its linecache entries go and the process's memory does not grow."""
+    for _ in range(2):  # warm-up: allocator pools, torch's and MagPy's one-time tables
+        _closures(200, compiled=True)
+        _closures(200, compiled=False)
+    entries0 = generated_linecache_entries()
+    eager = _closures(CLOSURES, compiled=False)  # the baseline: the same loop, uncompiled
+    growth = _closures(CLOSURES, compiled=True)
+    entries = generated_linecache_entries() - entries0
+    with capsys.disabled():
+        print(
+            f"\nmeasured {CLOSURES} compiled-and-dropped closures: linecache entries "
+            f"{entries:+d}, RSS {growth:+.2f} MiB (the eager loop {eager:+.2f} MiB)"
+        )
+    assert entries == 0
+    assert growth - max(eager, 0.0) < RSS_BOUND_MIB, (growth, eager)
+
+
+def _whole(x: torch.Tensor) -> torch.Tensor:
+    return (x * 2).relu() + x.sum()
+
+
+def _broken(x: torch.Tensor) -> torch.Tensor:
+    y = x * 2
+    print("a break", file=_Null)
+    return y.relu() + x.sum()
+
+
+@pytest.mark.parametrize(
+    ("program", "dynamic"),
+    [(_whole, False), (_whole, True), (_broken, False)],
+    ids=["whole", "whole-dynamic", "segments"],
+)
+def test_a_recorded_input_is_freed_while_its_record_stays(
+    program: Callable[[torch.Tensor], torch.Tensor], dynamic: bool
+) -> None:
+    """A 100 MB input the recording calls saw is freed after ``del`` (and their outputs with it),
+    while the records they made stay cached and serve the next input."""
+    compiled = magpy.compile(program, backend="eager", dynamic=dynamic)
+    x = torch.randn(25_000_000)  # 100 MB
+    alive = weakref.ref(x)
+    first = compiled(x)
+    second = compiled(x)
+    second = compiled(x)  # (segments: the second call records them, the third hits)
+    assert torch.equal(first, second)
+    st = magpy.stats(compiled)
+    assert st.hits >= 1 and st.records >= 1, st
+    out = weakref.ref(first)
+    del x, first, second
+    gc.collect()
+    assert alive() is None, "the recording call's input is kept alive"
+    assert out() is None, "the recording call's output is kept alive"
+    assert magpy.stats(compiled).records == st.records
+    y = torch.randn(25_000_000)
+    assert torch.equal(compiled(y), program(y))
+    after = magpy.stats(compiled)
+    assert after.misses == st.misses and after.hits > st.hits, after
+
+
+def test_the_annotation_memo_keeps_no_callable_alive() -> None:
+    """The annotation table memoises lookups without holding the callables it classified, and
+    ``magpy.reset()`` forgets every memoised lookup."""
+    helper = lambda t: t * 2  # noqa: E731 - a callable the program made
+    classify(helper)
+    assert classify(helper) is classify(helper)  # memoised
+    dead = weakref.ref(helper)
+    del helper
+    gc.collect()
+    assert dead() is None, "the annotation memo keeps a classified callable alive"
+
+    class Owner:
+        pass
+
+    owner = Owner()
+    classify(owner.__eq__)  # a native bound to the object (cannot be weakly referenced)
+    dead = weakref.ref(owner)
+    del owner
+    gc.collect()
+    assert dead() is None, "the annotation memo keeps the object of a bound native alive"
+    classify(torch.Tensor.add)  # a native: held by the memo (it cannot be weakly referenced)
+    classify(torch.relu)
+    assert TABLE.memo_size() >= 2
+    magpy.reset()
+    assert TABLE.memo_size() == 0

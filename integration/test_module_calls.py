@@ -26,11 +26,6 @@ import torch.nn.functional as F
 import magpy
 
 
-def _graphs(fn: Any, *args: Any) -> tuple[int, list[str]]:
-    ex = magpy.explain(fn)(*args)
-    return ex.graph_count, [r.reason for r in ex.break_reasons]
-
-
 # --------------------------------------------------------------------- modules built inside forward
 class ScaledDot(nn.Module):
     def __init__(self, scale: float = 0.5) -> None:
@@ -108,7 +103,7 @@ def test_a_module_built_in_forward_with_a_deterministic_tensor() -> None:
         H.assert_same(compiled(x, 4), regress(x, 4))
     st = magpy.stats(compiled)
     assert (st.records, st.hits, st.breaks, st.fallbacks) == (1, 2, 0, 0), st
-    assert _graphs(regress, torch.randn(2, 4, 3, 3), 4) == (1, [])
+    assert H.graphs(regress, torch.randn(2, 4, 3, 3), 4) == (1, [])
     x = torch.randn(2, 3, 3, 3)  # another n: another record
     H.assert_same(compiled(x, 3), regress(x, 3))
     assert magpy.stats(compiled).records == 2
@@ -124,7 +119,7 @@ def test_a_module_built_in_forward_with_a_deterministic_tensor() -> None:
 def test_a_module_built_in_forward_with_other_tensors_breaks(fn: Any, reason: str) -> None:
     """A tensor the module shares with outside state, or drawn at random, is not a constant of
     the record: a break, and every call equals eager."""
-    _, reasons = _graphs(fn, torch.randn(2, 4, 3, 3))
+    _, reasons = H.graphs(fn, torch.randn(2, 4, 3, 3))
     assert any(r.startswith(reason) for r in reasons), reasons
     compiled = magpy.compile(fn, backend="eager")
     for i in range(3):
@@ -178,7 +173,7 @@ def test_a_module_whose_instance_holds_its_forward() -> None:
         H.assert_same(got_mod.weight, want_mod.weight)
     st = magpy.stats(compiled)
     assert (st.records, st.hits, st.breaks, st.fallbacks) == (1, 2, 0, 0), st
-    assert _graphs(_dropped_linear(), torch.randn(2, 4)) == (1, [])
+    assert H.graphs(_dropped_linear(), torch.randn(2, 4)) == (1, [])
     got_mod.forward = lambda x: x * 3  # another forward: the guard misses
     want_mod.forward = lambda x: x * 3
     x = torch.randn(2, 4)
@@ -274,7 +269,7 @@ def test_a_module_with_its_own_call(check: Any) -> None:
     """Calling it runs its ``__call__`` (followed), not ``forward``
     (``_forward_unimplemented``, which the monitor expected and never saw)."""
     check(UsesCallNorm(), lambda i: ((torch.randn(2, 4),), {}), calls=3)
-    assert _graphs(UsesCallNorm(), torch.randn(2, 4)) == (1, [])
+    assert H.graphs(UsesCallNorm(), torch.randn(2, 4)) == (1, [])
 
 
 # ------------------------------------------ recurrent modules: super().forward and packed sequences
@@ -294,7 +289,7 @@ def test_super_forward_of_an_lstm_is_one_node(check: Any) -> None:
     """``nn.LSTM.forward`` called on the module (not through ``__call__``) is recorded as one
     graph node like the module call, instead of following its weight bookkeeping (weakrefs)."""
     check(ProjectedLSTM(), H.randn_inputs((2, 5, 4)), calls=3)
-    assert _graphs(ProjectedLSTM(), torch.randn(2, 5, 4)) == (1, [])
+    assert H.graphs(ProjectedLSTM(), torch.randn(2, 5, 4)) == (1, [])
 
 
 class PackedEncoder(torch.nn.Module):
@@ -323,6 +318,6 @@ def test_packed_sequences(check: Any) -> None:
     as_tensor = lambda i: ((torch.rand(4, 4, 4), torch.tensor([4, 3, 2, 2])), {})  # noqa: E731
     check(PackedEncoder(), as_list, calls=3)
     check(PackedEncoder(), as_tensor, calls=3)
-    assert _graphs(PackedEncoder(), *as_tensor(0)[0]) == (1, [])
+    assert H.graphs(PackedEncoder(), *as_tensor(0)[0]) == (1, [])
     out = check(packed, as_list, calls=3)(torch.rand(4, 4, 4), [4, 3, 2, 2])
     assert type(out) is torch.nn.utils.rnn.PackedSequence and out.unsorted_indices is None

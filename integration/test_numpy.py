@@ -17,7 +17,6 @@ Legacy constructors of numpy numbers (``torch.Tensor([np.exp(..)])``) are in
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -29,19 +28,9 @@ import torch
 import magpy
 
 
-def _explain(fn: Any, *args: Any) -> Any:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return magpy.explain(fn)(*args)
-
-
-def _reasons(ex: Any) -> str:
-    return " | ".join(r.reason for r in ex.break_reasons)
-
-
 def _breaks_like_eager(fn: Any, reason: str) -> None:
-    ex = _explain(fn, torch.randn(3))
-    assert reason in _reasons(ex), _reasons(ex)
+    ex = H.explain_quietly(fn, torch.randn(3))
+    assert reason in H.break_text(ex), H.break_text(ex)
     compiled = magpy.compile(fn, backend="eager")
     for _ in range(3):
         x = torch.randn(3)
@@ -66,8 +55,8 @@ def anchor_grid(image: torch.Tensor) -> torch.Tensor:
 def test_an_anchor_grid_computed_from_a_shape_is_a_constant_of_one_graph() -> None:
     """``np.array(x.shape[2:])`` and everything numpy computes from it run at record time: one
     graph, a hit on every call of the same shape, a new record for another shape."""
-    ex = _explain(anchor_grid, torch.randn(1, 2, 8, 6))
-    assert (ex.graph_count, ex.graph_break_count) == (1, 0), _reasons(ex)
+    ex = H.explain_quietly(anchor_grid, torch.randn(1, 2, 8, 6))
+    assert (ex.graph_count, ex.graph_break_count) == (1, 0), H.break_text(ex)
     compiled = magpy.compile(anchor_grid, backend="eager")
     for shape in [(1, 2, 8, 6)] * 3 + [(2, 2, 4, 10)] * 2:
         x = torch.randn(*shape)
@@ -102,8 +91,8 @@ def test_a_kernel_built_with_numpy_and_stored_on_the_module_is_one_graph() -> No
     """``np.mgrid``, in-place ``/=``, ``np.tile``, ``a[:, None]`` and ``torch.FloatTensor(a)``:
     the first call's graph builds the kernel (a new tensor, stored on the module), the next
     calls reuse it."""
-    ex = _explain(Blur(), torch.randn(2, 3, 5, 5))
-    assert (ex.graph_count, ex.graph_break_count) == (1, 0), _reasons(ex)
+    ex = H.explain_quietly(Blur(), torch.randn(2, 3, 5, 5))
+    assert (ex.graph_count, ex.graph_break_count) == (1, 0), H.break_text(ex)
     mine, ref = Blur(), Blur()
     compiled = magpy.compile(mine, backend="eager")
     for _ in range(4):
@@ -195,8 +184,8 @@ def edited_before_conversion(x: torch.Tensor, n: int) -> torch.Tensor:
 
 def test_in_place_changes_of_a_new_array_before_its_conversion_are_modelled() -> None:
     """``a[i] = n``, ``a += 2`` and ``a[0:2] *= 3`` on a run-made array: one graph per ``n``."""
-    ex = _explain(edited_before_conversion, torch.randn(2, 3), 1)
-    assert (ex.graph_count, ex.graph_break_count) == (1, 0), _reasons(ex)
+    ex = H.explain_quietly(edited_before_conversion, torch.randn(2, 3), 1)
+    assert (ex.graph_count, ex.graph_break_count) == (1, 0), H.break_text(ex)
     compiled = magpy.compile(edited_before_conversion, backend="eager")
     for n in (1, 1, 4, 4):
         x = torch.randn(2, 3)
@@ -242,8 +231,8 @@ class Member(Tiled):
 @pytest.mark.parametrize("cls", [Tiled, Member])
 def test_numpy_over_an_array_from_outside_keeps_breaking(cls: type[Tiled]) -> None:
     """Guards check an outside array's type only: results follow its contents call by call."""
-    ex = _explain(cls(), torch.randn(4))
-    assert "ndarray read from outside" in _reasons(ex), _reasons(ex)
+    ex = H.explain_quietly(cls(), torch.randn(4))
+    assert "ndarray read from outside" in H.break_text(ex), H.break_text(ex)
     mine = cls()
     compiled = magpy.compile(mine, backend="eager")
     for i in range(4):

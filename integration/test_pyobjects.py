@@ -23,11 +23,6 @@ import torch
 import magpy
 
 
-def _graphs(fn: Any, *args: Any) -> tuple[int, list[str]]:
-    ex = magpy.explain(fn)(*args)
-    return ex.graph_count, [r.reason for r in ex.break_reasons]
-
-
 # ---------------------------------------------------------------------- ModelOutput
 class ModelOutput(OrderedDict):  # type: ignore[type-arg]
     """benchmark_VAE's output type: items and attributes mirror each other."""
@@ -83,13 +78,13 @@ def test_model_output_filled_after_construction(check: Any) -> None:
     the same items, attributes and type."""
     check(Decoder(), H.randn_inputs((3, 4)), calls=4)
     check(Decoder(), lambda i: ((torch.randn(3, 4), [1, 2]), {}), calls=3)
-    assert _graphs(Decoder(), torch.randn(3, 4)) == (1, [])
+    assert H.graphs(Decoder(), torch.randn(3, 4)) == (1, [])
 
 
 def test_model_output_built_from_keywords(check: Any) -> None:
     """``OrderedDict.__init__(**kw)`` stores each keyword through the Python ``__setitem__``."""
     check(Encoder(), H.randn_inputs((2, 4)), calls=4)
-    assert _graphs(Encoder(), torch.randn(2, 4)) == (1, [])
+    assert H.graphs(Encoder(), torch.randn(2, 4)) == (1, [])
 
 
 class Registry(dict):  # type: ignore[type-arg]
@@ -144,7 +139,7 @@ def test_plain_class_with_properties_and_methods(check: Any) -> None:
     """``__init__``, a property getter and setter, a method building another instance, and a
     class attribute: one graph; outputs are rebuilt with the run's aliasing."""
     check(boxes, H.randn_inputs((3, 4)), calls=4)
-    assert _graphs(boxes, torch.randn(3, 4)) == (1, [])
+    assert H.graphs(boxes, torch.randn(3, 4)) == (1, [])
     a, same, _ = magpy.compile(boxes, backend="eager")(torch.randn(3, 4))
     assert same is a and type(a) is Box
 
@@ -226,7 +221,7 @@ def test_a_python_getattr_is_followed(check: Any) -> None:
     """A missing attribute of an object built in the run runs its class's ``__getattr__``: it
     is followed, by LOAD_ATTR and by LOAD_METHOD (``cfg.act(x)``)."""
     check(attr_config, lambda i: ((torch.randn(3), 2.0), {}), calls=3)
-    assert _graphs(attr_config, torch.randn(3), 2.0) == (1, [])
+    assert H.graphs(attr_config, torch.randn(3), 2.0) == (1, [])
 
 
 # ---------------------------------------------------------------------- SimpleNamespace
@@ -239,7 +234,7 @@ def namespace(x: torch.Tensor) -> Any:
 
 def test_a_simple_namespace_built_in_the_run(check: Any) -> None:
     check(namespace, lambda i: ((torch.randn(3),), {}), calls=3)
-    assert _graphs(namespace, torch.randn(3)) == (1, [])
+    assert H.graphs(namespace, torch.randn(3)) == (1, [])
 
 
 class Doubling:
@@ -267,7 +262,7 @@ def test_a_python_getattribute_is_followed(check: Any) -> None:
     follows it; ``object.__getattribute__``/``super().__getattribute__`` inside it is the
     plain read."""
     check(reads_through_getattribute, lambda i: ((torch.randn(3),), {}), calls=3)
-    assert _graphs(reads_through_getattribute, torch.randn(3)) == (1, [])
+    assert H.graphs(reads_through_getattribute, torch.randn(3)) == (1, [])
 
 
 # ---------------------------------------------------------------------- metaclasses
@@ -297,7 +292,7 @@ def test_a_metaclass_call_is_followed(check: Any) -> None:
     """``Head(2.0)`` runs ``Tagging.__call__``, whose ``super().__call__`` builds the object;
     the returned object is rebuilt with the attribute the metaclass set."""
     check(tagged_head, lambda i: ((torch.randn(3),), {}), calls=3)
-    assert _graphs(tagged_head, torch.randn(3)) == (1, [])
+    assert H.graphs(tagged_head, torch.randn(3)) == (1, [])
     _, head = magpy.compile(tagged_head, backend="eager")(torch.randn(3))
     assert type(head) is Head and vars(head) == {"scale": 2.0, "tag": "head"}
 
@@ -327,7 +322,7 @@ def test_classes_the_shadow_cannot_hold_break(cls: type) -> None:
     def fn(x: torch.Tensor) -> torch.Tensor:
         return cls(x * 2).x + 1
 
-    graphs, reasons = _graphs(fn, torch.randn(3))
+    graphs, reasons = H.graphs(fn, torch.randn(3))
     assert graphs == 2 and cls.__name__ in reasons[0]
     compiled = magpy.compile(fn, backend="eager")
     for _ in range(3):
@@ -354,7 +349,7 @@ def test_partial_built_in_the_run(check: Any) -> None:
     """``functools.partial`` made in the region (catalyst's metrics): calls through it are
     followed, and a returned partial is rebuilt with the same parts."""
     check(partials, lambda i: ((torch.rand(3), torch.rand(3), 1e-5), {}), calls=3)
-    assert _graphs(partials, torch.rand(3), torch.rand(3), 1e-5) == (1, [])
+    assert H.graphs(partials, torch.rand(3), torch.rand(3), 1e-5) == (1, [])
     _, fn = magpy.compile(partials, backend="eager")(torch.rand(3), torch.rand(3), 0.5)
     assert (fn.func, fn.args, fn.keywords) == (_dice, (), {"eps": 0.5})
 
@@ -382,9 +377,9 @@ def test_distributions_built_in_forward(check: Any) -> None:
     """The validation of the arguments (``constraint.check(v).all()``) is an assumption
     checked on every call; ``action.long()`` of an int64 action is not an update in place."""
     check(Policy(), lambda i: ((torch.randn(5, 4), torch.randint(0, 3, (5,))), {}), calls=3)
-    assert _graphs(Policy(), torch.randn(5, 4), torch.randint(0, 3, (5,)))[0] == 1
+    assert H.graphs(Policy(), torch.randn(5, 4), torch.randint(0, 3, (5,)))[0] == 1
     check(gaussian, lambda i: ((torch.randn(3), torch.rand(3) + 0.1, torch.randn(3)), {}))
-    assert _graphs(gaussian, torch.randn(3), torch.rand(3) + 0.1, torch.randn(3))[0] == 1
+    assert H.graphs(gaussian, torch.randn(3), torch.rand(3) + 0.1, torch.randn(3))[0] == 1
 
 
 def independent(mu: torch.Tensor, scale: torch.Tensor, x: torch.Tensor) -> Any:
@@ -398,7 +393,7 @@ def test_a_class_with_typing_generic_in_its_bases(check: Any) -> None:
     check(
         independent, lambda i: ((torch.randn(2, 3), torch.rand(2, 3) + 0.1, torch.randn(2, 3)), {})
     )
-    assert _graphs(independent, torch.randn(2, 3), torch.rand(2, 3) + 0.1, torch.randn(2, 3)) == (
+    assert H.graphs(independent, torch.randn(2, 3), torch.rand(2, 3) + 0.1, torch.randn(2, 3)) == (
         1,
         [],
     )
@@ -468,7 +463,7 @@ def test_namedtuple_replace_is_one_graph(check: Any) -> None:
     """``nt._replace(...)`` runs ``map(kwds.pop, fields, nt)`` natively; the result is built
     from the shadows, of the input's own class, and rebuilt by the mock."""
     check(replaces, _replace_inputs, calls=3)
-    assert _graphs(replaces, *_replace_inputs(0)[0]) == (1, [])
+    assert H.graphs(replaces, *_replace_inputs(0)[0]) == (1, [])
     compiled = magpy.compile(replaces, backend="eager")
     args = _replace_inputs(1)[0]
     out = compiled(*args)
@@ -505,4 +500,4 @@ def bound_reads(x: torch.Tensor) -> Any:
 
 def test_methods_read_as_values_from_objects_built_in_the_run(check: Any) -> None:
     check(bound_reads, lambda i: ((torch.randn(3),), {}), calls=3)
-    assert _graphs(bound_reads, torch.randn(3)) == (1, [])
+    assert H.graphs(bound_reads, torch.randn(3)) == (1, [])

@@ -29,16 +29,6 @@ import torch.nn.functional as F
 import magpy
 
 
-def _graphs(fn: Any, *args: Any) -> tuple[int, list[str]]:
-    ex = magpy.explain(fn)(*args)
-    return ex.graph_count, [r.reason for r in ex.break_reasons]
-
-
-def _stats(compiled: Any) -> tuple[int, int, int, int]:
-    st = magpy.stats(compiled)
-    return st.records, st.hits, st.breaks, st.fallbacks
-
-
 def concat_outputs(x: torch.Tensor, extra: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
     return (x * 2,) + extra[1:]  # noqa: RUF005  (the concatenation is what is tested)
 
@@ -201,9 +191,9 @@ def ends_and_middle(t: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
 def test_star_unpacking_a_tensor_gives_its_rows(check: Any) -> None:
     """``x, *rest = t`` takes ``t``'s rows from an unbind in the graph; ``rest`` is a list."""
     check(Rescale(), H.randn_inputs((4, 5)), calls=4)
-    assert _graphs(Rescale(), torch.randn(4, 5)) == (1, [])
+    assert H.graphs(Rescale(), torch.randn(4, 5)) == (1, [])
     check(ends_and_middle, H.randn_inputs((5, 3)), calls=4)
-    assert _graphs(ends_and_middle, torch.randn(5, 3)) == (1, [])
+    assert H.graphs(ends_and_middle, torch.randn(5, 3)) == (1, [])
 
 
 def test_star_unpacking_rows_follows_the_first_size() -> None:
@@ -212,7 +202,7 @@ def test_star_unpacking_rows_follows_the_first_size() -> None:
     for n in (3, 5, 3, 5, 2):
         t = torch.randn(n, 2)
         H.assert_same(compiled(t), ends_and_middle(t))
-    assert _stats(compiled) == (3, 2, 0, 0)
+    assert H.counters(compiled) == (3, 2, 0, 0)
 
 
 def add_batch_if_missing(x: torch.Tensor, h: tuple[int, ...]) -> Any:
@@ -233,7 +223,7 @@ def test_an_unpacking_error_handled_by_the_program(check: Any) -> None:
     CPython's own message."""
     for shape, h in [((2, 3, 4), (1, 2, 3)), ((1, 2, 3, 4), (5, 6))]:
         check(add_batch_if_missing, lambda i, s=shape, h=h: ((torch.randn(*s), h), {}), calls=3)
-        assert _graphs(add_batch_if_missing, torch.randn(*shape), h) == (1, [])
+        assert H.graphs(add_batch_if_missing, torch.randn(*shape), h) == (1, [])
     out = magpy.compile(add_batch_if_missing, backend="eager")(torch.randn(2, 3, 4), (1, 2, 3))
     assert out[2] == "too many values to unpack (expected 2)"
 
@@ -252,7 +242,7 @@ def reshape_and_interleave(x: torch.Tensor, a: torch.Tensor, b: torch.Tensor) ->
 def test_list_copy_and_slice_assignment(check: Any) -> None:
     check(reshape_and_interleave, H.randn_inputs((2, 3, 4), (2, 4), (2, 4)), calls=3)
     args = (torch.randn(2, 3, 4), torch.randn(2, 4), torch.randn(2, 4))
-    assert _graphs(reshape_and_interleave, *args) == (1, [])
+    assert H.graphs(reshape_and_interleave, *args) == (1, [])
 
 
 def wrong_length_slice(a: torch.Tensor) -> Any:
@@ -281,7 +271,7 @@ def test_sum_over_a_tensors_rows(check: Any) -> None:
     """raster-vision's AddTensors: ``sum(t)`` adds the rows one by one, as eager does (not
     ``t.sum(0)``, whose rounding may differ); the number of rows is guarded."""
     check(add_rows, lambda i: ((torch.rand(3, 4),), {}), calls=3)
-    assert _graphs(add_rows, torch.rand(3, 4)) == (1, [])
+    assert H.graphs(add_rows, torch.rand(3, 4)) == (1, [])
     compiled = magpy.compile(add_rows, backend="eager")
     for n in (2, 5):
         xs = torch.rand(n, 4)

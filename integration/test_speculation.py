@@ -24,11 +24,6 @@ import magpy
 from magpy_runtime._config import config
 
 
-def _graphs(fn: Any, *args: Any) -> tuple[int, list[str]]:
-    ex = magpy.explain(fn)(*args)
-    return ex.graph_count, [r.reason for r in ex.break_reasons]
-
-
 def same(a: Any, b: Any) -> None:
     assert type(a) is type(b), (a, b)
     if isinstance(a, torch.Tensor):
@@ -415,7 +410,7 @@ def test_torch_equal_is_a_value_read() -> None:
         H.assert_same(compiled(*args), same_or_sum(*args))
     stats = magpy.stats(compiled)
     assert (stats.records, stats.hits, stats.breaks) == (2, 3, 0), stats
-    assert _graphs(same_or_sum, x, x.clone(), x.clone()) == (1, [])
+    assert H.graphs(same_or_sum, x, x.clone(), x.clone()) == (1, [])
 
 
 def positive_mean(label: torch.Tensor, score: torch.Tensor) -> Any:
@@ -434,7 +429,7 @@ def test_max_of_a_tensor_and_a_number(check: Any) -> None:
         calls=4,
         expect_records=2,
     )
-    assert _graphs(positive_mean, full, torch.rand(6)) == (1, [])
+    assert H.graphs(positive_mean, full, torch.rand(6)) == (1, [])
     assert magpy.compile(positive_mean, backend="eager")(empty, torch.rand(6))[1] == 1
 
 

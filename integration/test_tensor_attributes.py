@@ -27,16 +27,6 @@ from torch import nn
 import magpy
 
 
-def _graphs(fn: Any, *args: Any) -> tuple[int, list[str]]:
-    ex = magpy.explain(fn)(*args)
-    return ex.graph_count, [r.reason for r in ex.break_reasons]
-
-
-def _stats(compiled: Any) -> tuple[int, int, int, int]:
-    st = magpy.stats(compiled)
-    return st.records, st.hits, st.breaks, st.fallbacks
-
-
 def _reasons(fn: Any, *args: Any) -> list[str]:
     explained = magpy.explain(fn)(*args)
     return [str(r.reason) for r in explained.break_reasons]
@@ -107,8 +97,8 @@ def test_setting_data_of_parameters_trains_like_eager(backend: str, twice: bool)
     second call swaps the storage of a parameter the first one saved for backward)."""
     compiled = _assert_trains_like_eager(Bounded, twice, backend)
     steps = 4 * (2 if twice else 1)
-    assert _stats(compiled) == (1, steps - 1, 0, 0)
-    assert _graphs(Bounded(), torch.randn(3)) == (1, [])
+    assert H.counters(compiled) == (1, steps - 1, 0, 0)
+    assert H.graphs(Bounded(), torch.randn(3)) == (1, [])
 
 
 class Aliases(torch.nn.Module):
@@ -149,7 +139,7 @@ class Grow(torch.nn.Module):
 def test_setting_data_to_another_shape_breaks() -> None:
     """A new value of another shape is a graph break (the capture's view of ``p`` would be
     stale); the results still match eager."""
-    _, reasons = _graphs(Grow(), torch.randn(3))
+    _, reasons = H.graphs(Grow(), torch.randn(3))
     assert any("another shape" in r for r in reasons), reasons
     torch.manual_seed(0)
     model = Grow()
@@ -169,7 +159,7 @@ def data_of_a_new_tensor(x: torch.Tensor) -> torch.Tensor:
 
 
 def test_setting_data_of_a_tensor_made_by_the_run_breaks() -> None:
-    _, reasons = _graphs(data_of_a_new_tensor, torch.randn(3))
+    _, reasons = H.graphs(data_of_a_new_tensor, torch.randn(3))
     assert "setting .data of a tensor created during the run" in reasons
     compiled = magpy.compile(data_of_a_new_tensor, backend="eager")
     for _ in range(3):
@@ -201,13 +191,13 @@ def test_requires_grad_set_on_a_new_tensor(check: Any) -> None:
     compiled = check(zero_conv, make, calls=4)
     out = compiled(*make(9)[0])
     assert out.requires_grad and out.is_leaf
-    assert _graphs(zero_conv, *make(0)[0]) == (1, [])
+    assert H.graphs(zero_conv, *make(0)[0]) == (1, [])
 
 
 def test_a_tensor_used_after_its_requires_grad_changed_breaks() -> None:
     """An operation of the graph on the tensor after the change would not see the new flag:
     a graph break, and the result carries a gradient function as in eager."""
-    _, reasons = _graphs(wants_grad_then_uses, torch.randn(3))
+    _, reasons = H.graphs(wants_grad_then_uses, torch.randn(3))
     assert any("after its requires_grad was changed" in r for r in reasons), reasons
     compiled = magpy.compile(wants_grad_then_uses, backend="eager")
     for _ in range(3):
@@ -307,4 +297,4 @@ def test_dunder_len_of_a_shape(check: Any) -> None:
     """``t.shape.__len__()`` is ``len(t.shape)``: no break."""
     check(weighted, H.randn_inputs((2, 4, 3), (2, 4)), calls=3)
     check(weighted, H.randn_inputs((4, 3), (4,)), calls=3)
-    assert _graphs(weighted, torch.randn(4, 3), torch.randn(4)) == (1, [])
+    assert H.graphs(weighted, torch.randn(4, 3), torch.randn(4)) == (1, [])

@@ -31,20 +31,6 @@ from torch import nn
 import magpy
 
 
-def _explain(fn: Any, *args: Any) -> Any:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return magpy.explain(fn)(*args)
-
-
-def _reasons(ex: Any) -> str:
-    return " | ".join(r.reason for r in ex.break_reasons)
-
-
-def _seen(log: list[warnings.WarningMessage]) -> list[tuple[Any, ...]]:
-    return [(str(w.message), w.category, w.filename, w.lineno) for w in log]
-
-
 def _calls(fn: Callable[..., Any], extra: tuple[Any, ...], n: int = 3) -> list[Any]:
     """``fn(x, *extra)`` on ``n`` fresh inputs."""
     return [fn(torch.ones(2, 16), *extra) for _ in range(n)]
@@ -57,11 +43,6 @@ def _break_reasons(fn: Any, *args: Any) -> list[str]:
 
 def _one_tensor(*shape: int) -> Callable[[int], H.Inputs]:
     return H.randn_inputs(shape)
-
-
-def _stats(compiled: Any) -> tuple[int, int, int, int]:
-    st = magpy.stats(compiled)
-    return st.records, st.hits, st.breaks, st.fallbacks
 
 
 def _warnings_of(fn: Any, x: torch.Tensor) -> tuple[Any, list[tuple[Any, ...]]]:
@@ -99,15 +80,15 @@ def test_a_warning_inside_the_program_is_replayed_like_eager(
     ``stacklevel=2`` of InstanceNorm), so each filter shows what eager shows, on every hit."""
     fn = make()
     extra = ("a",) if fn is warn_here else ()
-    ex = _explain(fn, torch.randn(2, 16), *extra)
-    assert (ex.graph_count, ex.graph_break_count) == (1, 0), _reasons(ex)
+    ex = H.explain_quietly(fn, torch.randn(2, 16), *extra)
+    assert (ex.graph_count, ex.graph_break_count) == (1, 0), H.break_text(ex)
     log = recorded(action)  # (setting a filter forgets what the registries saw)
     wants = _calls(fn, extra)
-    expected = _seen(log)
+    expected = H.warnings_seen(log)
     compiled = magpy.compile(fn, backend="eager")
     log = recorded(action)
     outs = _calls(compiled, extra)
-    assert _seen(log) == expected
+    assert H.warnings_seen(log) == expected
     for got, want in zip(outs, wants, strict=True):
         H.assert_same(got, want)
     st = magpy.stats(compiled)
@@ -167,15 +148,15 @@ def test_a_replayed_warning_and_a_catch_warnings_block_never_share_a_record(
     """Entering ``catch_warnings`` resets every registry (so "default" shows a warning again on
     every call), which the mock does not replay: the block after a replayed warning breaks."""
     fn = warn_then_block
-    ex = _explain(fn, torch.ones(2))
-    assert "catch_warnings" in _reasons(ex), _reasons(ex)
+    ex = H.explain_quietly(fn, torch.ones(2))
+    assert "catch_warnings" in H.break_text(ex), H.break_text(ex)
     log = recorded("default")
     wants = [fn(torch.ones(2)) for _ in range(3)]
-    expected = _seen(log)
+    expected = H.warnings_seen(log)
     compiled = magpy.compile(fn, backend="eager")
     log = recorded("default")
     outs = [compiled(torch.ones(2)) for _ in range(3)]
-    assert _seen(log) == expected and len(expected) == 3
+    assert H.warnings_seen(log) == expected and len(expected) == 3
     for got, want in zip(outs, wants, strict=True):
         H.assert_same(got, want)
 
@@ -202,8 +183,8 @@ def test_the_message_is_guarded_and_a_warning_naming_the_caller_breaks(
     assert [str(w.message) for w in log] == ["label p", "label p", "label q", "label q"]
     st = magpy.stats(compiled)
     assert (st.records, st.hits, st.breaks) == (2, 2, 0), st
-    ex = _explain(warn_in_caller, torch.ones(2))
-    assert "names a frame outside the compiled code" in _reasons(ex), _reasons(ex)
+    ex = H.explain_quietly(warn_in_caller, torch.ones(2))
+    assert "names a frame outside the compiled code" in H.break_text(ex), H.break_text(ex)
 
 
 # ---------------------------------------------------------------------- warnings torch issues
@@ -224,7 +205,7 @@ def test_a_deprecated_read_replays_its_warning() -> None:
         H.assert_same(got, want)
         assert got_w == want_w and len(want_w) == 1, (got_w, want_w)
         assert want_w[0][0] is DeprecationWarning
-    assert _stats(compiled) == (1, 2, 0, 0)
+    assert H.counters(compiled) == (1, 2, 0, 0)
 
 
 def still_volatile(x: torch.Tensor) -> torch.Tensor:

@@ -16,12 +16,19 @@ ShapeEnv's guards (relations between sizes the monitor or the compiler relied on
 
 from __future__ import annotations
 
+import functools
+import linecache
+import types
+import weakref
 from collections.abc import Callable
 from typing import Any, cast
 
 import torch
 import torch.fx as fx
 from torch._guards import TracingContext, tracing
+from torch._subclasses.fake_tensor import FakeTensor
+from torch.fx import graph_module as fx_graph_module
+from torch.fx.passes.shape_prop import _extract_tensor_metadata
 
 from magpy_monitor import symbolic_shapes
 from magpy_refgraph import UnknownOptionError
@@ -94,9 +101,19 @@ def compile_graph(
     """
     gm = fx.GraphModule(torch.nn.Module(), graph)
     compiler = resolve_backend(backend)
+    _tie_fx_source(gm)
+    compiled = _compile(compiler, gm, example_inputs)
+    _tie_fx_source(gm)  # (a backend may have recompiled it)
+    drop_example_values(gm)
+    return gm, compiled
+
+
+def _compile(
+    compiler: Backend, gm: fx.GraphModule, example_inputs: list[Any]
+) -> Callable[..., Any]:
     fakes = _symbolic_inputs(gm.graph)
     if fakes is None:
-        return gm, _compile_or_run(compiler, gm, list(example_inputs))
+        return _compile_or_run(compiler, gm, list(example_inputs))
     if compiler is _eager:
         compiled = gm.forward
     elif compiler in (_inductor, _aot_eager):
@@ -107,7 +124,52 @@ def compile_graph(
         with tracing(TracingContext(fakes[0].fake_mode)):
             compiled = compiler(gm, list(example_inputs))
     gm.meta["magpy_shape_guard"] = ShapeGuard.of(fakes)
-    return gm, compiled
+    return compiled
+
+
+def drop_example_values(gm: fx.GraphModule) -> None:
+    """Take the recording call's tensors off ``gm``'s nodes once it is compiled.
+
+    The monitor hangs each graph input's real tensor on its placeholder (``example_value``); a
+    record keeps its GraphModule, which would keep those tensors (and their memory) alive for as
+    long as the record is cached. Their metadata stays (``tensor_meta``, as fx's ``ShapeProp``
+    writes it); fake tensors stay (they hold no data).
+    """
+    for node in gm.graph.nodes:
+        for key, value in list(node.meta.items()):
+            if isinstance(value, torch.Tensor) and not isinstance(value, FakeTensor):
+                del node.meta[key]
+                if key == "example_value" and "tensor_meta" not in node.meta:
+                    node.meta["tensor_meta"] = _tensor_meta(value)
+
+
+def _tensor_meta(t: torch.Tensor) -> Any:
+    try:
+        return _extract_tensor_metadata(t)
+    except Exception:  # (a tensor whose layout has no strides or memory format)
+        return None
+
+
+# fx keeps the source of each GraphModule's ``forward`` for good: in its loader's cache and as a
+# lazy linecache entry, under a key that is the code's filename. Tied to the code object here, so
+# that both go when it does (a dropped record's graph takes them along).
+_fx_sources: dict[str, weakref.ref[types.CodeType]] = {}
+
+
+def _tie_fx_source(gm: fx.GraphModule) -> None:
+    code = getattr(getattr(type(gm), "forward", None), "__code__", None)
+    cache = getattr(getattr(fx_graph_module, "_loader", None), "eval_cache", None)
+    if not isinstance(code, types.CodeType) or not isinstance(cache, dict):
+        return
+    key = code.co_filename
+    if key in cache and key not in _fx_sources:
+        _fx_sources[key] = weakref.ref(code, functools.partial(_forget_fx_source, key, cache))
+
+
+def _forget_fx_source(key: str, cache: dict[str, Any], _ref: Any) -> None:
+    _fx_sources.pop(key, None)
+    cache.pop(key, None)
+    linecache.cache.pop(key, None)
 
 
 UNCOMPILED = "magpy_uncompiled"  # GraphModule meta: why the graph runs as is (see below)

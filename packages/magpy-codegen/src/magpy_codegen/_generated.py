@@ -1,27 +1,68 @@
 """Generated source treated as real source: registered in ``linecache`` before it runs.
 
-Tracebacks and pdb then show the generated guard or mock lines, and users can print them.
+Tracebacks and pdb then show the generated guard or mock lines, and users can print them. An
+entry lives as long as what uses it: the ``GeneratedCode`` and the code objects of the functions
+the source defined (a frame in a traceback keeps its code object, so its lines stay readable);
+when the last of them is collected the entry goes (a dropped record takes its lines along).
 """
 
 from __future__ import annotations
 
 import itertools
 import linecache
+import types
+import weakref
 from typing import Any
 
 import attrs
 
-__all__ = ["GeneratedCode", "NameAllocator", "forget_generated"]
+__all__ = ["GeneratedCode", "NameAllocator", "comment", "forget_generated"]
 
 _counter = itertools.count()
-_registered: list[str] = []
+
+
+class _Entry:
+    """The ``linecache`` entry ``name`` and weak references to what keeps it."""
+
+    __slots__ = ("holders", "name")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.holders: list[weakref.ref[Any]] = []
+
+    def hold(self, obj: Any) -> None:
+        self.holders.append(weakref.ref(obj, self._dropped))
+
+    def _dropped(self, ref: weakref.ref[Any]) -> None:
+        # (a weakref callback, so it may run in any thread, in the middle of a collection)
+        self.holders = [h for h in self.holders if h is not ref]
+        if not self.holders and _registered.get(self.name) is self:
+            del _registered[self.name]
+            linecache.cache.pop(self.name, None)
+
+
+# the entries MagPy registered in linecache (their weak references live as long as this does)
+_registered: dict[str, _Entry] = {}
+
+
+def comment(text: str) -> str:
+    """``# text`` as one line of generated source, whatever ``text`` holds.
+
+    Names come from the program (a ``__qualname__`` can be any string, newlines included):
+    every character that is not printable ASCII is written as its escape, so nothing in
+    ``text`` can end the comment and become code.
+    """
+    escaped = "".join(
+        ch if " " <= ch <= "~" else ch.encode("unicode_escape").decode("ascii") for ch in text
+    )
+    return f"# {escaped}"
 
 
 def forget_generated() -> None:
     """Drop every generated source MagPy registered in ``linecache`` (``magpy.reset``)."""
-    for name in _registered:
+    for name in list(_registered):
         linecache.cache.pop(name, None)
-    _registered.clear()
+        _registered.pop(name, None)
 
 
 @attrs.define
@@ -33,13 +74,20 @@ class GeneratedCode:
     filename: str
 
     def load(self) -> dict[str, Any]:
-        """Compile and execute the source; returns its namespace."""
+        """Compile and execute the source; returns its namespace.
+
+        The ``linecache`` entry lives while this object or a function the source defined does.
+        """
         name = f"<magpy-{self.filename} #{next(_counter)}>"
         lines = self.source.splitlines(keepends=True)
+        entry = _registered[name] = _Entry(name)
         linecache.cache[name] = (len(self.source), None, lines, name)
-        _registered.append(name)
+        entry.hold(self)
         namespace = dict(self.globals)
         exec(compile(self.source, name, "exec"), namespace)
+        for value in namespace.values():
+            if isinstance(value, types.FunctionType) and value.__code__.co_filename == name:
+                entry.hold(value.__code__)
         self.filename = name
         return namespace
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import builtins
 import types
+from collections.abc import Callable
 from typing import Any, cast
 
 import torch
@@ -19,11 +20,18 @@ from magpy_monitor import scalar_tensor
 from magpy_refgraph import (
     Access,
     AccessKind,
+    CustomPayload,
     GuardKind,
     GuardReq,
     InternalError,
+    IterLen,
+    ModuleCall,
+    ModuleNoHooks,
+    Outcome,
     Path,
     Plan,
+    SetItems,
+    SetOrder,
     iter_remaining,
     literal_expr,
     render_step,
@@ -31,7 +39,7 @@ from magpy_refgraph import (
     set_order,
 )
 
-from ._generated import GeneratedCode, NameAllocator
+from ._generated import GeneratedCode, NameAllocator, comment
 
 __all__ = ["PathVars", "generate_guard"]
 
@@ -140,40 +148,64 @@ def _value_check(v: str, value: Any, c: Any) -> str:
     return f"type({v}) is {c(type(value))} and {v} == {lit}"
 
 
-def _custom_check(v: str, payload: Any, c: Any) -> str:
-    if payload in ("module_call", "module_call_own_forward"):
-        glob = " or ".join(
-            c(d)
-            for d in (
-                mm._global_backward_pre_hooks,
-                mm._global_backward_hooks,
-                mm._global_forward_hooks,
-                mm._global_forward_pre_hooks,
-            )
+def _module_call_check(v: str, payload: ModuleCall, c: Any) -> str:
+    glob = " or ".join(
+        c(d)
+        for d in (
+            mm._global_backward_pre_hooks,
+            mm._global_backward_hooks,
+            mm._global_forward_hooks,
+            mm._global_forward_pre_hooks,
         )
-        hooks = f"not ({v}._backward_hooks or {v}._backward_pre_hooks or {glob})"
-        if payload == "module_call_own_forward":
-            return hooks  # (the instance's forward is guarded by identity on its own path)
-        return f"{hooks} and 'forward' not in {v}.__dict__"
-    if payload == "module_no_hooks":
-        return f"not ({v}._forward_hooks or {v}._forward_pre_hooks)"
-    if isinstance(payload, tuple) and payload[:1] == ("iter_len",):
-        # a loop's iterator that the record takes values from: at least that many left, or
-        # exactly that many where the record saw the loop end
-        _, exact, n = payload
-        op = "==" if exact else ">="
-        return f"len({c(iter_remaining)}({v})) {op} {int(n)}"
-    if isinstance(payload, tuple) and payload[:1] == ("outcome",):
-        # a branch on arithmetic over a promoted scalar: the same outcome, whatever the value
-        _, fn, outcome = payload
-        return _value_check(f"{c(fn)}({v})", outcome, c)
-    if isinstance(payload, tuple) and payload[:1] == ("set_items",):
-        # a set from outside: the same values of the same types (order free)
-        return f"{c(set_contents)}({v}) == {c(payload[1])}"
-    if isinstance(payload, tuple) and payload[:1] == ("set_order",):
-        # a set from outside that the record iterates: the same values in the same order
-        return f"{c(set_order)}({v}) == {c(payload[1])}"
-    raise InternalError(f"unknown custom guard {payload!r}")
+    )
+    hooks = f"not ({v}._backward_hooks or {v}._backward_pre_hooks or {glob})"
+    if payload.own_forward:
+        return hooks  # (the instance's forward is guarded by identity on its own path)
+    return f"{hooks} and 'forward' not in {v}.__dict__"
+
+
+def _module_no_hooks_check(v: str, payload: ModuleNoHooks, c: Any) -> str:
+    return f"not ({v}._forward_hooks or {v}._forward_pre_hooks)"
+
+
+def _iter_len_check(v: str, payload: IterLen, c: Any) -> str:
+    # a loop's iterator that the record takes values from: at least that many left, or
+    # exactly that many where the record saw the loop end
+    op = "==" if payload.exact else ">="
+    return f"len({c(iter_remaining)}({v})) {op} {int(payload.n)}"
+
+
+def _outcome_check(v: str, payload: Outcome, c: Any) -> str:
+    # a branch on arithmetic over a promoted scalar: the same outcome, whatever the value
+    return _value_check(f"{c(payload.fn)}({v})", payload.value, c)
+
+
+def _set_items_check(v: str, payload: SetItems, c: Any) -> str:
+    # a set from outside: the same values of the same types (order free)
+    return f"{c(set_contents)}({v}) == {c(payload.items)}"
+
+
+def _set_order_check(v: str, payload: SetOrder, c: Any) -> str:
+    # a set from outside that the record iterates: the same values in the same order
+    return f"{c(set_order)}({v}) == {c(payload.order)}"
+
+
+# the emitter of each CUSTOM payload class (payload type -> check on variable ``v``)
+_CUSTOM_CHECKS: dict[type[CustomPayload], Callable[[str, Any, Any], str]] = {
+    ModuleCall: _module_call_check,
+    ModuleNoHooks: _module_no_hooks_check,
+    IterLen: _iter_len_check,
+    Outcome: _outcome_check,
+    SetItems: _set_items_check,
+    SetOrder: _set_order_check,
+}
+
+
+def _custom_check(v: str, payload: Any, c: Any) -> str:
+    emit = _CUSTOM_CHECKS.get(type(payload))
+    if emit is None:
+        raise InternalError(f"unknown custom guard {payload!r}")
+    return emit(v, payload, c)
 
 
 def check_expr(req: GuardReq, v: str, c: Any) -> str:
@@ -250,7 +282,7 @@ def generate_guard(
         body.append(f"{ind}if not {c(shape_check)}(*__magpy_inputs): return None")
         ret = "__magpy_inputs"
     src = [
-        f"# guard of {qualname}",
+        comment(f"guard of {qualname}"),
         "def __magpy_guard(fn, args, kwargs):" if roots == "call" else "def __magpy_guard(L, S):",
         "    try:",
         *body,

@@ -35,7 +35,7 @@ from magpy_refgraph import (
     literal_expr,
 )
 
-from ._generated import GeneratedCode, NameAllocator
+from ._generated import GeneratedCode, NameAllocator, comment
 from ._guard import PathVars
 
 __all__ = ["generate_mock"]
@@ -173,7 +173,7 @@ def generate_mock(
         helper = names.const(fresh_outputs_of)
         call += f"\n    __magpy_outs = {helper}(__magpy_outs, inputs)"
     src = [
-        f"# mock of {qualname}",
+        comment(f"mock of {qualname}"),
         "def __magpy_mock(fn, args, kwargs, inputs):"
         if roots == "call"
         else "def __magpy_mock(L, S, inputs):",
@@ -202,8 +202,8 @@ def _checks(plan: Plan, names: NameAllocator, rng: str) -> list[str]:
             cond = f"bool({out}) is not {bool(c.expected)!r}"
         else:
             cond = f"not {same}({out}.item(), {names.const(c.expected)})"
-        where = " ".join(c.where.split())
-        lines.append(f"    if {cond}: {miss}({i}, {rng})  # {where}")
+        where = comment(" ".join(c.where.split()))
+        lines.append(f"    if {cond}: {miss}({i}, {rng})  {where}")
     return lines
 
 

@@ -9,7 +9,7 @@ import attrs
 import torch
 import torch.fx as fx
 
-from magpy_refgraph import Plan
+from magpy_refgraph import BackendError, InternalError, MagPyError, Plan
 
 from ._backend import UNCOMPILED, Backend, compile_graph, shape_guard
 from ._generated import GeneratedCode, NameAllocator
@@ -63,7 +63,56 @@ def build_record(
     gm = None
     compiled: Callable[..., Any] | None = None
     if has_graph:
+        gm, compiled = _compiled_graph(graph, example_inputs, backend, qualname)
+    try:
+        return _assemble(
+            plan, graph, gm, compiled, backend, qualname, roots, grad_enabled, ambient, op_count,
+            restore_rng, restore_inputs,
+        )  # fmt: skip
+    except MagPyError:
+        raise
+    except Exception as exc:  # a fault of ours, not of the backend: say which
+        raise InternalError(
+            f"generating the guard or mock of {qualname} failed: {type(exc).__name__}: {exc}"
+        ) from exc
+
+
+def _compiled_graph(
+    graph: fx.Graph, example_inputs: list[Any], backend: str | Backend, qualname: str
+) -> tuple[fx.GraphModule, Callable[..., Any]]:
+    """``compile_graph``, with what the backend did wrong said as a ``BackendError``."""
+    name = backend if isinstance(backend, str) else getattr(backend, "__name__", repr(backend))
+    try:
         gm, compiled = compile_graph(graph, example_inputs, backend)
+    except MagPyError:
+        raise
+    except Exception as exc:
+        raise BackendError(
+            f"backend {name!r} failed on the graph of {qualname}: {type(exc).__name__}: {exc}"
+        ) from exc
+    if not callable(compiled):
+        raise BackendError(
+            f"backend {name!r} returned {compiled!r} for the graph of {qualname}; a backend "
+            "(gm, example_inputs) -> callable must return a callable"
+        )
+    return gm, compiled
+
+
+def _assemble(
+    plan: Plan,
+    graph: fx.Graph,
+    gm: fx.GraphModule | None,
+    compiled: Callable[..., Any] | None,
+    backend: str | Backend,
+    qualname: str,
+    roots: str,
+    grad_enabled: bool | None,
+    ambient: tuple[Any, Any] | None,
+    op_count: int,
+    restore_rng: bool,
+    restore_inputs: tuple[int, ...],
+) -> Record:
+    has_graph = compiled is not None
     shape_check = shape_guard(gm if gm is not None else graph)
     if grad_enabled is None:
         grad_enabled = torch.is_grad_enabled()

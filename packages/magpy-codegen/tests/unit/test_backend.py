@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import gc
+import linecache
 import operator
+import weakref
 from typing import Any
 
 import pytest
@@ -78,6 +81,37 @@ class TestCompileGraph:
         assert calls[0][0] is gm
         assert calls[0][1] == example and calls[0][1][0] is example[0]
         assert compiled(1) == ("compiled", (1,))
+
+    def test_the_compiled_graph_keeps_no_example_tensor(self) -> None:
+        """Once compiled, the placeholders hold the example's metadata, not the tensor."""
+        g = _graph()
+        example = torch.ones(3, 2)
+        next(iter(g.nodes)).meta["example_value"] = example
+        seen: list[Any] = []
+
+        def backend(gm: fx.GraphModule, example_inputs: list[Any]) -> Any:
+            seen.append(next(iter(gm.graph.nodes)).meta.get("example_value"))
+            return gm.forward
+
+        gm, _ = compile_graph(g, [example], backend)
+        assert seen == [example]  # the backend still sees it
+        meta = next(iter(gm.graph.nodes)).meta
+        assert "example_value" not in meta
+        assert tuple(meta["tensor_meta"].shape) == (3, 2)
+        alive = weakref.ref(example)
+        seen.clear()
+        del example
+        gc.collect()
+        assert alive() is None
+
+    def test_the_fx_source_goes_with_the_graph_module(self) -> None:
+        """fx's linecache entry of a compiled GraphModule's forward lives as long as it does."""
+        gm, compiled = compile_graph(_graph(), [torch.ones(2)], "eager")
+        key = type(gm).forward.__code__.co_filename
+        assert linecache.getlines(key)  # a traceback through the graph shows its lines
+        del gm, compiled
+        gc.collect()
+        assert key not in linecache.cache
 
     def test_build_record_calls_the_backend_with_the_capture_inputs(self, record_of: Any) -> None:
         """build_record passes the captured graph and example inputs to a callable backend."""

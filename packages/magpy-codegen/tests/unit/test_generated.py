@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import keyword
 import linecache
 import traceback
@@ -47,6 +48,22 @@ class TestGeneratedCode:
         text = "".join(traceback.format_exception(info.value))
         assert code.filename in text
         assert "raise ValueError('in generated')" in text
+
+    def test_the_entry_lives_as_long_as_the_code_using_it(self) -> None:
+        """The linecache entry stays while a function the source defined lives (even once the
+        GeneratedCode is gone), and goes with the last of them."""
+        code = GeneratedCode("def __magpy_f():\n    raise ValueError('late')\n", {}, "life")
+        f = code.load()["__magpy_f"]
+        name = code.filename
+        del code
+        gc.collect()
+        assert linecache.getlines(name) == ["def __magpy_f():\n", "    raise ValueError('late')\n"]
+        with pytest.raises(ValueError) as info:
+            f()
+        assert "raise ValueError('late')" in "".join(traceback.format_exception(info.value))
+        del f, info
+        gc.collect()
+        assert name not in linecache.cache
 
 
 class TestNameAllocator:

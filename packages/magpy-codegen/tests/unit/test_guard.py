@@ -11,8 +11,24 @@ import torch
 import torch.nn as nn
 from torch.nn.modules import module as module_hooks
 
+import magpy_refgraph
 from magpy_codegen import NameAllocator, generate_guard
-from magpy_refgraph import GuardKind, GuardReq, GuardSet, Item, Local, Path, Plan
+from magpy_codegen._guard import _CUSTOM_CHECKS
+from magpy_refgraph import (
+    CustomPayload,
+    GuardKind,
+    GuardReq,
+    GuardSet,
+    InternalError,
+    Item,
+    IterLen,
+    Local,
+    Outcome,
+    Path,
+    Plan,
+    SetItems,
+    SetOrder,
+)
 
 
 class Net(nn.Module):
@@ -290,8 +306,8 @@ class TestGeneratedGuardSource:
         assert guard(None, (), 1.0) is None
 
     def test_set_guards_check_contents_and_order(self) -> None:
-        """``set_items`` accepts an equal set of the same element types in any order;
-        ``set_order`` also wants the same iteration order."""
+        """``SetItems`` accepts an equal set of the same element types in any order;
+        ``SetOrder`` also wants the same iteration order."""
         from magpy_refgraph import set_contents, set_order
 
         def built(*values: int) -> set[int]:
@@ -301,15 +317,50 @@ class TestGeneratedGuardSource:
             return s
 
         p = Path(Local("kwargs"))
-        contents = self._plan([GuardReq(p, GuardKind.CUSTOM, ("set_items", set_contents({1, 9})))])
+        contents = self._plan([GuardReq(p, GuardKind.CUSTOM, SetItems(set_contents({1, 9})))])
         guard = generate_guard(contents, NameAllocator(), grad_enabled=True).load()["__magpy_guard"]
         assert guard(None, (), built(9, 1)) == ()
         assert guard(None, (), {1.0, 9}) is None
         assert guard(None, (), {1}) is None
-        order = self._plan([GuardReq(p, GuardKind.CUSTOM, ("set_order", set_order(built(1, 9))))])
+        order = self._plan([GuardReq(p, GuardKind.CUSTOM, SetOrder(set_order(built(1, 9))))])
         guard = generate_guard(order, NameAllocator(), grad_enabled=True).load()["__magpy_guard"]
         assert guard(None, (), built(1, 9)) == ()
         assert guard(None, (), built(9, 1)) is None
+
+    def test_unknown_custom_payload_is_an_internal_error(self) -> None:
+        """A CUSTOM payload without an emitter (a bare string) is refused, not guessed."""
+        plan = self._plan([GuardReq(Path(Local("kwargs")), GuardKind.CUSTOM, "module_call")])
+        with pytest.raises(InternalError, match="unknown custom guard"):
+            generate_guard(plan, NameAllocator(), grad_enabled=True)
+
+    def test_every_custom_payload_class_has_an_emitter(self) -> None:
+        """Each exported CUSTOM payload class generates a check."""
+        classes = [
+            getattr(magpy_refgraph, name)
+            for name in magpy_refgraph.__all__
+            if isinstance(getattr(magpy_refgraph, name), type)
+            and issubclass(getattr(magpy_refgraph, name), CustomPayload)
+            and getattr(magpy_refgraph, name) is not CustomPayload
+        ]
+        assert set(classes) == set(_CUSTOM_CHECKS)
+
+    def test_iter_len_and_outcome_guards(self) -> None:
+        """``IterLen`` counts the values left (exactly or at least); ``Outcome`` re-asks fn."""
+        p = Path(Local("kwargs"))
+
+        def load(payload: object) -> Any:
+            plan = self._plan([GuardReq(p, GuardKind.CUSTOM, payload)])
+            code = generate_guard(plan, NameAllocator(), grad_enabled=True)
+            return code.load()["__magpy_guard"]
+
+        at_least, exactly = load(IterLen(False, 2)), load(IterLen(True, 2))
+        assert at_least(None, (), iter([1, 2, 3])) == ()
+        assert at_least(None, (), iter([1])) is None
+        assert exactly(None, (), iter([1, 2])) == ()
+        assert exactly(None, (), iter([1, 2, 3])) is None
+        positive = load(Outcome(lambda v: v > 0, True))
+        assert positive(None, (), 5) == ()
+        assert positive(None, (), -5) is None
 
     def test_grad_mode_is_checked_first(self) -> None:
         """The first check of every guard is the grad mode it was recorded under."""

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from magpy_monitor import CaptureResult, capture
-from magpy_refgraph import Apply, Build, FromPath, GraphOut, GuardKind, SetAttr
+from magpy_refgraph import Apply, Build, FromPath, GraphOut, GuardKind, ModuleNoHooks, SetAttr
 
 PROPERTY = settings(
     max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
@@ -205,7 +205,7 @@ class TestGuardKinds:
         result = capture(f, (lin, _x()), {})
         g = guards(result)
         assert ("L.args[0]", "TYPE", nn.Linear) in g
-        assert ("L.args[0]", "CUSTOM", "module_no_hooks") in g
+        assert ("L.args[0]", "CUSTOM", ModuleNoHooks()) in g
         assert result.plan is not None
         assert [str(p) for p in result.plan.inputs] == [
             "L.args[1]",

@@ -8,6 +8,7 @@ callers that do not know MagPy.
 from __future__ import annotations
 
 __all__ = [
+    "BackendError",
     "GuardFailure",
     "InternalError",
     "MagPyError",
@@ -56,6 +57,11 @@ class Unsupported(MagPyError):
 
 class InternalError(MagPyError, RuntimeError):
     """A MagPy bug (a broken invariant); the message names the object and what was expected."""
+
+
+class BackendError(MagPyError, RuntimeError):
+    """The graph backend failed, or broke its contract (it must return a callable); the region
+    runs eagerly. The message names the backend and the graph."""
 
 
 class UnknownOptionError(MagPyError, ValueError):

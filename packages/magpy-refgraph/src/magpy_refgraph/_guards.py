@@ -3,7 +3,8 @@
 Requirements are data only (a path, a kind, an opaque payload); ``codegen`` turns them into
 checks. Payload equality is strict so that deduplication never merges different checks:
 ``ID``/``TYPE`` payloads compare by identity, ``VALUE``-like payloads by exact type and value
-(floats bit-exact), unhashable payloads by identity.
+(floats bit-exact), unhashable payloads by identity. ``CUSTOM`` payloads are the classes of
+``_custom.py``, compared field by field the same way.
 """
 
 from __future__ import annotations
@@ -11,10 +12,12 @@ from __future__ import annotations
 import enum
 import struct
 from collections.abc import Hashable, Iterable, Iterator
+from typing import cast
 
 import attrs
 
 from ._access import Path, short_repr
+from ._custom import CustomPayload
 
 __all__ = ["GuardKind", "GuardReq", "GuardSet", "set_contents", "set_order"]
 
@@ -64,6 +67,9 @@ def _typed(value: Hashable) -> Hashable:
         return (type(value), tuple(_typed(item) for item in value))
     if isinstance(value, frozenset):
         return (type(value), frozenset(_typed(item) for item in value))
+    if isinstance(value, CustomPayload):
+        fields = attrs.fields(cast("type[attrs.AttrsInstance]", type(value)))
+        return (type(value), tuple(_typed(getattr(value, f.name)) for f in fields))
     return (type(value), value)
 
 

@@ -18,7 +18,17 @@ def _run(code: str) -> None:
     subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "PYTHONPATH": path})
 
 
-MODULES = ["_errors", "_access", "_render", "_guards", "_graph", "_algorithms", "_inspect", "_plan"]
+MODULES = [
+    "_errors",
+    "_access",
+    "_render",
+    "_custom",
+    "_guards",
+    "_graph",
+    "_algorithms",
+    "_inspect",
+    "_plan",
+]
 
 
 def test_every_public_name_resolves() -> None:

@@ -10,7 +10,23 @@ from _refgraph_strategies import PAYLOADS, PROPERTY
 from hypothesis import given
 from hypothesis import strategies as st
 
-from magpy_refgraph import Attr, GuardKind, GuardReq, GuardSet, Item, Local, Path
+from magpy_refgraph import (
+    Attr,
+    GuardKind,
+    GuardReq,
+    GuardSet,
+    Item,
+    IterLen,
+    Local,
+    ModuleCall,
+    ModuleNoHooks,
+    Outcome,
+    Path,
+    SetItems,
+    SetOrder,
+    set_contents,
+    set_order,
+)
 
 X = Path(Local("x"))
 XA = X / Attr("a")
@@ -107,6 +123,51 @@ class TestGuardReq:
     def test_not_equal_to_other_types(self) -> None:
         """A GuardReq never equals a non-GuardReq."""
         assert GuardReq(X, GuardKind.NONE) != (X, GuardKind.NONE, None)
+
+
+def _custom(payload: object) -> GuardReq:
+    return GuardReq(X, GuardKind.CUSTOM, payload)
+
+
+class TestCustomPayloads:
+    def test_equal_payloads_deduplicate(self) -> None:
+        """Equal payloads of one class are one requirement; classes and fields distinguish."""
+        fn = abs
+        reqs = [
+            *(ModuleNoHooks(), ModuleNoHooks(), ModuleCall(), ModuleCall(own_forward=False)),
+            *(ModuleCall(own_forward=True), IterLen(True, 3), IterLen(True, 3), IterLen(False, 3)),
+            *(Outcome(fn, True), Outcome(fn, True), SetItems(set_contents({1, 2}))),
+            *(SetItems(set_contents({2, 1})), SetOrder(set_order([1, 2]))),
+            SetOrder(set_order([2, 1])),
+        ]
+        assert len(GuardSet(_custom(p) for p in reqs)) == 9
+
+    def test_fields_compare_type_exact_and_floats_bit_exact(self) -> None:
+        """Like tuple payloads: True and 1, 0.0 and -0.0 in a field are different checks."""
+        assert _custom(Outcome(abs, True)) != _custom(Outcome(abs, 1))
+        assert _custom(Outcome(abs, 0.0)) != _custom(Outcome(abs, -0.0))
+        assert _custom(IterLen(True, 1)) != _custom(IterLen(1, 1))  # type: ignore[arg-type]
+        assert _custom(SetItems(set_contents({1}))) != _custom(SetItems(set_contents({1.0})))
+
+    def test_unhashable_field_compares_by_identity(self) -> None:
+        """A payload with an unhashable field is compared by identity, like a tuple's."""
+        value: list[int] = []
+        a = Outcome(abs, value)
+        assert _custom(a) == _custom(a)
+        assert _custom(a) != _custom(Outcome(abs, value))
+
+    def test_str_names_the_payload(self) -> None:
+        """str of a requirement shows the payload's class and fields."""
+        assert str(_custom(ModuleNoHooks())) == "L.x: CUSTOM ModuleNoHooks()"
+        assert str(_custom(IterLen(False, 2))) == "L.x: CUSTOM IterLen(exact=False, n=2)"
+        assert str(_custom(ModuleCall(own_forward=True))) == (
+            "L.x: CUSTOM ModuleCall(own_forward=True)"
+        )
+
+    def test_payloads_are_frozen(self) -> None:
+        """Payloads cannot be changed after they are made."""
+        with pytest.raises(AttributeError):
+            IterLen(True, 1).n = 2  # type: ignore[misc]
 
 
 class TestGuardSet:

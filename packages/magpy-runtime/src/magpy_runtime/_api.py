@@ -22,18 +22,24 @@ __all__ = ["CacheStats", "ExplainOutput", "annotate", "compile", "explain", "res
 _OPTIONS = frozenset({"max_records"})
 
 
-def _check_args(backend: Any, dynamic: Any, options: Any) -> None:
+def _check_args(backend: Any, fullgraph: Any, dynamic: Any, options: Any) -> None:
+    """Refuse bad arguments to ``magpy.compile`` with a message naming the parameter."""
     resolve_backend(backend)
-    if dynamic not in (None, True, False):
+    if type(fullgraph) is not bool:
+        raise TypeError(f"fullgraph must be True or False, got {fullgraph!r}")
+    if dynamic is not None and type(dynamic) is not bool:
         raise TypeError(f"dynamic must be None, True or False, got {dynamic!r}")
-    if options is not None:
-        if not isinstance(options, dict):
-            raise TypeError(f"options must be a dict, got {type(options).__name__}")
-        unknown = set(options) - _OPTIONS
-        if unknown:
-            raise UnknownOptionError(
-                f"unknown options {sorted(unknown)}; known: {sorted(_OPTIONS)}"
-            )
+    if options is None:
+        return
+    if not isinstance(options, dict):
+        raise TypeError(f"options must be a dict, got {type(options).__name__}")
+    unknown = set(options) - _OPTIONS
+    if unknown:
+        raise UnknownOptionError(f"unknown options {sorted(unknown)}; known: {sorted(_OPTIONS)}")
+    if "max_records" in options:
+        n = options["max_records"]
+        if type(n) is not int or n < 1:
+            raise ValueError(f"options['max_records'] must be an int >= 1, got {n!r}")
 
 
 class CompiledFunction:
@@ -122,7 +128,7 @@ def compile(
     changed made dynamic, ``True`` is dynamic from the first call, ``False`` never (one record
     per shape); see docs/dynamic.md.
     """
-    _check_args(backend, dynamic, options)
+    _check_args(backend, fullgraph, dynamic, options)
     if model is None:
         return lambda m: compile(
             m, backend=backend, fullgraph=fullgraph, dynamic=dynamic, options=options
@@ -223,6 +229,8 @@ def explain(fn: Any) -> Callable[..., ExplainOutput]:
     chain of callees, the callees' own entry graphs, which the compiled program runs from its
     next call on, are reported from the operations this call recorded for them.
     """
+    if not callable(fn):
+        raise TypeError(f"explain needs a function or nn.Module, got {type(fn).__name__}")
     target = getattr(fn, "_magpy_original", fn)
 
     def run(*args: Any, **kwargs: Any) -> ExplainOutput:
@@ -307,6 +315,7 @@ def reset() -> None:
         state.reset()
     restore_all()
     forget_generated()
+    TABLE.clear_memo()  # (the annotations given with ``magpy.annotate`` stay)
 
 
 def annotate(

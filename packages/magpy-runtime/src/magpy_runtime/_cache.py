@@ -185,8 +185,8 @@ class CacheState:
                 )
             except MagPyError as exc:
                 failure = exc
-            except Exception as exc:  # a backend failure is ours to absorb, not the user's
-                failure = InternalError(f"backend compile failed: {type(exc).__name__}: {exc}")
+            except Exception as exc:  # a failure of ours is absorbed, never the user's
+                failure = InternalError(f"building the record failed: {type(exc).__name__}: {exc}")
             else:
                 self.note_uncompiled(rec)
                 with self._lock:

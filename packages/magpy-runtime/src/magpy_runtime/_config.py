@@ -12,6 +12,20 @@ import attrs
 __all__ = ["Config", "config"]
 
 
+def _positive_int(variable: str, default: int) -> int:
+    """The int >= 1 that environment variable ``variable`` holds, ``default`` when unset."""
+    text = os.environ.get(variable, "").strip()
+    if not text:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(f"{variable} must be an int >= 1, got {text!r}")
+    return value
+
+
 @attrs.define
 class Config:
     """Flags of the runtime.
@@ -40,7 +54,7 @@ class Config:
             t.strip() for t in os.environ.get("MAGPY_LOGS", "").split(",") if t.strip()
         )
         return cls(
-            max_records=int(os.environ.get("MAGPY_MAX_RECORDS", "8")),
+            max_records=_positive_int("MAGPY_MAX_RECORDS", 8),
             verify=os.environ.get("MAGPY_VERIFY", "") not in ("", "0"),
             speculate=os.environ.get("MAGPY_SPECULATE", "1") not in ("", "0"),
             logs=logs,

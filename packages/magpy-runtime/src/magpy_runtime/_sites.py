@@ -97,6 +97,8 @@ class CodeState:
 
     def add_function(self, fn: types.FunctionType) -> None:
         if not any(r() is fn for r in self.functions):
+            # (closures of one code come and go: the references to dropped ones go too)
+            self.functions[:] = [r for r in self.functions if r() is not None]
             self.functions.append(weakref.ref(fn))
             if self.current is not None:
                 fn.__code__ = self.current.code

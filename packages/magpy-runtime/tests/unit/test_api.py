@@ -11,8 +11,10 @@ import pytest
 import torch
 import torch.nn as nn
 
+import magpy_codegen._record as record
 import magpy_runtime as magpy
 from magpy_refgraph import MagPyError, NotCompiledError, UnknownOptionError
+from magpy_runtime._config import Config
 
 
 def affine(x: torch.Tensor) -> torch.Tensor:
@@ -257,6 +259,83 @@ class TestArgumentValidation:
         """Option errors belong to MagPy's exception tree (and to ValueError)."""
         with pytest.raises(MagPyError):
             magpy.compile(affine, backend="eager", options={"bogus": 1})
+
+    @pytest.mark.parametrize("bad", ["no", "yes", 1, 0, None], ids=repr)
+    def test_fullgraph_must_be_a_bool(self, bad: Any) -> None:
+        """fullgraph="no" is not taken as true: anything but a bool is refused."""
+        with pytest.raises(TypeError, match="fullgraph"):
+            magpy.compile(affine, backend="eager", fullgraph=bad)
+
+    @pytest.mark.parametrize("bad", [1, 0, "yes", 1.0], ids=repr)
+    def test_dynamic_must_be_none_or_a_bool(self, bad: Any) -> None:
+        """dynamic=1 is refused although 1 == True."""
+        with pytest.raises(TypeError, match="dynamic"):
+            magpy.compile(affine, backend="eager", dynamic=bad)
+
+    @pytest.mark.parametrize("bad", [0, -1, "a", None, True, 2.0], ids=repr)
+    def test_max_records_must_be_a_positive_int(self, bad: Any) -> None:
+        """options['max_records'] is checked where it is given, naming the option."""
+        with pytest.raises(ValueError, match="max_records"):
+            magpy.compile(affine, backend="eager", options={"max_records": bad})
+
+    def test_max_records_from_the_environment_is_checked(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """MAGPY_MAX_RECORDS=0 or =a is an error naming the variable; unset gives 8."""
+        for bad in ("0", "-2", "a"):
+            monkeypatch.setenv("MAGPY_MAX_RECORDS", bad)
+            with pytest.raises(ValueError, match="MAGPY_MAX_RECORDS"):
+                Config.from_env()
+        monkeypatch.delenv("MAGPY_MAX_RECORDS")
+        assert Config.from_env().max_records == 8
+
+    def test_explain_of_a_non_callable_is_a_type_error(self) -> None:
+        """explain(3) fails at once, not deep inside the capture."""
+        with pytest.raises(TypeError, match="explain"):
+            magpy.explain(3)
+
+
+class TestBackendFaults:
+    def test_a_backend_returning_none_is_named_and_the_call_is_eager(self) -> None:
+        """A backend that returns None: one warning naming it, eager's results, no NameError."""
+
+        def broken(gm: Any, example_inputs: list[Any]) -> Any:
+            return None
+
+        fast = magpy.compile(affine, backend=broken)
+        x = torch.randn(2, 3)
+        with pytest.warns(magpy.MagPyWarning, match=r"backend 'broken' returned None") as seen:
+            out = fast(x)
+        assert len(seen) == 1
+        assert torch.equal(out, affine(x))
+        assert torch.equal(fast(x), affine(x))  # later calls: eager, no second warning
+        assert magpy.stats(fast).records == 0
+
+    def test_a_backend_that_raises_is_named(self) -> None:
+        """An exception inside the backend is reported as the backend's, with its message."""
+
+        def failing(gm: Any, example_inputs: list[Any]) -> Any:
+            raise RuntimeError("no kernel today")
+
+        fast = magpy.compile(affine, backend=failing)
+        x = torch.randn(2, 3)
+        with pytest.warns(magpy.MagPyWarning, match=r"backend 'failing' failed.*no kernel today"):
+            assert torch.equal(fast(x), affine(x))
+
+    def test_a_guard_generation_fault_is_not_blamed_on_the_backend(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A fault while generating the guard says so (it used to read "backend compile failed")."""
+
+        def fault(*args: Any, **kwargs: Any) -> Any:
+            raise KeyError("boom")
+
+        monkeypatch.setattr(record, "generate_guard", fault)
+        fast = magpy.compile(affine, backend="eager")
+        x = torch.randn(2, 3)
+        with pytest.warns(magpy.MagPyWarning, match="generating the guard or mock") as seen:
+            assert torch.equal(fast(x), affine(x))
+        assert "backend" not in str(seen[0].message)
 
 
 class TestStats:

@@ -16,7 +16,7 @@ from ..core import registry
 from ..core.attributes import load_attr
 from ..core.frame import FrameMonitor, Inst
 from ..core.registry import opcode
-from ..core.values import Val
+from ..core.values import Construction, Val
 from ..cpython.frameio import NULL
 
 __all__ = ["store_attr"]
@@ -71,7 +71,7 @@ def store_attr(m: FrameMonitor, base: Val, name: str, value: Val) -> None:
     if isinstance(base.obj, torch.Tensor):
         registry.STORE_TENSOR_ATTR.impl(m, base, name, value)  # p.data = new, t.requires_grad
         return
-    if isinstance(base.extra, dict) and "ctor" in base.extra:
+    if base.payload(Construction) is not None:
         raise m.unsupported(f"setting attribute {name!r} of a dataclass built during the run")
     if registry.IS_PYOBJ.impl(base) and not registry.PLAIN_STORE.impl(type(base.obj), name):
         raise m.unsupported(f"setattr on a {type(base.obj).__name__} runs Python code")

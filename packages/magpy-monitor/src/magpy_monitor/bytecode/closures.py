@@ -23,7 +23,7 @@ from magpy_refgraph import Build, BuildKind, Constant, Recipe, Unsupported
 
 from ..core.frame import LAZY, CellBox, FrameMonitor, Inst
 from ..core.registry import opcode
-from ..core.values import UNBOUND, Val
+from ..core.values import UNBOUND, MadeFunction, Val
 
 __all__ = ["function_recipe", "is_made_function"]
 
@@ -35,7 +35,7 @@ def _make_function(m: FrameMonitor, inst: Inst) -> None:
     flags = inst.arg
     n = 1 + sum(bool(flags & b) for b in (0x01, 0x02, 0x04, 0x08))
     parts = m.pop(n)
-    extras: dict[str, Val | None] = {"defaults": None, "kwdefaults": None, "closure": None}
+    given: dict[str, Val | None] = {"defaults": None, "kwdefaults": None, "closure": None}
     i = 0
     for bit, key in (
         (0x01, "defaults"),
@@ -44,33 +44,21 @@ def _make_function(m: FrameMonitor, inst: Inst) -> None:
         (0x08, "closure"),
     ):
         if flags & bit:
-            extras[key] = parts[i]
+            given[key] = parts[i]
             i += 1
 
     def make(real: list[Any]) -> list[Val]:
-        closure = extras["closure"]
+        closure = given["closure"]
         cells = list(closure.items) if closure is not None else None
-        return [
-            m.cap.new(
-                real[0],
-                extra={
-                    "closure": cells,
-                    "defaults": extras["defaults"],
-                    "kwdefaults": extras["kwdefaults"],
-                },
-            )
-        ]
+        made = MadeFunction(cells, given["defaults"], given["kwdefaults"])
+        return [m.cap.new(real[0], payload=made)]
 
     m.expect_outputs(inst, 1, make)
 
 
 def is_made_function(v: Val) -> bool:
     """``v`` is a function MAKE_FUNCTION made during the run."""
-    return (
-        isinstance(v.obj, types.FunctionType)
-        and isinstance(v.extra, dict)
-        and ("kwdefaults" in v.extra)
-    )
+    return isinstance(v.obj, types.FunctionType) and v.payload(MadeFunction) is not None
 
 
 def function_recipe(v: Val, recipe: Callable[[Val], Recipe]) -> Recipe:
@@ -90,7 +78,8 @@ def function_recipe(v: Val, recipe: Callable[[Val], Recipe]) -> Recipe:
 def _function_recipe(
     v: Val, fn: types.FunctionType, name: str, recipe: Callable[[Val], Recipe]
 ) -> Recipe:
-    cells: list[Val] = v.extra.get("closure") or []
+    made = v.require(MadeFunction)
+    cells = made.cells or []
     real_cells = fn.__closure__ or ()
     if len(cells) != len(real_cells) or any(
         c.obj is not r for c, r in zip(cells, real_cells, strict=False)
@@ -106,8 +95,10 @@ def _function_recipe(
         raise Unsupported(f"{name} was changed after it was made (attributes, functools.wraps)")
     parts: list[Recipe] = [Constant(_rebuild_function), Constant(fn.__code__)]
     parts.append(Constant(fn.__globals__))  # the module's namespace: the same for every call
-    for key, real in (("defaults", fn.__defaults__), ("kwdefaults", fn.__kwdefaults__)):
-        shadow: Val | None = v.extra.get(key)
+    for key, shadow, real in (
+        ("defaults", made.defaults, fn.__defaults__),
+        ("kwdefaults", made.kwdefaults, fn.__kwdefaults__),
+    ):
         if shadow is None:
             if real is not None:
                 raise Unsupported(f"the {key} of {name} disagree with the shadow")
@@ -122,8 +113,8 @@ def _function_recipe(
 
 
 def _cell_recipe(cell: Val, recipe: Callable[[Val], Recipe], fn_name: str) -> Recipe:
-    box = cell.extra
-    if not isinstance(box, CellBox):
+    box = cell.payload(CellBox)
+    if box is None:
         raise Unsupported(f"a cell of {fn_name} has no shadow")
     if box.scope is not None:  # a cell of a function from outside the run: the very cell
         return Constant(cell.obj)

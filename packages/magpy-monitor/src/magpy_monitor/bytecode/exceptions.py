@@ -27,10 +27,17 @@ from ..core import registry
 from ..core.dispatch import dispatch_call
 from ..core.frame import FrameMonitor, Inst, Pending
 from ..core.registry import opcode
-from ..core.values import Val
+from ..core.values import Payload, Val
 from ..cpython.code import real_offset
 
-__all__ = ["GRAD_MODE_CLASSES", "grad_context", "on_exception", "reenter_grad_context"]
+__all__ = [
+    "GRAD_MODE_CLASSES",
+    "GradContext",
+    "GradExit",
+    "grad_context",
+    "on_exception",
+    "reenter_grad_context",
+]
 
 _tables: dict[types.CodeType, list[Any]] = {}
 
@@ -146,6 +153,27 @@ def _load_assertion_error(m: FrameMonitor, inst: Inst) -> None:
 GRAD_MODE_CLASSES = (torch.no_grad, torch.enable_grad, torch.set_grad_enabled)
 
 
+class GradContext(Payload):
+    """A grad-mode context object made in the run: the mode its block runs in (None: the
+    mode ``set_grad_enabled`` already switched to), and the mode before it (None: the mode when
+    the block is entered)."""
+
+    __slots__ = ("mode", "prev")
+
+    def __init__(self, mode: bool | None, prev: bool | None = None) -> None:
+        self.mode, self.prev = mode, prev
+
+
+class GradExit(Payload):
+    """The bound ``__exit__`` of a grad-mode block: the mode it restores (``prev``), the
+    context's class and the mode inside the block (to re-enter it, ``reenter_grad_context``)."""
+
+    __slots__ = ("cls", "mode", "prev")
+
+    def __init__(self, prev: bool, cls: type, mode: bool) -> None:
+        self.prev, self.cls, self.mode = prev, cls, mode
+
+
 def grad_context(
     m: FrameMonitor, inst: Inst, cls: Any, pos: list[Val], kwargs: dict[str, Val]
 ) -> None:
@@ -159,8 +187,8 @@ def grad_context(
             # set_grad_enabled(b) switches the mode when constructed, not when entered
             mode = torch.is_grad_enabled()
             m.cap.rec.call("call_function", torch._C._set_grad_enabled, (mode,), {}, effect=True)
-            return [m.cap.new(ctx, extra={"grad_ctx": None, "prev": ctx.prev})]
-        return [m.cap.new(ctx, extra={"grad_ctx": cls is torch.enable_grad})]
+            return [m.cap.new(ctx, payload=GradContext(None, ctx.prev))]
+        return [m.cap.new(ctx, payload=GradContext(cls is torch.enable_grad))]
 
     m.expect_outputs(inst, 1, make)
 
@@ -168,20 +196,18 @@ def grad_context(
 @opcode("BEFORE_WITH")
 def _before_with(m: FrameMonitor, inst: Inst) -> None:
     (ctx,) = m.pop()
-    state = ctx.extra if isinstance(ctx.extra, dict) else {}
-    if "grad_ctx" not in state:
+    state = ctx.payload(GradContext)
+    if state is None:
         registry.BEFORE_WITH.impl(m, inst, ctx)  # any other context manager
         return
-    prev = state.get("prev", torch.is_grad_enabled())
-    mode = state["grad_ctx"]
+    prev = state.prev if state.prev is not None else torch.is_grad_enabled()
+    mode = state.mode
 
     def make(real: list[Any]) -> list[Val]:
         if mode is not None:
             m.cap.rec.call("call_function", torch._C._set_grad_enabled, (mode,), {}, effect=True)
         inside = mode if mode is not None else torch.is_grad_enabled()
-        exit_val = Val(
-            real[0], extra={"grad_exit": prev, "grad_cls": type(ctx.obj), "grad_mode": inside}
-        )
+        exit_val = Val(real[0], payload=GradExit(prev, type(ctx.obj), inside))
         return [exit_val, m.cap.const(real[1])]
 
     m.expect_outputs(inst, 2, make)
@@ -189,7 +215,7 @@ def _before_with(m: FrameMonitor, inst: Inst) -> None:
 
 def grad_exit(m: FrameMonitor, inst: Inst, fn_val: Val, pos: list[Val]) -> None:
     """Calling a grad-mode context's ``__exit__``: restore the mode in the graph."""
-    prev = fn_val.extra["grad_exit"]
+    prev = fn_val.require(GradExit).prev
 
     def make(real: list[Any]) -> list[Val]:
         m.cap.rec.call("call_function", torch._C._set_grad_enabled, (prev,), {}, effect=True)

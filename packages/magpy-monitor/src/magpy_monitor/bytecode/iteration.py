@@ -1,11 +1,11 @@
 """Iteration: GET_ITER, FOR_ITER, UNPACK_SEQUENCE and the iterables builtins consume.
 
-An iterator's shadow knows the ``Val``s it will produce (``extra['iter']`` + position), computed
+An iterator's shadow knows the ``Val``s it will produce (an ``IteratorState``), computed
 when it is created: from a container built during the run, from an entry container (its length
 or keys guarded, each element an entry path), from a constant, or lazily from a generator whose
 frame the monitor follows (values arrive through ``Pending.yields``). A pre-existing built-in
 iterator that a segment finds on its stack (a loop resumed after a break) is followed by looking
-ahead in it (``extra['ahead']``, see ``_look_ahead``).
+ahead in it (an ``AheadIterator``, see ``_look_ahead``).
 """
 
 from __future__ import annotations
@@ -20,13 +20,17 @@ import torch
 from magpy_refgraph import Item, IterPos, iter_remaining
 
 from ..core import registry
-from ..core.calls import inline
+from ..core.calls import GeneratorState, inline
 from ..core.frame import FrameMonitor, Inst, _same_tuple, _same_value
-from ..core.values import Val
+from ..core.values import Payload, Val
 from ..core.valuetypes import is_value_type
 
 __all__ = [
     "DICT_TYPES",
+    "AheadIterator",
+    "DictView",
+    "IteratorState",
+    "LazyRange",
     "advance",
     "consume_generator",
     "consume_items",
@@ -50,9 +54,59 @@ DICT_TYPES = (dict, collections.OrderedDict, collections.defaultdict, collection
 _INDEXABLE_MODULES = (torch.nn.ModuleList, torch.nn.Sequential, torch.nn.ParameterList)
 
 
+# an iterator drawn from, its position after each value the drawing iterator gave (index 0:
+# before the first), its position once the drawing iterator reported exhaustion, and whether
+# it was found exhausted then (asked for a value it did not have)
+Feed = tuple[Val, list[int], int, bool]
+
+
+class IteratorState(Payload):
+    """An iterator whose values the shadow knows: ``items``, of which it has given those
+    before ``pos``; ``base``: the container it iterates, if any; ``feeds``: the iterators it
+    draws from (see ``draw``); ``drawn_by``: the states of the iterators drawing from it;
+    ``stale``: it draws from an iterator that was advanced elsewhere."""
+
+    __slots__ = ("base", "drawn_by", "feeds", "items", "pos", "stale")
+
+    def __init__(self, items: list[Val], base: Val | None = None) -> None:
+        self.items, self.pos, self.base = items, 0, base
+        self.feeds: list[Feed] = []
+        self.drawn_by: list[IteratorState] = []
+        self.stale = False
+
+
+class LazyRange(Payload):
+    """An untouched iterator over ``range_val``, a range of a dynamic length: its values are
+    read (and its length guarded) when the run first takes one (``_materialize_range``)."""
+
+    __slots__ = ("range_val",)
+
+    def __init__(self, range_val: Val) -> None:
+        self.range_val = range_val
+
+
+class AheadIterator(Payload):
+    """A pre-existing built-in iterator followed by looking ahead in it (``_look_ahead``): how
+    many values the run took, and whether it found the iterator exhausted."""
+
+    __slots__ = ("exhausted", "pos")
+
+    def __init__(self) -> None:
+        self.pos, self.exhausted = 0, False
+
+
+class DictView(Payload):
+    """``d.keys()``/``d.values()``/``d.items()`` (``kind``) of the dict shadowed by ``base``."""
+
+    __slots__ = ("base", "kind")
+
+    def __init__(self, kind: str, base: Val) -> None:
+        self.kind, self.base = kind, base
+
+
 def is_generator(v: Val) -> bool:
     """True for the shadow of a generator the monitor follows."""
-    return isinstance(v.extra, dict) and "gen" in v.extra
+    return v.payload(GeneratorState) is not None
 
 
 def consume_generator(
@@ -83,7 +137,7 @@ def pairs_of(m: FrameMonitor, values: list[Val], what: str) -> list[tuple[Val, V
 
 def is_known_iterator(v: Val) -> bool:
     """True for an iterator shadow that knows the values it will produce."""
-    return isinstance(v.extra, dict) and ("iter" in v.extra or "lazy_range" in v.extra)
+    return v.payload(IteratorState) is not None or v.payload(LazyRange) is not None
 
 
 def iter_items(m: FrameMonitor, v: Val) -> list[Val] | None:
@@ -92,16 +146,14 @@ def iter_items(m: FrameMonitor, v: Val) -> list[Val] | None:
     obj = v.obj
     if is_generator(v):
         return None
-    if isinstance(v.extra, dict) and "lazy_range" in v.extra:
+    if v.payload(LazyRange) is not None:
         _materialize_range(m, v)
-    if isinstance(v.extra, dict) and "iter" in v.extra:
-        if v.extra.get("stale"):
+    if (state := v.payload(IteratorState)) is not None:
+        if state.stale:
             raise m.unsupported("using a zip/enumerate whose iterator was advanced elsewhere")
-        items: list[Val] = v.extra["iter"]
-        pos: int = v.extra["pos"]
-        return items[pos:]
-    if isinstance(v.extra, dict) and "view" in v.extra:
-        return _view_items(m, v)
+        return state.items[state.pos :]
+    if (view := v.payload(DictView)) is not None:
+        return _view_items(m, view)
     model = registry.ITER_ITEMS_MODELS.get(type(obj))
     if model is not None:  # sets
         return model(m, v)
@@ -139,9 +191,9 @@ def _holds_tensor(d: dict[Any, Any]) -> bool:
     return any(isinstance(x, torch.Tensor) for x in d.values())
 
 
-def _view_items(m: FrameMonitor, v: Val) -> list[Val]:
+def _view_items(m: FrameMonitor, view: DictView) -> list[Val]:
     cap = m.cap
-    kind, base = v.extra["view"], v.extra["base"]
+    kind, base = view.kind, view.base
     if isinstance(base.items, dict):
         pairs = list(base.items.values())
     elif base.external and type(base.obj) in DICT_TYPES:
@@ -168,18 +220,13 @@ def make_iterator(
 ) -> Val:
     """A new iterator shadow over ``items`` (``base``: the container it iterates, if any;
     ``feeds``: the iterators it draws from, see ``draw``)."""
-    it = m.cap.new(real, extra={"iter": items, "pos": 0, "base": base})
+    state = IteratorState(items, base)
+    it = m.cap.new(real, payload=state)
     if feeds:
-        it.extra["feeds"] = feeds
+        state.feeds = feeds
         for src, *_ in feeds:
-            src.extra.setdefault("drawn_by", []).append(it.extra)
+            src.require(IteratorState).drawn_by.append(state)
     return it
-
-
-# an iterator drawn from, its position after each value the drawing iterator gave (index 0:
-# before the first), its position once the drawing iterator reported exhaustion, and whether
-# it was found exhausted then (asked for a value it did not have)
-Feed = tuple[Val, list[int], int, bool]
 
 
 def draw(m: FrameMonitor, sources: list[Val]) -> tuple[list[list[Val]], list[Feed]] | None:
@@ -193,10 +240,10 @@ def draw(m: FrameMonitor, sources: list[Val]) -> tuple[list[list[Val]], list[Fee
         items = iter_items(m, s)
         if items is None:
             return None
-        if isinstance(s.extra, dict) and "iter" in s.extra:
+        if (state := s.payload(IteratorState)) is not None:
             iters[id(s)] = s
-            cursor.setdefault(id(s), s.extra["pos"])
-            cols.append((id(s), s.extra["iter"]))
+            cursor.setdefault(id(s), state.pos)
+            cols.append((id(s), state.items))
         else:  # a container: zip iterates it with an iterator of its own
             cursor[-len(cols) - 1] = 0
             cols.append((-len(cols) - 1, items))
@@ -223,7 +270,7 @@ def draw(m: FrameMonitor, sources: list[Val]) -> tuple[list[list[Val]], list[Fee
 def advance(m: FrameMonitor, it: Val, pos: int) -> None:
     """Iterator shadow ``it`` has given its values before ``pos``; the iterators it draws from
     advance with it, and any other ``zip``/``enumerate`` drawing from it is now stale."""
-    if it.extra.get("stale"):
+    if it.require(IteratorState).stale:
         raise m.unsupported("using a zip/enumerate whose iterator was advanced elsewhere")
     _move(it, pos, exhausted=False, via=None)
 
@@ -246,19 +293,19 @@ def lazy_source(m: FrameMonitor, v: Val, what: str) -> None:
 
 def exhaust(m: FrameMonitor, it: Val) -> None:
     """Iterator shadow ``it`` (if it is one) has given all its values and reported the end."""
-    if isinstance(it.extra, dict) and "iter" in it.extra:
-        if it.extra.get("stale"):
+    if (state := it.payload(IteratorState)) is not None:
+        if state.stale:
             raise m.unsupported("using a zip/enumerate whose iterator was advanced elsewhere")
-        _move(it, len(it.extra["iter"]), exhausted=True, via=None)
+        _move(it, len(state.items), exhausted=True, via=None)
 
 
-def _move(it: Val, pos: int, *, exhausted: bool, via: Any) -> None:
-    state = it.extra
-    state["pos"] = pos
-    for d in state.get("drawn_by", ()):
+def _move(it: Val, pos: int, *, exhausted: bool, via: IteratorState | None) -> None:
+    state = it.require(IteratorState)
+    state.pos = pos
+    for d in state.drawn_by:
         if d is not via:
-            d["stale"] = True
-    for src, steps, end, src_exhausted in state.get("feeds", ()):
+            d.stale = True
+    for src, steps, end, src_exhausted in state.feeds:
         if exhausted:
             _move(src, end, exhausted=src_exhausted, via=state)
         else:
@@ -285,7 +332,7 @@ def next_value(m: FrameMonitor, inst: Inst, it: Val, default: Val | None) -> Non
     def make(real: list[Any]) -> list[Val]:
         if not _same(val, real[0]):  # (its list changed after iter(): not followed)
             raise m.unsupported("next() gave a value the iterator's shadow does not know")
-        advance(m, it, it.extra["pos"] + 1)
+        advance(m, it, it.require(IteratorState).pos + 1)
         return [val]
 
     m.expect_outputs(inst, 1, make)
@@ -300,16 +347,14 @@ def _same(v: Val, real: Any) -> bool:
 
 def get_iter(m: FrameMonitor, inst: Inst, v: Val) -> None:
     """GET_ITER (and ``iter(x)``): the iterator shadow of ``v``."""
-    if is_generator(v) or (isinstance(v.extra, dict) and "iter" in v.extra):
+    if is_generator(v) or v.payload(IteratorState) is not None:
         m.push(v)
         return
     if type(v.obj) is range and not v.const and v.expr is not None:
         # a range over a value that may change (a dynamic size): its values are only read
         # (and the length guarded) when the loop takes one, so a segment that ends at the
         # loop's head serves every trip count
-        m.expect_outputs(
-            inst, 1, lambda real: [m.cap.new(real[0], extra={"lazy_range": v, "pos": 0})]
-        )
+        m.expect_outputs(inst, 1, lambda real: [m.cap.new(real[0], payload=LazyRange(v))])
         return
     if isinstance(v.obj, torch.Tensor) and type(v.obj).__iter__ is torch.Tensor.__iter__:
         # `for row in x`: Tensor.__iter__ is Python (iter(x.unbind(0))), so the rows are the
@@ -348,23 +393,23 @@ def for_iter(m: FrameMonitor, inst: Inst) -> None:
         p = m.expect_outputs(inst, n_out, make_gen, opaque=True)
         p.gen = it
         return
-    if isinstance(it.extra, dict) and "lazy_range" in it.extra:
+    if it.payload(LazyRange) is not None:
         _materialize_range(m, it)
-    if (isinstance(it.extra, dict) and "ahead" in it.extra) or _look_ahead(m, it):
+    if it.payload(AheadIterator) is not None or _look_ahead(m, it):
         _for_iter_ahead(m, inst, it, n_out)
         return
-    if not (isinstance(it.extra, dict) and "iter" in it.extra):
+    if it.payload(IteratorState) is None:
         raise m.unsupported(f"FOR_ITER over a {type(it.obj).__name__} of unknown contents")
 
     def make(real: list[Any]) -> list[Val]:
-        state = it.extra
+        state = it.require(IteratorState)
         if not real:
             m.stack.pop()
             m.exhausted = it.obj
             exhaust(m, it)
             return []
-        val: Val = state["iter"][state["pos"]]
-        advance(m, it, state["pos"] + 1)
+        val = state.items[state.pos]
+        advance(m, it, state.pos + 1)
         return [val]
 
     m.expect_outputs(inst, n_out, make)
@@ -404,19 +449,19 @@ def send(m: FrameMonitor, inst: Inst) -> None:
         p = m.expect_outputs(inst, 1, make_gen, opaque=True)
         p.gen = it
         return
-    if isinstance(it.extra, dict) and "lazy_range" in it.extra:
+    if it.payload(LazyRange) is not None:
         _materialize_range(m, it)
-    if not (isinstance(it.extra, dict) and "iter" in it.extra):
+    if it.payload(IteratorState) is None:
         raise m.unsupported(f"`yield from` a {type(it.obj).__name__} of unknown contents")
 
     def make(real: list[Any]) -> list[Val]:
-        state = it.extra
+        state = it.require(IteratorState)
         if done():
             m.stack.pop()
             exhaust(m, it)
             return [m.cap.const(None)]
-        val: Val = state["iter"][state["pos"]]
-        advance(m, it, state["pos"] + 1)
+        val = state.items[state.pos]
+        advance(m, it, state.pos + 1)
         return [val]
 
     m.expect_outputs(inst, 1, make)
@@ -424,11 +469,11 @@ def send(m: FrameMonitor, inst: Inst) -> None:
 
 def _materialize_range(m: FrameMonitor, it: Val) -> None:
     """The run takes values from a lazy range iterator: its length is guarded from here on."""
-    extra = it.extra
-    base = extra.pop("lazy_range")
+    base = it.require(LazyRange).range_val
+    it.set_payload(None)  # (taken first: a break reading the values leaves it without one)
     items = iter_items(m, base)
     assert items is not None
-    extra["iter"], extra["base"] = items, base
+    it.set_payload(IteratorState(items, base))
 
 
 def _look_ahead(m: FrameMonitor, it: Val) -> bool:
@@ -438,29 +483,29 @@ def _look_ahead(m: FrameMonitor, it: Val) -> bool:
     entry value); the record advances the real iterator by as many values as it took
     (``AdvanceIter``). Only iterators over lists, tuples, ranges and dict views qualify.
     """
-    if not (it.external and it.node is not None) or it.extra is not None:
+    if not (it.external and it.node is not None) or it.payload(Payload) is not None:
         return False
     try:
         iter_remaining(it.obj)
     except TypeError:
         return False
     m.cap.observe_type(it)
-    it.extra = {"ahead": True, "pos": 0, "exhausted": False}
+    it.set_payload(AheadIterator())
     m.cap.ahead_iters.append(it)
     return True
 
 
 def _for_iter_ahead(m: FrameMonitor, inst: Inst, it: Val, n_out: Callable[[int], int]) -> None:
     def make(real: list[Any]) -> list[Val]:
-        state = it.extra
+        state = it.require(AheadIterator)
         m.cap.mutations += 1  # the iterator advanced: an effect on outside state
         if not real:
             m.stack.pop()
-            state["exhausted"] = True
+            state.exhausted = True
             m.exhausted = it.obj
             return []
-        val = m.cap.child(it, IterPos(state["pos"]), real[0])
-        state["pos"] += 1
+        val = m.cap.child(it, IterPos(state.pos), real[0])
+        state.pos += 1
         return [val]
 
     m.expect_outputs(inst, n_out, make)

@@ -21,7 +21,7 @@ from ..core.operators import guard_identity, scalar_op, tensor_op
 from ..core.registry import opcode
 from ..core.values import Val, plain_container
 from ..core.valuetypes import is_value_type
-from .iteration import iter_items, unpack
+from .iteration import DictView, iter_items, unpack
 
 __all__: list[str] = []
 
@@ -85,8 +85,8 @@ def _list_inplace(m: FrameMonitor, inst: Inst, args: list[Val], symbol: str) -> 
     a, b = args
     registry.MATERIALIZE.impl(m.cap, a, f"list {symbol}")
     if symbol == "+=":
-        extra = unpack(m, b, None)
-        a.items.extend(extra)
+        added = unpack(m, b, None)
+        a.items.extend(added)
     else:
         m.cap.observe(b)
         a.items[:] = a.items * b.obj
@@ -185,9 +185,10 @@ def _contains_op(m: FrameMonitor, inst: Inst) -> None:
 def _native_contains(m: FrameMonitor, inst: Inst, item: Val, container: Val) -> None:
     """``item in container`` of a native container: guarded by what decides it."""
     m.cap.observe(item)
-    view = container.extra.get("view") if isinstance(container.extra, dict) else None
-    if view == "keys":  # `k in d.keys()`: `k in d`
-        container = container.extra["base"]
+    found = container.payload(DictView)
+    view = found.kind if found is not None else None
+    if found is not None and view == "keys":  # `k in d.keys()`: `k in d`
+        container = found.base
     elif view is not None:  # `v in d.values()`, `(k, v) in d.items()`: by their values
         values = iter_items(m, container)
         if values is None:

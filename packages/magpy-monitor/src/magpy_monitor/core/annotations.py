@@ -22,6 +22,7 @@ import hashlib
 import importlib
 import random
 import types
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -151,37 +152,84 @@ def _torch_function(fn: Any, name: str) -> Annotation:
     return Annotation(Kind.AS_OP)
 
 
+_KEPT_MAX = 4096  # natives held by the memo (those that cannot be weakly referenced)
+
+
 @attrs.define
 class AnnotationTable:
-    """Annotations by callable identity, then by rule; lookups are memoised by identity."""
+    """Annotations by callable identity, then by rule; lookups are memoised by identity.
+
+    The memo never keeps a callable alive: an entry holds a weak reference and goes when the
+    callable does. Natives that cannot be weakly referenced (``Tensor.add``, a slot wrapper) and
+    belong to a module or a type are held, at most ``_KEPT_MAX`` of them; one bound to an object
+    (``x.__add__``) is not memoised, as holding it would hold the object.
+    ``clear_memo()`` (``magpy.reset``) forgets every lookup.
+    """
 
     _by_id: dict[int, tuple[Any, Annotation]] = attrs.field(factory=dict)
     _rules: list[Callable[[Any], Annotation | None]] = attrs.field(factory=list)
-    _memo: dict[int, tuple[Any, Annotation]] = attrs.field(factory=dict)
+    _memo: dict[int, tuple[weakref.ref[Any], Annotation]] = attrs.field(factory=dict)
+    _kept: dict[int, tuple[Any, Annotation]] = attrs.field(factory=dict)
 
     def register(self, fn: Any, annotation: Annotation) -> None:
         """Annotate ``fn`` (kept alive by the table)."""
         self._by_id[id(fn)] = (fn, annotation)
         self._memo.pop(id(fn), None)
+        self._kept.pop(id(fn), None)
 
     def add_rule(self, rule: Callable[[Any], Annotation | None]) -> None:
         """Add a rule consulted (in order) for callables without an identity entry."""
         self._rules.append(rule)
+        self.clear_memo()
+
+    def clear_memo(self) -> None:
+        """Forget every memoised lookup (registered annotations stay)."""
         self._memo.clear()
+        self._kept.clear()
+
+    def memo_size(self) -> int:
+        """Callables whose lookup is memoised now."""
+        return len(self._memo) + len(self._kept)
 
     def lookup(self, fn: Any) -> Annotation:
         """The annotation of ``fn`` (``Kind.UNKNOWN`` if nothing matches)."""
-        hit = self._by_id.get(id(fn)) or self._memo.get(id(fn))
+        key = id(fn)
+        hit = self._by_id.get(key) or self._kept.get(key)
         if hit is not None and hit[0] is fn:
             return hit[1]
+        weak = self._memo.get(key)
+        if weak is not None and weak[0]() is fn:
+            return weak[1]
         ann = Annotation(Kind.UNKNOWN)
         for rule in self._rules:
             found = rule(fn)
             if found is not None:
                 ann = found
                 break
-        self._memo[id(fn)] = (fn, ann)
+        self._memoise(fn, ann)
         return ann
+
+    def _memoise(self, fn: Any, ann: Annotation) -> None:
+        key = id(fn)
+        try:
+            ref = weakref.ref(fn, functools.partial(_forget_memo, self._memo, key))
+        except TypeError:
+            owner = getattr(fn, "__self__", None)
+            if owner is None or isinstance(owner, types.ModuleType | type):
+                if len(self._kept) >= _KEPT_MAX:
+                    self._kept.clear()
+                self._kept[key] = (fn, ann)
+            return
+        self._memo[key] = (ref, ann)
+
+
+def _forget_memo(
+    memo: dict[int, tuple[weakref.ref[Any], Annotation]], key: int, ref: weakref.ref[Any]
+) -> None:
+    """A memoised callable died (a weakref callback: any thread, maybe during a collection)."""
+    hit = memo.get(key)
+    if hit is not None and hit[0] is ref:
+        del memo[key]
 
 
 def _effect_rule(fn: Any) -> Annotation | None:

@@ -21,7 +21,7 @@ from magpy_refgraph import Attr, Const
 from .capture import Capture
 from .frame import FrameMonitor
 from .registry import ATTR_RULES
-from .values import Val
+from .values import BoundMethod, Val
 from .valuetypes import FROZEN_MODULE_ROOTS, is_value_type
 
 __all__ = ["Read", "attr_rule", "load_attr"]
@@ -113,9 +113,9 @@ def _from_outside(m: FrameMonitor, r: Read) -> Val:
         and r.name not in getattr(obj, "__dict__", {})
     ):
         # a method of the (guarded) type, bound anew on every read: no reference to record
-        return Val(real, extra={"self": base})
+        return Val(real, payload=BoundMethod(base))
     if type(real) is types.MethodType and isinstance(obj, type) and real.__self__ is obj:
-        return Val(real, extra={"self": base})  # a classmethod read from a guarded class
+        return Val(real, payload=BoundMethod(base))  # a classmethod read from a guarded class
     return cap.child(base, Attr(r.name), real)
 
 
@@ -147,9 +147,9 @@ def _bound_to_built(r: Read) -> bool:
 @attr_rule("bound method of a built object", _bound_to_built)
 def _bound_method(m: FrameMonitor, r: Read) -> Val:
     if r.real.__self__ is r.obj:
-        return Val(r.real, extra={"self": r.base})  # (``kwds.pop`` of a dict the run built)
+        return Val(r.real, payload=BoundMethod(r.base))  # (``kwds.pop`` of a dict the run built)
     # a classmethod read through an object the run built (``qt._make``): bound to its class
-    return Val(r.real, extra={"self": m.cap.const(type(r.obj))})
+    return Val(r.real, payload=BoundMethod(m.cap.const(type(r.obj))))
 
 
 @attr_rule("known object", lambda r: r.cap.known(r.real) is not None)

@@ -23,10 +23,10 @@ from .operators import opaque_object
 from .registry import BUILT_OBJECT_TRUTH, OUTSIDE_ARRAY
 from .shapes import SIZE_FREE_READS, numel_val, size_vals
 from .speculation import truth_of_tensor
-from .values import UNBOUND, Val
+from .values import UNBOUND, BoundMethod, MadeFunction, PackedArgs, Payload, Val
 from .valuetypes import is_value_type
 
-__all__ = ["inline", "method_self", "truthiness"]
+__all__ = ["GeneratorState", "inline", "method_self", "truthiness"]
 
 CO_GENERATOR, CO_COROUTINE, CO_ITERABLE_COROUTINE, CO_ASYNC_GENERATOR = 0x20, 0x80, 0x100, 0x200
 _MODULE_CONTAINERS = (torch.nn.ModuleList, torch.nn.Sequential, torch.nn.ParameterList)
@@ -66,9 +66,8 @@ def _name(fn: Any) -> str:
 
 def method_self(m: FrameMonitor, fn_val: Val) -> Val:
     """The shadow of a bound method's ``__self__``."""
-    if isinstance(fn_val.extra, dict) and "self" in fn_val.extra:
-        self_val: Val = fn_val.extra["self"]
-        return self_val
+    if (bound := fn_val.payload(BoundMethod)) is not None:
+        return bound.self_val
     owner = fn_val.obj.__self__
     known = m.cap.known(owner)
     if known is not None:
@@ -208,6 +207,17 @@ def _opaque_input(v: Val) -> Any:
 
 
 # ---------------------------------------------------------------------- inlining
+class GeneratorState(Payload):
+    """A generator the monitor follows: the shadows its frame starts with (bound arguments,
+    closure cells) and, once the frame first runs, the frame's monitor."""
+
+    __slots__ = ("bound", "closure", "monitor")
+
+    def __init__(self, bound: dict[str, Val], closure: list[Val] | None) -> None:
+        self.bound, self.closure = bound, closure
+        self.monitor: FrameMonitor | None = None
+
+
 def inline(
     m: FrameMonitor, inst: Inst, fn_val: Val, pos: list[Val], kwargs: dict[str, Val]
 ) -> None:
@@ -223,7 +233,7 @@ def inline(
 
         def make_gen(real: list[Any]) -> list[Val]:
             gen = real[0]
-            v = cap.new(gen, extra={"gen": (bound, closure), "monitor": None})
+            v = cap.new(gen, payload=GeneratorState(bound, closure))
             cap.gen_frames[id(gen.gi_frame)] = v
             return [v]
 
@@ -248,9 +258,9 @@ def inline(
 def _fresh(frame: types.FrameType, bound: dict[str, Val]) -> dict[str, Val]:
     """Give ``*args``/``**kwargs`` shadows the real objects CPython built for the frame."""
     for name, v in bound.items():
-        if isinstance(v.extra, dict) and v.extra.get("fresh"):
+        if v.payload(PackedArgs) is not None:
             v.obj = frame.f_locals[name]
-            v.extra = None
+            v.set_payload(None)
     return bound
 
 
@@ -258,14 +268,14 @@ def _closure(m: FrameMonitor, fn_val: Val) -> list[Val] | None:
     func = fn_val.obj
     if not func.__closure__:
         return None
-    if isinstance(fn_val.extra, dict) and fn_val.extra.get("closure") is not None:
-        cells: list[Val] = fn_val.extra["closure"]
-        return cells
+    made = fn_val.payload(MadeFunction)
+    if made is not None and made.cells is not None:
+        return made.cells
     out = []
     for name, cell in zip(func.__code__.co_freevars, func.__closure__, strict=True):
         known = m.cap.known(cell)
         out.append(
-            known if known is not None else m.cap.new(cell, extra=CellBox(UNBOUND, name, func))
+            known if known is not None else m.cap.new(cell, payload=CellBox(UNBOUND, name, func))
         )
     return out
 
@@ -282,16 +292,16 @@ def bind_args(
     has_varargs, has_varkw = bool(code.co_flags & CO_VARARGS), bool(code.co_flags & CO_VARKEYWORDS)
     positional = names[:argc]
     bound: dict[str, Val] = dict(zip(positional, pos[:argc], strict=False))
-    extra_pos = pos[argc:]
-    if extra_pos and not has_varargs:
+    more_pos = pos[argc:]
+    if more_pos and not has_varargs:
         raise m.unsupported(f"too many arguments for {func.__qualname__}")
-    extra_kw: dict[str, Val] = {}
+    more_kw: dict[str, Val] = {}
     kwonly_names = names[argc : argc + kwonly]
     for k, v in kwargs.items():
         if (k in positional[posonly:] or k in kwonly_names) and k not in bound:
             bound[k] = v
         elif has_varkw:
-            extra_kw[k] = v
+            more_kw[k] = v
         else:
             raise m.unsupported(f"bad keyword argument {k!r} for {func.__qualname__}")
     defaults = _defaults(m, fn_val)
@@ -310,19 +320,20 @@ def bind_args(
     idx = argc + kwonly
     if has_varargs:
         bound[names[idx]] = Val(
-            tuple(v.obj for v in extra_pos), items=list(extra_pos), extra={"fresh": True}
+            tuple(v.obj for v in more_pos), items=list(more_pos), payload=PackedArgs()
         )
         idx += 1
     if has_varkw:
         bound[names[idx]] = Val(
-            {}, items={k: (cap.const(k), v) for k, v in extra_kw.items()}, extra={"fresh": True}
+            {}, items={k: (cap.const(k), v) for k, v in more_kw.items()}, payload=PackedArgs()
         )
     return bound
 
 
 def _defaults(m: FrameMonitor, fn_val: Val) -> list[Val]:
-    if isinstance(fn_val.extra, dict) and fn_val.extra.get("defaults") is not None:
-        d: Val = fn_val.extra["defaults"]
+    made = fn_val.payload(MadeFunction)
+    if made is not None and made.defaults is not None:
+        d = made.defaults
         if isinstance(d.items, list):
             return list(d.items)
         return [m.cap.const(x) for x in d.obj]

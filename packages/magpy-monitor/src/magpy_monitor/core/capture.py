@@ -34,16 +34,17 @@ from magpy_refgraph import (
 from . import registry, scalars
 from .ambient import ambient_state
 from .recorder import GraphRecorder
-from .shapes import ShapeTracker, check_arity, dynamic_dims, sym_node, tensor_meta
+from .shapes import ShapeTracker, SymInt, check_arity, dynamic_dims, sym_node, tensor_meta
 from .speculation import (
     Assumption,
+    Speculated,
     assume_outcome,
     assume_shape,
     draws_random,
     pin,
     speculated,
 )
-from .values import AppendLog, Val, plain_container
+from .values import AppendLog, Instance, Val, plain_container
 from .valuetypes import fx_constant_ok, is_value_type, node_kind, plain_scalar
 
 __all__ = ["Capture", "Write"]
@@ -255,15 +256,15 @@ class Capture:
             return
         if type(val._items) is AppendLog:
             val.items  # noqa: B018  (flush: the run reads the list after appending to it)
-        if isinstance(val.extra, dict) and "speculated" in val.extra:
+        if val.payload(Speculated) is not None:
             pin(self, val)  # a tensor's value read into Python, used as a Python value
             return
         if type(val.obj) is bool and speculated(val) and assume_outcome(self, val):
             return  # ``s > 0`` of a value read: its outcome is its value
         if val.fx is not None:
             raise Unsupported("reads the value of a tensor computed in the graph")
-        if isinstance(val.extra, dict) and "sym" in val.extra and self.shapes is not None:
-            self.shapes.specialise(self, val.extra["sym"])  # a size Python depends on
+        if (sym := val.payload(SymInt)) is not None and self.shapes is not None:
+            self.shapes.specialise(self, sym.sym)  # a size Python depends on
             val.const = True
             return
         if val.expr is not None:
@@ -575,8 +576,9 @@ def _storage(t: torch.Tensor) -> Any:
 
 def _dict_view(base: Val) -> dict[Any, Any] | None:
     """The shadow items of ``base.__dict__`` when the run has read it (``_pyobjects``)."""
-    if isinstance(base.extra, dict) and "dict_val" in base.extra:
-        items: dict[Any, Any] = base.extra["dict_val"].items
+    view = inst.dict_view if (inst := base.payload(Instance)) is not None else None
+    if view is not None:
+        items: dict[Any, Any] = view.items
         return items
     return None
 

@@ -20,11 +20,12 @@ from ..cpython.code import Inst, decode, localsplus_names, positional_count, pre
 from ..cpython.frameio import NULL, StackView, nlocalsplus
 from .capture import Capture
 from .registry import OPCODE_HANDLERS
-from .values import UNBOUND, Val
+from .values import UNBOUND, Payload, Val
 from .valuetypes import is_value_type
 
 __all__ = [
     "LAZY",
+    "Callback",
     "CalleeSite",
     "CellBox",
     "FrameKind",
@@ -72,7 +73,7 @@ class _Lazy:
 LAZY: Any = _Lazy()
 
 
-class CellBox:
+class CellBox(Payload):
     """The shadow of a closure cell: the ``Val`` it holds (or ``UNBOUND``).
 
     ``scope`` is the function from outside the run whose closure holds the cell; ``fresh``
@@ -85,6 +86,16 @@ class CellBox:
         self, content: Any, name: str = "", scope: Any = None, *, fresh: bool = False
     ) -> None:
         self.content, self.name, self.scope, self.fresh = content, name, scope, fresh
+
+
+class Callback(Payload):
+    """The shadow of a Python callable native code will call back (``Pending.callbacks``):
+    ``bind(frame)`` gives the shadows of the callee frame's arguments."""
+
+    __slots__ = ("bind",)
+
+    def __init__(self, bind: Callable[[types.FrameType], dict[str, Val]]) -> None:
+        self.bind = bind
 
 
 class Pending:
@@ -315,8 +326,8 @@ class FrameMonitor:
     def cell(self, index: int) -> CellBox:
         """The ``CellBox`` of deref slot ``index``."""
         box = self.fast[index]
-        if isinstance(box, Val) and isinstance(box.extra, CellBox):
-            return box.extra
+        if isinstance(box, Val) and (cell := box.payload(CellBox)) is not None:
+            return cell
         raise InternalError(f"slot {index} ({self.names[index]}) is not a cell")
 
 
@@ -380,11 +391,11 @@ def initial_fast(
                 fast[i] = closure[j]
             else:
                 box = CellBox(UNBOUND, name, root_scope)
-                fast[i] = cap.new(real_cell, extra=box)
+                fast[i] = cap.new(real_cell, payload=box)
         elif name in cellvars:
             real_cell = view.local(i)
             content = fast[i] if i < len(argnames) else UNBOUND
-            fast[i] = cap.new(real_cell, extra=CellBox(content, name, fresh=True))
+            fast[i] = cap.new(real_cell, payload=CellBox(content, name, fresh=True))
     return fast
 
 
@@ -403,9 +414,9 @@ def segment_fast(cap: Capture, frame: types.FrameType, *, at_entry: bool = False
     for i, name in enumerate(names):
         if at_entry and name in code.co_cellvars:
             content = cap.root(Local(name), frame.f_locals[name]) if i < n_args else UNBOUND
-            fast.append(cap.new(view.local(i), extra=CellBox(content, name, fresh=True)))
+            fast.append(cap.new(view.local(i), payload=CellBox(content, name, fresh=True)))
         elif name in cells:
-            fast.append(cap.new(view.local(i), extra=CellBox(LAZY, name)))
+            fast.append(cap.new(view.local(i), payload=CellBox(LAZY, name)))
         else:
             fast.append(LAZY)
     return fast

@@ -18,10 +18,10 @@ import attrs
 import torch
 import torch.fx as fx
 
-from magpy_refgraph import GuardKind
+from magpy_refgraph import GuardKind, Outcome
 
 from .speculation import assume_outcome, python_number, speculated
-from .values import Val
+from .values import Payload, ScalarFx, Val
 from .valuetypes import is_value_type
 
 if TYPE_CHECKING:
@@ -118,10 +118,10 @@ def dynamic_scalar(cap: Capture, val: Val) -> Any:
     """The graph node of a promoted scalar (or arithmetic over promoted scalars), or None."""
     if val.const or type(val.obj) not in (int, float, bool):
         return None
-    if isinstance(val.extra, dict) and "scalar_fx" in val.extra:
-        return val.extra["scalar_fx"]
+    if (known := val.payload(ScalarFx)) is not None:
+        return known.fx
     node = None
-    if val.external and val.node is not None and val.extra is None:
+    if val.external and val.node is not None and val.payload(Payload) is None:
         path = cap.paths[val.node]
         if cap.promote_all or path in cap.dynamic_paths:
             cap.observe_type(val)
@@ -144,7 +144,7 @@ def dynamic_scalar(cap: Capture, val: Val) -> Any:
         )
         node = cap.rec.call("call_function", fn, fx_args, {})
     if node is not None:
-        val.extra = {"scalar_fx": node}
+        val.set_payload(ScalarFx(node))
     return node
 
 
@@ -176,7 +176,7 @@ def guard_outcome(cap: Capture, val: Val) -> bool:
         val.const = True  # the outcome is the value
     else:
         fn = _Apply(bool, (fn,))  # ``d = s - w; if d:`` guards bool(d), not d
-    cap.graph.observe(leaf.node, GuardKind.CUSTOM, ("outcome", fn, bool(val.obj)))
+    cap.graph.observe(leaf.node, GuardKind.CUSTOM, Outcome(fn, bool(val.obj)))
     return True
 
 
@@ -185,7 +185,7 @@ def _promotable(cap: Capture, val: Val) -> bool:
     return (
         val.external
         and val.node is not None
-        and (val.extra is None or (isinstance(val.extra, dict) and set(val.extra) == {"scalar_fx"}))
+        and type(val.payload(Payload)) in (type(None), ScalarFx)  # (not a size, not a read)
         and type(val.obj) in (int, float, bool)
         and (cap.promote_all or cap.paths[val.node] in cap.dynamic_paths)
     )

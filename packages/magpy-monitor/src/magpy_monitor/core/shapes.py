@@ -43,7 +43,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 from magpy_refgraph import Attr, GuardKind, Item, Path
 
-from .values import Val
+from .values import ScalarFx, Val
 
 if TYPE_CHECKING:
     from .capture import Capture
@@ -53,6 +53,7 @@ __all__ = [
     "SIZE_FREE_READS",
     "SYM_OPS",
     "ShapeTracker",
+    "SymInt",
     "dim_key",
     "dynamic_dims",
     "index_by_promoted_int",
@@ -128,11 +129,22 @@ def dynamic_dims(
     )
 
 
+class SymInt(ScalarFx):
+    """A symbolic int (a size that follows a dynamic dim, or int arithmetic over such): ``sym``
+    is its value in the ShapeEnv, ``fx`` the graph node computing it."""
+
+    __slots__ = ("sym",)
+
+    def __init__(self, fx: fx.Node, sym: Any) -> None:
+        super().__init__(fx)
+        self.sym = sym
+
+
 def is_symbolic(val: Val) -> bool:
     """True for a symbolic int, or an int expression over symbolic ints, not yet specialised."""
     if val.const or type(val.obj) is not int:
         return False
-    if isinstance(val.extra, dict) and "sym" in val.extra:
+    if val.payload(SymInt) is not None:
         return True
     return val.expr is not None and any(is_symbolic(a) for a in val.expr[1])
 
@@ -296,7 +308,7 @@ class ShapeTracker:
     def sym_val(self, real: int, node: fx.Node, sym: Any) -> Val:
         """A symbolic int: value ``real``, computed in the graph by ``node``."""
         node.meta[FAKE] = sym
-        return Val(real, extra={"scalar_fx": node, "sym": sym})
+        return Val(real, payload=SymInt(node, sym))
 
 
 def _fake_tensor(cap: Capture, val: Val) -> tuple[ShapeTracker, fx.Node, Any] | None:
@@ -354,12 +366,12 @@ def sym_node(cap: Capture, val: Val) -> fx.Node | None:
     tracker = cap.shapes
     if tracker is None or not is_symbolic(val):
         return None
-    extra = val.extra
-    if isinstance(extra, dict) and "sym" in extra:
-        if tracker.is_static(extra["sym"]):
+    known = val.payload(SymInt)
+    if known is not None:
+        if tracker.is_static(known.sym):
             val.const = True
             return None
-        node: fx.Node = extra["scalar_fx"]
+        node: fx.Node = known.fx
         return node
     assert val.expr is not None
     fn, args = val.expr
@@ -375,13 +387,13 @@ def sym_node(cap: Capture, val: Val) -> fx.Node | None:
             syms.append(a.obj)
         else:
             fx_args.append(n)
-            syms.append(a.extra["sym"])
+            syms.append(a.require(SymInt).sym)
     try:
         sym = fn(*syms)
     except Exception:
         return None
     node = cap.rec.call("call_function", fn, tuple(fx_args), {})
-    val.extra = {"scalar_fx": node, "sym": sym}
+    val.set_payload(SymInt(node, sym))
     node.meta[FAKE] = sym
     return node
 

@@ -32,13 +32,14 @@ import torch
 
 from magpy_refgraph import Unsupported
 
-from .values import Val
+from .values import ScalarFx, Val
 
 if TYPE_CHECKING:
     from .capture import Capture
 
 __all__ = [
     "Assumption",
+    "Speculated",
     "assume_outcome",
     "draws_random",
     "is_random",
@@ -49,6 +50,17 @@ __all__ = [
     "speculated",
     "truth_of_tensor",
 ]
+
+
+class Speculated(ScalarFx):
+    """A tensor's value read into Python (``t.item()``), not yet assumed: ``fx`` is the graph
+    node that computes it, ``reason`` the graph break it would be without speculation, where."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, fx: Any, reason: str) -> None:
+        super().__init__(fx)
+        self.reason = reason
 
 
 @attrs.define
@@ -92,7 +104,7 @@ def speculated(val: Val) -> bool:
     """``val`` is a speculated read not yet assumed, or Python arithmetic over one."""
     if val.const:
         return False
-    if isinstance(val.extra, dict) and "speculated" in val.extra:
+    if val.payload(Speculated) is not None:
         return True
     return val.expr is not None and any(speculated(a) for a in val.expr[1])
 
@@ -119,7 +131,7 @@ def speculate_read(cap: Capture, node: Any, result: Any, reason: str) -> Val:
     if not cap.speculate:
         raise _break(cap, reason)
     file, line = cap.location or ("", 0)
-    return Val(result, extra={"scalar_fx": node, "speculated": f"{reason} ({file}:{line})"})
+    return Val(result, payload=Speculated(node, f"{reason} ({file}:{line})"))
 
 
 _MAX_LIST = 64  # elements of a ``t.tolist()`` read one by one (each may become a check)
@@ -144,7 +156,7 @@ def read_list(cap: Capture, t: Val, result: Any, reason: str) -> Val:
     def element(index: tuple[int, ...], value: Any) -> Val:
         x = rec.call("call_function", operator.getitem, (base, index), {})
         x = python_number(cap, x, type(value), floating)
-        return Val(value, extra={"scalar_fx": x, "speculated": where})
+        return Val(value, payload=Speculated(x, where))
 
     if obj.ndim == 1:
         items = [element((i,), v) for i, v in enumerate(result)]
@@ -183,7 +195,8 @@ def truth_of_tensor(cap: Capture, t: Val, reason: str) -> bool:
 
 def pin(cap: Capture, val: Val) -> None:
     """A use of speculated ``val``'s exact value outside the graph: assume that value."""
-    assume(cap, val.extra["scalar_fx"], val.obj, val.extra["speculated"], truth=False)
+    read = val.require(Speculated)
+    assume(cap, read.fx, val.obj, read.reason, truth=False)
     cap.assumed_const(val)
 
 
@@ -194,7 +207,7 @@ def assume_outcome(cap: Capture, val: Val) -> bool:
     if node is None:
         return False
     leaf = _first_read(val)
-    assume(cap, node, bool(val.obj), f"a branch on {leaf.extra['speculated']}", truth=True)
+    assume(cap, node, bool(val.obj), f"a branch on {leaf.require(Speculated).reason}", truth=True)
     if type(val.obj) is bool:
         cap.assumed_const(val)  # the outcome is the value
     return True
@@ -223,7 +236,7 @@ def assume_shape(cap: Capture, val: Val) -> None:
 
 
 def _first_read(val: Val) -> Val:
-    if isinstance(val.extra, dict) and "speculated" in val.extra:
+    if val.payload(Speculated) is not None:
         return val
     assert val.expr is not None
     return next(_first_read(a) for a in val.expr[1] if speculated(a))

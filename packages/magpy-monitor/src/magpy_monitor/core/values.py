@@ -11,9 +11,26 @@ from __future__ import annotations
 
 import collections
 import types
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-__all__ = ["UNBOUND", "AppendLog", "Val", "plain_container"]
+from magpy_refgraph import InternalError
+
+if TYPE_CHECKING:
+    from torch.fx import Node
+
+__all__ = [
+    "UNBOUND",
+    "AppendLog",
+    "BoundMethod",
+    "Construction",
+    "Instance",
+    "MadeFunction",
+    "PackedArgs",
+    "Payload",
+    "ScalarFx",
+    "Val",
+    "plain_container",
+]
 
 # what reading a container's contents runs: none of it may be Python for observe() to guard
 # the contents as the builtin base's
@@ -59,6 +76,17 @@ class AppendLog:
         self.values: list[Val] = []
 
 
+class Payload:
+    """What one kind of shadow value carries besides its object: the base of the payload
+    classes. The generic ones are below; the others live with the layer whose concept they
+    are (an iterator's state in ``bytecode/iteration``, a set's in ``pyobj/setstate``...)."""
+
+    __slots__ = ()
+
+
+P = TypeVar("P", bound=Payload)
+
+
 class Val:
     """One shadow value.
 
@@ -68,10 +96,11 @@ class Val:
     tensor. ``expr``: ``(fn, args)`` when the value was computed by a pure function of other
     ``Val``s and can be replayed. ``const``: the value is a constant of the program (a literal, or
     fixed by a guard). ``items``/``attrs``: known contents of containers/objects.
-    ``extra``: small per-kind data (bound-method self, function closure, iterator state).
+    ``payload``: what one kind of value carries besides (a bound method's ``self``, a made
+    function's closure, an iterator's state): one ``Payload``, read with ``payload(Kind)``.
     """
 
-    __slots__ = ("_items", "attrs", "const", "expr", "external", "extra", "fx", "node", "obj")
+    __slots__ = ("_items", "_payload", "attrs", "const", "expr", "external", "fx", "node", "obj")
 
     def __init__(
         self,
@@ -83,7 +112,7 @@ class Val:
         expr: tuple[Any, tuple[Val, ...]] | None = None,
         node: Any = None,
         items: Any = None,
-        extra: Any = None,
+        payload: Payload | None = None,
     ) -> None:
         self.obj = obj
         self.const = const
@@ -93,7 +122,23 @@ class Val:
         self.node = node
         self._items = items
         self.attrs: dict[str, Val] | None = None
-        self.extra = extra
+        self._payload = payload
+
+    def payload(self, kind: type[P]) -> P | None:
+        """The payload if it is a ``kind`` (``payload(Payload)``: any payload), else None."""
+        p = self._payload
+        return p if isinstance(p, kind) else None
+
+    def require(self, kind: type[P]) -> P:
+        """The payload, which must be a ``kind`` (the caller has checked what ``self`` is)."""
+        p = self._payload
+        if not isinstance(p, kind):
+            raise InternalError(f"{self!r} carries {p!r}, not a {kind.__name__}")
+        return p
+
+    def set_payload(self, payload: Payload | None) -> None:
+        """Replace the payload (None: the value carries none any more)."""
+        self._payload = payload
 
     @property
     def items(self) -> Any:
@@ -118,3 +163,64 @@ class Val:
         if len(text) > 40:
             text = text[:37] + "..."
         return f"Val({text}{', ' if tags else ''}{', '.join(tags)})"
+
+
+# ---------------------------------------------------------------------- generic payloads
+class BoundMethod(Payload):
+    """A bound method read during the run: the shadow of its ``__self__``."""
+
+    __slots__ = ("self_val",)
+
+    def __init__(self, self_val: Val) -> None:
+        self.self_val = self_val
+
+
+class PackedArgs(Payload):
+    """The ``*args`` tuple or ``**kwargs`` dict bound for a call the monitor follows: CPython
+    builds the real object when the frame starts, and ``calls._fresh`` swaps it in."""
+
+    __slots__ = ()
+
+
+class ScalarFx(Payload):
+    """A Python number the graph computes (a promoted scalar, or arithmetic over such):
+    ``fx`` is its graph node. ``shapes.SymInt`` and ``speculation.Speculated`` are kinds of it."""
+
+    __slots__ = ("fx",)
+
+    def __init__(self, fx: Node) -> None:
+        self.fx = fx
+
+
+class MadeFunction(Payload):
+    """A function MAKE_FUNCTION made during the run: the shadows of its closure's cells, its
+    ``__defaults__`` tuple and its ``__kwdefaults__`` dict (None where it has none)."""
+
+    __slots__ = ("cells", "defaults", "kwdefaults")
+
+    def __init__(
+        self, cells: list[Val] | None, defaults: Val | None, kwdefaults: Val | None
+    ) -> None:
+        self.cells, self.defaults, self.kwdefaults = cells, defaults, kwdefaults
+
+
+class Instance(Payload):
+    """An instance of a plain class built during the run (``pyobj/instances``): the shadow of
+    its class, and that of its ``__dict__`` once the run has read it (kept in step with its
+    attributes by ``Capture.set_attr``/``del_attr``)."""
+
+    __slots__ = ("cls_val", "dict_view")
+
+    def __init__(self, cls_val: Val) -> None:
+        self.cls_val = cls_val
+        self.dict_view: Val | None = None
+
+
+class Construction(Payload):
+    """An object the mock rebuilds by calling its class again (a dataclass, a namedtuple,
+    ``pyobj/objects``): the class and the shadows of the arguments it was built from."""
+
+    __slots__ = ("cls", "kwargs", "pos")
+
+    def __init__(self, cls: type, pos: list[Val], kwargs: dict[str, Val]) -> None:
+        self.cls, self.pos, self.kwargs = cls, pos, kwargs

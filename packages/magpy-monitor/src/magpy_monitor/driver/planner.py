@@ -31,6 +31,7 @@ from magpy_refgraph import (
     FromPath,
     GraphOut,
     GuardKind,
+    IterLen,
     Plan,
     Recipe,
     ReplaceContents,
@@ -44,13 +45,17 @@ from magpy_refgraph import (
 )
 
 from ..bytecode.closures import function_recipe, is_made_function
-from ..bytecode.exceptions import reenter_grad_context
+from ..bytecode.exceptions import GradExit, reenter_grad_context
+from ..bytecode.iteration import AheadIterator, IteratorState, LazyRange
 from ..core.capture import Capture
+from ..core.shapes import SymInt
+from ..core.speculation import Speculated
 from ..core.values import Val
 from ..core.valuetypes import is_value_type
 from ..cpython.frameio import NULL
 from ..libs.stdlib.pyenv import check_context_vars
-from ..pyobj.classes import MADE_CLASS, class_escapes
+from ..pyobj.classes import MadeClass, class_escapes
+from ..pyobj.contexts import ContextExit, PythonExit
 from ..pyobj.instances import is_pyobj, object_recipe
 from ..pyobj.objects import ctor_recipe, python_tuple_new
 from ..pyobj.sets import rebuild_check
@@ -120,11 +125,11 @@ class _Planner:
             if v.const and is_value_type(obj):
                 return Constant(obj)
             return FromPath(self.cap.paths[v.node])
-        if not v.const and isinstance(v.extra, dict) and "sym" in v.extra:
-            return self.graph_out(v.extra["scalar_fx"])  # a size that follows a dynamic dim
-        if not v.const and isinstance(v.extra, dict) and "speculated" in v.extra:
+        if not v.const and (sym := v.payload(SymInt)) is not None:
+            return self.graph_out(sym.fx)  # a size that follows a dynamic dim
+        if not v.const and (read := v.payload(Speculated)) is not None:
             # a tensor's value read into Python: this call's value, from its 0-d graph output
-            return Apply(Constant(_ITEM), (self.graph_out(v.extra["scalar_fx"]),))
+            return Apply(Constant(_ITEM), (self.graph_out(read.fx),))
         if v.expr is not None and not v.const:
             fn, args = v.expr
             return Apply(Constant(fn), tuple(self.recipe(a) for a in args))
@@ -135,7 +140,7 @@ class _Planner:
             return object_recipe(v, self.recipe)
         if is_made_function(v):  # a nested def or lambda: a new function for every call
             return function_recipe(v, self.recipe)
-        if isinstance(v.extra, dict) and MADE_CLASS in v.extra:
+        if v.payload(MadeClass) is not None:
             raise class_escapes(v)
         if v.items is not None:
             return self._build(v)
@@ -145,39 +150,33 @@ class _Planner:
             obj, types.FunctionType | types.BuiltinFunctionType | type | types.ModuleType
         ):
             return Constant(obj)
-        if isinstance(v.extra, dict):
-            special = self._special(v)
-            if special is not None:
-                return special
+        special = self._special(v)
+        if special is not None:
+            return special
         raise Unsupported(f"cannot rebuild a {type(obj).__name__} created during the run")
 
     def _special(self, v: Val) -> Recipe | None:
         """Iterators over known containers, and a context manager's ``__exit__``."""
-        extra = v.extra
-        if "grad_exit" in extra:
-            args = (
-                Constant(extra["grad_cls"]),
-                Constant(extra["grad_mode"]),
-                Constant(extra["grad_exit"]),
-            )
+        if (grad := v.payload(GradExit)) is not None:
+            args = (Constant(grad.cls), Constant(grad.mode), Constant(grad.prev))
             return Apply(Constant(reenter_grad_context), args)
-        if "ctx_exit" in extra:  # a modelled context manager's __exit__ (``_contexts``)
-            again = extra["ctx_exit"].reenter()
+        if (block := v.payload(ContextExit)) is not None:  # a modelled context's __exit__
+            again = block.model.reenter()
             if again is None:
                 raise Unsupported(f"a segment ending inside a {type(v.obj.__self__).__name__}")
             fn, fn_args = again
             return Apply(Constant(fn), tuple(Constant(a) for a in fn_args))
-        if "exit_of" in extra:  # a Python context manager's bound __exit__
-            return Apply(Constant(getattr), (self.recipe(extra["exit_of"]), Constant("__exit__")))
-        if "lazy_range" in extra:  # an untouched iterator over a range of a dynamic length
-            return Build(id(v), BuildKind.ITER, (self.recipe(extra["lazy_range"]),), (0,))
-        base = extra.get("base")
-        if "iter" in extra and base is not None and type(v.obj) in _REBUILDABLE_ITERATORS:
+        if (bound := v.payload(PythonExit)) is not None:  # a Python context's __exit__
+            return Apply(Constant(getattr), (self.recipe(bound.self_val), Constant("__exit__")))
+        if (lazy := v.payload(LazyRange)) is not None:  # untouched, over a dynamic range
+            return Build(id(v), BuildKind.ITER, (self.recipe(lazy.range_val),), (0,))
+        it = v.payload(IteratorState)
+        if it is not None and it.base is not None and type(v.obj) in _REBUILDABLE_ITERATORS:
             reduced = v.obj.__reduce__()
             pos = reduced[2] if len(reduced) > 2 else 0
-            if pos != extra["pos"]:
+            if pos != it.pos:
                 raise Unsupported("iterator position disagrees with the shadow")
-            return Build(id(v), BuildKind.ITER, (self.recipe(base),), (pos,))
+            return Build(id(v), BuildKind.ITER, (self.recipe(it.base),), (pos,))
         return None
 
     def _tensor(self, v: Val) -> Recipe:
@@ -288,11 +287,11 @@ class _Planner:
 
 def _advance(cap: Capture, it: Val) -> WriteBack | None:
     """Guard how many values a pre-existing iterator has left; advance it as the run did."""
-    state = it.extra
-    cap.graph.observe(it.node, GuardKind.CUSTOM, ("iter_len", state["exhausted"], state["pos"]))
-    if not state["pos"]:
+    state = it.require(AheadIterator)
+    cap.graph.observe(it.node, GuardKind.CUSTOM, IterLen(state.exhausted, state.pos))
+    if not state.pos:
         return None
-    return AdvanceIter(FromPath(cap.paths[it.node]), state["pos"])
+    return AdvanceIter(FromPath(cap.paths[it.node]), state.pos)
 
 
 def _identity_aliases(cap: Capture) -> list[tuple[Any, Any]]:

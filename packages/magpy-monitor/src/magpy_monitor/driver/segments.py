@@ -30,6 +30,7 @@ from magpy_refgraph import Local, MagPyError, Plan, Unsupported
 from ..core.capture import Capture
 from ..core.frame import (
     CalleeSite,
+    CellBox,
     FrameKind,
     FrameMonitor,
     LoopHead,
@@ -371,8 +372,7 @@ def _stored_locals(root: FrameMonitor) -> tuple[tuple[tuple[str, str], ...], lis
         v = root.fast[i]
         name = names[i]
         if name in free or name in cells:
-            box = v.extra
-            content = box.content
+            content = v.require(CellBox).content
             kind = "free" if name in free else "cell"
         else:
             content, kind = v, "fast"

@@ -19,9 +19,9 @@ from typing import Any, cast
 from magpy_refgraph import InternalError, MagPyError, Unsupported
 
 from ..bytecode.exceptions import on_exception
-from ..core.calls import _closure
+from ..core.calls import GeneratorState, _closure
 from ..core.capture import Capture
-from ..core.frame import FrameKind, FrameMonitor, Pending, initial_fast
+from ..core.frame import Callback, FrameKind, FrameMonitor, Pending, initial_fast
 from ..core.values import Val
 from ..core.valuetypes import is_value_type
 from ..cpython.code import positional_count
@@ -103,7 +103,8 @@ class Monitor:
         the callable's own ``bind(frame)`` says, when its shadow has one)."""
         code = frame.f_code
         n = positional_count(code)
-        bind = fn_val.extra.get("bind") if isinstance(fn_val.extra, dict) else None
+        callback = fn_val.payload(Callback)
+        bind = callback.bind if callback is not None else None
         bound: dict[str, Val] = bind(frame) if bind is not None else {}
         for name in code.co_varnames[:n] if bind is None else ():
             obj = frame.f_locals[name]
@@ -128,17 +129,16 @@ class Monitor:
     ) -> TraceFn | None:
         if top.pending is None:
             raise top.unsupported("generator resumed outside an instruction")
-        state: dict[str, Any] = gen.extra
-        mon: FrameMonitor | None = state["monitor"]
+        state = gen.require(GeneratorState)
+        mon = state.monitor
         if mon is None:
-            bound, closure = state["gen"]
             mon = FrameMonitor(
                 self.cap,
                 frame,
-                initial_fast(self.cap, frame, bound, closure),
+                initial_fast(self.cap, frame, state.bound, state.closure),
                 kind=FrameKind.GENERATOR,
             )
-            state["monitor"] = mon
+            state.monitor = mon
         else:
 
             def sent(real: list[Any]) -> list[Val]:
@@ -232,8 +232,8 @@ class Monitor:
             mon.frame.f_trace = None
             mon.frame.f_trace_opcodes = False
         for gen in self.cap.gen_frames.values():
-            state = gen.extra
-            mon = state.get("monitor") if isinstance(state, dict) else None
+            state = gen.payload(GeneratorState)
+            mon = state.monitor if state is not None else None
             if mon is not None:
                 mon.frame.f_trace = None
                 mon.frame.f_trace_opcodes = False

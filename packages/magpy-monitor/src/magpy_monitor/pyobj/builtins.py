@@ -41,7 +41,7 @@ from ..core.registry import (
     BuiltinHandler,
     register_builtin,
 )
-from ..core.shapes import size_vals
+from ..core.shapes import SymInt, size_vals
 from ..core.speculation import read_value, truth_of_tensor
 from ..core.values import Val
 from ..core.valuetypes import is_value_type
@@ -298,10 +298,7 @@ def _range(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> N
     if (
         not kw
         and all(type(v.obj) is int for v in pos)
-        and any(
-            not v.const and ((isinstance(v.extra, dict) and "sym" in v.extra) or v.external)
-            for v in pos
-        )
+        and any(not v.const and (v.payload(SymInt) is not None or v.external) for v in pos)
     ):
         # range() over a dynamic size or an int read from outside is not specialised yet: its
         # values are read (and its bounds guarded) only when a loop takes one (see

@@ -33,12 +33,21 @@ from ..core.attributes import load_attr
 from ..core.calls import _closure
 from ..core.frame import CellBox, FrameMonitor, Inst, initial_fast
 from ..core.registry import opcode, register_builtin
-from ..core.values import Val
+from ..core.values import Payload, Val
 from .collections import put_item
 
-__all__ = ["MADE_CLASS", "class_escapes"]
+__all__ = ["MadeClass", "class_escapes"]
 
-MADE_CLASS = "made_class"  # Val.extra key of a class built in the run: its namespace shadow
+
+class MadeClass(Payload):
+    """A class a class statement built in the run: the shadow of the namespace its body
+    filled, and those of its bases (guarded by the statement)."""
+
+    __slots__ = ("bases", "namespace")
+
+    def __init__(self, namespace: Val, bases: list[Val]) -> None:
+        self.namespace, self.bases = namespace, bases
+
 
 # entries type() turns into something else in the class dict (implicit classmethod and
 # staticmethod wrappers), or consumes
@@ -107,14 +116,15 @@ def _build_class(m: FrameMonitor, inst: Inst, pos: list[Val], kwargs: dict[str, 
             raise m.unsupported(f"class {name} was built other than the monitor saw")
         ns = seen[0].namespace
         assert ns is not None and isinstance(ns.items, dict)
-        made = cap.new(cls, extra={MADE_CLASS: ns, "bases": bases})
+        made = cap.new(cls, payload=MadeClass(ns, bases))
         made.attrs = {}
         real_dict = vars(cls)
         for key, (_, value) in ns.items.items():
             if key == "__classcell__":  # type() fills the cell with the class
-                if not isinstance(value.extra, CellBox) or value.obj.cell_contents is not cls:
+                cell = value.payload(CellBox)
+                if cell is None or value.obj.cell_contents is not cls:
                     raise m.unsupported(f"class {name}: __classcell__ disagrees with the shadow")
-                value.extra.content = made
+                cell.content = made
             elif key == "__qualname__":  # type() takes it out of the class dict
                 if cls.__qualname__ != value.obj:
                     raise m.unsupported(f"class {name}: __qualname__ disagrees with the shadow")
@@ -136,7 +146,7 @@ def class_attr(m: FrameMonitor, cls_val: Val, name: str, real: Any) -> Val:
     if name in ("__name__", "__qualname__") or (name == "__doc__" and real is None):
         return m.cap.const(real)  # from the class statement's constants
     owner = next((k for k in cls.__mro__[1:] if name in vars(k)), None)
-    bases: list[Val] = cls_val.extra["bases"]
+    bases = cls_val.require(MadeClass).bases
     base = next((b for b in bases if owner is not None and owner in b.obj.__mro__), None)
     if base is None or getattr(base.obj, name) is not real:
         raise m.unsupported(f"attribute {name!r} of the class {cls.__qualname__} made in the run")

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import types
 import warnings
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 import torch.autograd.profiler as prof
@@ -46,13 +46,55 @@ from magpy_refgraph import Attr, Const
 from ..core import registry
 from ..core.frame import FrameMonitor, Inst
 from ..core.registry import register_builtin
-from ..core.values import Val
+from ..core.values import BoundMethod, Payload, Val
 from .instances import follow, lookup
 
-__all__ = ["before_with", "context_exit", "is_python_context_class"]
+__all__ = [
+    "ContextExit",
+    "ModelledContext",
+    "PythonExit",
+    "before_with",
+    "context_exit",
+    "is_python_context_class",
+]
 
-_CTX = "ctx_state"  # Val.extra key of a modelled context manager
-EXIT = "ctx_exit"  # Val.extra key of the bound __exit__ of a modelled context manager
+
+class BlockModel(Protocol):
+    """How the monitor models the block of one kind of context manager (``_WarningsBlock``,
+    ``_RecordFunction``, ``_Autocast``): entering it, leaving it, and what re-enters it for a
+    frame resuming inside the block (``(fn, args)``; None: it cannot be)."""
+
+    def enter(self, m: FrameMonitor, inst: Inst, ctx: Val) -> None: ...
+
+    def exit(self, m: FrameMonitor, inst: Inst) -> None: ...
+
+    def reenter(self) -> tuple[Any, tuple[Any, ...]] | None: ...
+
+
+class ModelledContext(Payload):
+    """A context manager made in the run whose block the monitor models."""
+
+    __slots__ = ("model",)
+
+    def __init__(self, model: BlockModel) -> None:
+        self.model = model
+
+
+class ContextExit(Payload):
+    """The bound ``__exit__`` of a modelled context manager's block (``model`` leaves it, and
+    re-enters it for a frame resuming inside the block)."""
+
+    __slots__ = ("model",)
+
+    def __init__(self, model: BlockModel) -> None:
+        self.model = model
+
+
+class PythonExit(BoundMethod):
+    """The bound ``__exit__`` of a context manager written in Python (``self_val``: the
+    manager): called like any method of it, and rebuilt by the mock from it."""
+
+    __slots__ = ()
 
 
 def _python_protocol(cls: type) -> tuple[types.FunctionType, types.FunctionType] | None:
@@ -82,7 +124,7 @@ def _follow_enter(m: FrameMonitor, inst: Inst, ctx: Val, enter: types.FunctionTy
 
     def outputs(real: list[Any], entered: Val) -> list[Val]:
         # the bound __exit__: called like any method of ctx (the mock can rebuild it from ctx)
-        return [Val(real[0], extra={"self": ctx, "exit_of": ctx}), entered]
+        return [Val(real[0], payload=PythonExit(ctx)), entered]
 
     follow(m, inst, enter, [ctx], 2, outputs)
 
@@ -91,9 +133,9 @@ def _follow_enter(m: FrameMonitor, inst: Inst, ctx: Val, enter: types.FunctionTy
 @registry.BEFORE_WITH.provide
 def before_with(m: FrameMonitor, inst: Inst, ctx: Val) -> None:
     """BEFORE_WITH on ``ctx`` (already popped), any context manager but grad mode's."""
-    state = ctx.extra.get(_CTX) if isinstance(ctx.extra, dict) else None
+    state = ctx.payload(ModelledContext)
     if state is not None:
-        state.enter(m, inst, ctx)
+        state.model.enter(m, inst, ctx)
         return
     cls = type(ctx.obj)
     if lookup(cls, "__enter__") in _NATIVE_ENTERS:
@@ -106,7 +148,7 @@ def before_with(m: FrameMonitor, inst: Inst, ctx: Val) -> None:
 
 def context_exit(m: FrameMonitor, inst: Inst, fn_val: Val, pos: list[Val]) -> bool:
     """The call of a modelled context manager's ``__exit__``; False if ``fn_val`` is none."""
-    state = fn_val.extra.get(EXIT) if isinstance(fn_val.extra, dict) else None
+    state = fn_val.payload(ContextExit)
     if state is None:
         fn = fn_val.obj
         if type(fn) is types.MethodType and fn.__func__ in _NATIVE_EXITS:
@@ -116,7 +158,7 @@ def context_exit(m: FrameMonitor, inst: Inst, fn_val: Val, pos: list[Val]) -> bo
         return False
     if not all(v.obj is None for v in pos):
         raise m.unsupported("__exit__ called with an exception")
-    state.exit(m, inst)
+    state.model.exit(m, inst)
     return True
 
 
@@ -136,7 +178,7 @@ class _WarningsBlock:
         block = _WarningsBlock(self.kwargs)
 
         def make(real: list[Any]) -> list[Val]:
-            return [Val(real[0], extra={EXIT: block}), m.cap.const(real[1])]
+            return [Val(real[0], payload=ContextExit(block)), m.cap.const(real[1])]
 
         m.expect_outputs(inst, 2, make)
 
@@ -174,16 +216,16 @@ def _catch_warnings(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, V
         raise m.unsupported("warnings turned into errors (the graph would not raise them)")
     registry.NOTE_CATCH_WARNINGS.impl(m)  # (not in a record that replays a warning)
     state = _WarningsBlock(kwargs)
-    m.expect_outputs(inst, 1, lambda real: [m.cap.new(real[0], extra={_CTX: state})])
+    m.expect_outputs(inst, 1, lambda real: [m.cap.new(real[0], payload=ModelledContext(state))])
 
 
 def _innermost_warnings_block(m: FrameMonitor) -> _WarningsBlock | None:
     """The innermost ``catch_warnings`` block the run is in (its ``__exit__`` on a stack)."""
     for mon in reversed(m.cap.frames):
         for v in reversed(mon.stack):
-            state = v.extra.get(EXIT) if isinstance(v.extra, dict) else None
-            if isinstance(state, _WarningsBlock):
-                return state
+            state = v.payload(ContextExit)
+            if state is not None and isinstance(state.model, _WarningsBlock):
+                return state.model
     return None
 
 
@@ -234,7 +276,7 @@ class _RecordFunction:
         cap.observe(cap.child(module, Attr("_is_profiler_enabled"), prof._is_profiler_enabled))
 
         def make(real: list[Any]) -> list[Val]:
-            return [Val(real[0], extra={EXIT: self}), _entered(m, ctx, real[1])]
+            return [Val(real[0], payload=ContextExit(self)), _entered(m, ctx, real[1])]
 
         m.expect_outputs(inst, 2, make)
 
@@ -260,7 +302,7 @@ def _record_function(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, 
 
     def make(real: list[Any]) -> list[Val]:
         ctx = real[0]
-        return [m.cap.new(ctx, extra={_CTX: _RecordFunction(ctx.name, ctx.args)})]
+        return [m.cap.new(ctx, payload=ModelledContext(_RecordFunction(ctx.name, ctx.args)))]
 
     m.expect_outputs(inst, 1, make)
 
@@ -282,7 +324,7 @@ class _Autocast:
                 {},
                 effect=True,
             )
-            return [Val(real[0], extra={EXIT: block}), _entered(m, ctx, real[1])]
+            return [Val(real[0], payload=ContextExit(block)), _entered(m, ctx, real[1])]
 
         m.expect_outputs(inst, 2, make)
 
@@ -310,7 +352,7 @@ def _autocast(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -
         if ctx._enabled:
             raise m.unsupported("torch.autocast enabled (only enabled=False is modelled)")
         state = _Autocast(ctx.device, ctx.fast_dtype, ctx._cache_enabled)
-        return [m.cap.new(ctx, extra={_CTX: state})]
+        return [m.cap.new(ctx, payload=ModelledContext(state))]
 
     m.expect_outputs(inst, 1, make)
 

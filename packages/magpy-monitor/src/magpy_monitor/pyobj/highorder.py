@@ -27,19 +27,33 @@ from ..bytecode.iteration import (
 from ..core import registry
 from ..core.calls import _fresh, bind_args, method_self, pure_call
 from ..core.dispatch import dispatch_call
-from ..core.frame import FrameMonitor, Inst, Pending
+from ..core.frame import Callback, FrameMonitor, Inst, Pending
 from ..core.registry import BUILTIN_HANDLERS, METHOD_HANDLERS, register_builtin
-from ..core.values import Val
+from ..core.values import Payload, Val
 from ..core.valuetypes import is_value_type
 from .builtins import tuple_list
 
-__all__ = ["consume", "unpack_lazy"]
+__all__ = ["LazyMap", "consume", "unpack_lazy"]
 
 Then = Callable[[list[Val], Any, Pending], Val]
 
 
-def _lazy(v: Val) -> dict[str, Any] | None:
-    return v.extra if isinstance(v.extra, dict) and "lazy" in v.extra else None
+class LazyMap(Payload):
+    """A ``map(fn, ...)`` or ``filter(fn, ...)`` (``kind``) made in the run, not consumed yet:
+    the values it will apply ``fn`` to (None: unknown), or the ``source`` it draws them from
+    when it is consumed; ``drawn``: it was consumed (a second use finds it exhausted)."""
+
+    __slots__ = ("drawn", "fn", "items", "kind", "source")
+
+    def __init__(
+        self, kind: str, fn: Val, items: list[Val] | None, source: Val | None = None
+    ) -> None:
+        self.kind, self.fn, self.items, self.source = kind, fn, items, source
+        self.drawn = False
+
+
+def _lazy(v: Val) -> LazyMap | None:
+    return v.payload(LazyMap)
 
 
 def consume(
@@ -114,7 +128,7 @@ def _consume_lazy(
     m: FrameMonitor,
     inst: Inst,
     src: Val,
-    lazy: dict[str, Any],
+    lazy: LazyMap,
     then: Any,
     outputs: int | None = None,
     *,
@@ -122,23 +136,22 @@ def _consume_lazy(
 ) -> Pending:
     """``outputs``: the instruction pushes that many values (``then`` returns them), else one.
     ``in_order``: the instruction's result holds the produced values in order."""
-    fn_val: Val = lazy["fn"]
-    items: list[Val] | None = lazy["items"]
-    if "source" in lazy:
+    fn_val, items, source = lazy.fn, lazy.items, lazy.source
+    if source is not None:
         # the values are drawn now, from what the source holds now (a list may have grown,
         # an iterator advanced, since the map was made); a second use finds it exhausted
-        source = lazy.pop("source")
-        items = lazy["items"] = iter_items(m, source)
+        lazy.source = None
+        items = lazy.items = iter_items(m, source)
         exhaust(m, source)
-    elif lazy.get("drawn"):
-        items = lazy["items"] = []
-    lazy["drawn"] = True
+    elif lazy.drawn:
+        items = lazy.items = []
+    lazy.drawn = True
     if items is None:
-        raise m.unsupported(f"{lazy['lazy']}() over an iterable of unknown contents")
+        raise m.unsupported(f"{lazy.kind}() over an iterable of unknown contents")
     native = not _is_python(fn_val.obj)
 
     def make(real: list[Any]) -> list[Val]:
-        if native and outputs is not None and lazy["lazy"] == "map":
+        if native and outputs is not None and lazy.kind == "map":
             if len(items) != outputs:
                 raise m.unsupported(f"unpacking {len(items)} values into {outputs}")
             # the values UNPACK_SEQUENCE pushed are the calls' own results (last on top)
@@ -146,7 +159,7 @@ def _consume_lazy(
                 _native_apply(m, fn_val.obj, [v], real=r)
                 for v, r in zip(items, real[::-1], strict=True)
             ]
-        elif native and in_order and lazy["lazy"] == "map" and len(real[0]) == len(items):
+        elif native and in_order and lazy.kind == "map" and len(real[0]) == len(items):
             # (the very objects native code made: tuple(map(list, rows)))
             pairs = zip(items, real[0], strict=True)
             results = [_native_apply(m, fn_val.obj, [v], real=r) for v, r in pairs]
@@ -154,7 +167,7 @@ def _consume_lazy(
             results = [_native_apply(m, fn_val.obj, [v]) for v in items]
         else:
             results = list(p.callback_results)
-        if lazy["lazy"] == "map":
+        if lazy.kind == "map":
             produced = results
         else:
             for r in results:
@@ -204,7 +217,7 @@ def follow_callbacks(
                 raise m.unsupported(f"{target.__qualname__} called back with other arguments")
         return bound
 
-    p.callbacks[target.__code__] = Val(target, extra={"bind": bind})
+    p.callbacks[target.__code__] = Val(target, payload=Callback(bind))
 
 
 def _same_value(a: Any, b: Any) -> bool:
@@ -429,8 +442,8 @@ def _lazy_handler(kind: str) -> Callable[[FrameMonitor, Inst, list[Val], dict[st
             raise m.unsupported(f"{kind}() over an iterable of unknown contents")
         m.cap.observe_identity(fn_val)
         # (an iterator it draws from is left exhausted once the map is consumed, always whole)
-        extra = {"lazy": kind, "fn": fn_val, "items": items, "source": pos[1]}
-        m.expect_outputs(inst, 1, lambda real: [m.cap.new(real[0], extra=extra)])
+        lazy = LazyMap(kind, fn_val, items, pos[1])
+        m.expect_outputs(inst, 1, lambda real: [m.cap.new(real[0], payload=lazy)])
 
     return handle
 

@@ -33,15 +33,15 @@ from ..bytecode.subscripts import store_item
 from ..core import registry
 from ..core.attributes import load_attr
 from ..core.calls import _closure, _fresh, bind_args
-from ..core.frame import FrameMonitor, Inst, initial_fast
+from ..core.frame import Callback, FrameMonitor, Inst, initial_fast
 from ..core.registry import BUILTIN_HANDLERS, METHOD_HANDLERS
-from ..core.values import Val
+from ..core.values import Instance, Val
 from ..core.valuetypes import FROZEN_MODULE_ROOTS
 from ..cpython.frameio import NULL
+from .classes import MadeClass
 from .collections import put_item
 
 __all__ = [
-    "PYOBJ",
     "construct_object",
     "follow",
     "getattr_followed",
@@ -56,8 +56,6 @@ __all__ = [
     "store_attr_followed",
     "store_item_followed",
 ]
-
-PYOBJ = "pyobj"  # Val.extra key of an instance built during the run: the shadow of its class
 
 _HEAPTYPE = 1 << 9
 # native bases whose instances start empty and whose state the shadow can hold
@@ -111,7 +109,7 @@ def is_plain_class(cls: Any, *, metaclass_call: bool = False) -> bool:
 @registry.IS_PYOBJ.provide
 def is_pyobj(v: Val) -> bool:
     """``v`` is an instance of a plain class built during the run."""
-    return isinstance(v.extra, dict) and PYOBJ in v.extra
+    return v.payload(Instance) is not None
 
 
 def construct_object(
@@ -125,7 +123,7 @@ def construct_object(
     mapping = issubclass(cls, dict)
 
     def shadow(obj: Any) -> Val:
-        v = cap.new(obj, items={} if mapping else None, extra={PYOBJ: cls_val})
+        v = cap.new(obj, items={} if mapping else None, payload=Instance(cls_val))
         v.attrs = {}
         return v
 
@@ -205,7 +203,7 @@ def _native_init(
             raise m.unsupported(f"{cls.__name__}.__setitem__ called on unexpected arguments")
         return {me: made[0], key_name: cap.const(key), value_name: value}
 
-    p.callbacks[code] = Val(setitem, extra={"bind": bind})
+    p.callbacks[code] = Val(setitem, payload=Callback(bind))
 
 
 @registry.FOLLOW.provide
@@ -262,7 +260,7 @@ def load_attr_followed(m: FrameMonitor, inst: Inst, base: Val, name: str) -> boo
     found = python_descriptor(base.obj, name)
     if found is None:
         return False
-    _follow_getter(m, inst, found, base, base.extra[PYOBJ], method=False)
+    _follow_getter(m, inst, found, base, base.require(Instance).cls_val, method=False)
     return True
 
 
@@ -412,11 +410,12 @@ def store_item_followed(m: FrameMonitor, inst: Inst, base: Val, key: Val, value:
 def instance_dict(m: FrameMonitor, base: Val, real: Any) -> Val:
     """``obj.__dict__`` of an object built during the run: a dict whose shadow items are the
     object's attributes, kept in step with them (``Capture.set_attr``/``del_attr``)."""
-    view: Val | None = base.extra.get("dict_val")
+    state = base.require(Instance)
+    view = state.dict_view
     if view is None:
         assert base.attrs is not None
         items = {k: (m.cap.const(k), v) for k, v in base.attrs.items()}
-        view = base.extra["dict_val"] = m.cap.new(real, items=items)
+        view = state.dict_view = m.cap.new(real, items=items)
     return view
 
 
@@ -497,7 +496,7 @@ def _simple_namespace(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str,
     def make(real: list[Any]) -> list[Val]:
         if type(real[0]) is not types.SimpleNamespace or list(vars(real[0])) != list(kw):
             raise m.unsupported("SimpleNamespace() made other attributes")
-        v = m.cap.new(real[0], extra={PYOBJ: cls_val})
+        v = m.cap.new(real[0], payload=Instance(cls_val))
         v.attrs = dict(kw)
         return [v]
 
@@ -522,8 +521,8 @@ def object_recipe(v: Val, recipe: Callable[[Val], Recipe]) -> Recipe:
     """The mock's recipe for ``v``: a new instance of its class holding the rebuilt items and
     attributes the run gave it (checked against the real object's state)."""
     obj = v.obj
-    cls_val: Val = v.extra[PYOBJ]
-    if isinstance(cls_val.extra, dict) and "made_class" in cls_val.extra:
+    cls_val = v.require(Instance).cls_val
+    if cls_val.payload(MadeClass) is not None:
         raise Unsupported(f"an instance of the class {cls_val.obj.__qualname__} made in the run")
     cls = cls_val.obj
     attrs = v.attrs or {}

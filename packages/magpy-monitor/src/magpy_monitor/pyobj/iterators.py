@@ -17,6 +17,7 @@ import torch
 
 from ..bytecode.iteration import (
     Feed,
+    IteratorState,
     is_generator,
     is_known_iterator,
     iter_items,
@@ -47,7 +48,7 @@ def _chain(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> N
         if is_known_iterator(p):
             if any(d[0] is p for d in drawn):
                 raise m.unsupported("itertools.chain over one iterator twice")
-            drawn.append((p, p.extra["pos"], len(items), len(part)))
+            drawn.append((p, p.require(IteratorState).pos, len(items), len(part)))
         items += part
     # after the chain gave k values, a part at ``offset`` of ``n`` values has given
     # min(max(k - offset, 0), n) of them; at the chain's end, all (and was found exhausted)

@@ -22,7 +22,7 @@ import torch
 
 from magpy_refgraph import Item
 
-from ..bytecode.iteration import consume_items
+from ..bytecode.iteration import DictView, consume_items
 from ..core.calls import inline, pure_call
 from ..core.frame import FrameMonitor, Inst
 from ..core.registry import BUILTIN_HANDLERS, METHOD_HANDLERS, BuiltinHandler, register_methods
@@ -37,9 +37,7 @@ __all__: list[str] = []
 def _dict_view(name: str) -> BuiltinHandler:
     def handle(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
         (base,) = pos
-        m.expect_outputs(
-            inst, 1, lambda real: [m.cap.new(real[0], extra={"view": name, "base": base})]
-        )
+        m.expect_outputs(inst, 1, lambda real: [m.cap.new(real[0], payload=DictView(name, base))])
 
     return handle
 

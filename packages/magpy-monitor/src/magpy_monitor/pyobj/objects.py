@@ -30,12 +30,28 @@ from ..bytecode.iteration import consume_items, iter_items
 from ..core.calls import inline
 from ..core.frame import FrameMonitor, Inst
 from ..core.registry import BUILTIN_HANDLERS
-from ..core.values import Val
+from ..core.values import Construction, Payload, Val
 from ..core.valuetypes import is_value_type
 
-__all__ = ["construct", "ctor_of", "ctor_recipe", "is_replayable_class", "item_shadow"]
+__all__ = [
+    "PartialCall",
+    "construct",
+    "ctor_of",
+    "ctor_recipe",
+    "is_replayable_class",
+    "item_shadow",
+]
 
-_CTOR = "ctor"
+
+class PartialCall(Payload):
+    """A ``functools.partial`` built during the run (``libs/torch/tensorctors``): the shadows
+    of its parts. A call is followed as ``func(*args, *more, **keywords, **kw)``; the mock
+    builds it again from them."""
+
+    __slots__ = ("args", "func", "keywords")
+
+    def __init__(self, func: Val, args: list[Val], keywords: dict[str, Val]) -> None:
+        self.func, self.args, self.keywords = func, args, keywords
 
 
 def is_replayable_class(cls: Any) -> bool:
@@ -135,7 +151,7 @@ def construct_namedtuple(
         ]
         if any(i.obj is not x for i, x in zip(items, obj, strict=True)):
             raise m.unsupported(f"{cls.__name__} built from values it does not hold")
-        val = cap.new(obj, items=items, extra={_CTOR: (cls, items, {})})
+        val = cap.new(obj, items=items, payload=Construction(cls, items, {}))
         val.attrs = dict(zip(fields, items, strict=True))
         return [val]
 
@@ -176,12 +192,10 @@ def namedtuple_replace(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str
     m.expect_outputs(inst, 1, make)
 
 
-def ctor_of(v: Val) -> tuple[type, list[Val], dict[str, Val]] | None:
-    """``(class, positional, keyword)`` shadows of the call that built ``v``, if it was one."""
-    if isinstance(v.extra, dict) and _CTOR in v.extra:
-        found: tuple[type, list[Val], dict[str, Val]] = v.extra[_CTOR]
-        return found
-    return None
+def ctor_of(v: Val) -> Construction | None:
+    """The class and the positional and keyword shadows of the call that built ``v``, if it
+    was one."""
+    return v.payload(Construction)
 
 
 def item_shadow(m: FrameMonitor, real: Any, what: str) -> Val:
@@ -213,7 +227,7 @@ def construct(
         items = None
         if isinstance(obj, dict):
             items = {k: (cap.const(k), item_shadow(m, x, cls.__name__)) for k, x in obj.items()}
-        return [cap.new(obj, items=items, extra={_CTOR: (cls, list(pos), dict(kwargs))})]
+        return [cap.new(obj, items=items, payload=Construction(cls, list(pos), dict(kwargs)))]
 
     m.expect_outputs(inst, 1, make)
 
@@ -229,13 +243,13 @@ _construct.__name__ = "construct_dataclass"
 
 def ctor_recipe(v: Val, recipe: Any) -> Recipe | None:
     """The mock's recipe for a replayed construction (``recipe``: the planner's, per value)."""
-    found = ctor_of(v)
-    if found is None and isinstance(v.extra, dict) and "partial" in v.extra:
-        func, given, keywords = v.extra["partial"]  # functools.partial built during the run
-        found = (functools.partial, [func, *given], keywords)
-    if found is None:
+    ctor, partial = ctor_of(v), v.payload(PartialCall)
+    if ctor is not None:
+        cls, pos, kwargs = ctor.cls, ctor.pos, ctor.kwargs
+    elif partial is not None:  # functools.partial built during the run
+        cls, pos, kwargs = functools.partial, [partial.func, *partial.args], partial.keywords
+    else:
         return None
-    cls, pos, kwargs = found
     parts: list[Recipe] = [Constant(_construct), Constant(cls), Constant(tuple(kwargs))]
     parts += [recipe(a) for a in (*pos, *kwargs.values())]
     return Build(id(v), BuildKind.CALL, tuple(parts))

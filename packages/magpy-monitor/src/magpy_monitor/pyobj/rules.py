@@ -16,8 +16,8 @@ from ..core.calls import inline
 from ..core.dispatch import Call, call_rule
 from ..core.frame import FrameMonitor, Inst
 from ..core.registry import BUILT_OBJECT, BUILT_OBJECT_TRUTH, MISSING_ITEM
-from ..core.values import Val
-from .classes import class_attr
+from ..core.values import Instance, Val
+from .classes import MadeClass, class_attr
 from .collections import missing_item
 from .contexts import context_exit, is_python_context_class
 from .instances import (
@@ -40,7 +40,7 @@ from .objects import (
     namedtuple_replace,
     python_tuple_new,
 )
-from .special import super_attr
+from .special import SuperProxy, super_attr
 
 __all__: list[str] = []
 
@@ -94,11 +94,7 @@ def _construct_object(m: FrameMonitor, inst: Inst, c: Call) -> None:
 
 
 # ---------------------------------------------------------------------- attribute rules
-def _extra(v: Val, key: str) -> bool:
-    return isinstance(v.extra, dict) and key in v.extra
-
-
-@attr_rule("super()", lambda r: _extra(r.base, "super"))
+@attr_rule("super()", lambda r: r.base.payload(SuperProxy) is not None)
 def _super_attr(m: FrameMonitor, r: Read) -> Val:
     return super_attr(m, r.base, r.name, r.real)
 
@@ -115,7 +111,7 @@ def _class_attribute(r: Read) -> bool:
 
 @attr_rule("class attribute of an instance", _class_attribute)
 def _class_attribute_of_instance(m: FrameMonitor, r: Read) -> Val:
-    return load_attr(m, r.base.extra["pyobj"], r.name, r.real)  # a class attribute
+    return load_attr(m, r.base.require(Instance).cls_val, r.name, r.real)  # a class attribute
 
 
 @attr_rule("instance __dict__", lambda r: is_pyobj(r.base) and r.name == "__dict__")
@@ -123,7 +119,7 @@ def _instance_dict(m: FrameMonitor, r: Read) -> Val:
     return instance_dict(m, r.base, r.real)
 
 
-@attr_rule("made class", lambda r: _extra(r.base, "made_class"))
+@attr_rule("made class", lambda r: r.base.payload(MadeClass) is not None)
 def _made_class_attr(m: FrameMonitor, r: Read) -> Val:
     return class_attr(m, r.base, r.name, r.real)
 

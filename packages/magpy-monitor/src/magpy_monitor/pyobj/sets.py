@@ -12,7 +12,7 @@ from __future__ import annotations
 import operator
 from typing import Any
 
-from magpy_refgraph import GuardKind, Unsupported, set_order
+from magpy_refgraph import GuardKind, SetOrder, Unsupported, set_order
 
 from ..bytecode.iteration import is_generator
 from ..core import registry
@@ -71,7 +71,7 @@ def observe_set(cap: Capture, v: Val) -> None:
     st = state_of(v)
     if v.external and v.node is not None and (st is None or st.history == ENTRY):
         set_state(cap, v)
-        cap.graph.observe(v.node, GuardKind.CUSTOM, ("set_order", set_order(v.obj)))
+        cap.graph.observe(v.node, GuardKind.CUSTOM, SetOrder(set_order(v.obj)))
         return
     st = set_state(cap, v)
     if not order_known(st):
@@ -87,7 +87,7 @@ def set_iter_items(m: FrameMonitor, v: Val) -> list[Val]:
     if len(vals) <= 1:
         return vals
     if st.history == ENTRY:
-        cap.graph.observe(v.node, GuardKind.CUSTOM, ("set_order", set_order(v.obj)))
+        cap.graph.observe(v.node, GuardKind.CUSTOM, SetOrder(set_order(v.obj)))
     elif not layout_known(st):
         raise m.unsupported(f"iterating {order_reason(st)}")
     return [st.keys[x] for x in v.obj]  # values only here: looked up by equality

@@ -38,12 +38,12 @@ from typing import Any
 
 import torch
 
-from magpy_refgraph import GuardKind, Unsupported, set_contents
+from magpy_refgraph import GuardKind, SetItems, Unsupported, set_contents
 
 from ..bytecode.iteration import unpack
 from ..core.capture import Capture
 from ..core.frame import FrameMonitor
-from ..core.values import Val
+from ..core.values import Payload, Val
 from ..core.valuetypes import is_value_type
 
 __all__ = [
@@ -77,7 +77,7 @@ _ID_STABLE = (types.FunctionType, types.BuiltinFunctionType, type, types.ModuleT
 _IDENTITY_TENSORS = (torch.Tensor, torch.nn.Parameter)
 
 
-class SetState:
+class SetState(Payload):
     """The shadow of a set: its elements by key (insertion order while FRESH), its history."""
 
     __slots__ = ("history", "keys")
@@ -103,12 +103,7 @@ class IdKey:
 
 
 def state_of(v: Val) -> SetState | None:
-    extra = v.extra
-    if isinstance(extra, dict):
-        st = extra.get("set")
-        if isinstance(st, SetState):
-            return st
-    return None
+    return v.payload(SetState)
 
 
 def layout_known(st: SetState) -> bool:
@@ -175,7 +170,7 @@ def set_state(cap: Capture, v: Val) -> SetState:
         if not _values_only(obj):
             raise Unsupported("a set of objects from outside (its elements have no entry paths)")
         cap.observe_type(v)
-        cap.graph.observe(v.node, GuardKind.CUSTOM, ("set_items", set_contents(obj)))
+        cap.graph.observe(v.node, GuardKind.CUSTOM, SetItems(set_contents(obj)))
         st = SetState({x: cap.const(x) for x in obj}, ENTRY)
     elif isinstance(v.items, list):  # built by code that gave it no state
         st = SetState(keys_of(cap, v.items), DIRTY)
@@ -183,10 +178,8 @@ def set_state(cap: Capture, v: Val) -> SetState:
         st = SetState({x: cap.const(x) for x in obj}, FIXED)
     else:
         raise Unsupported(f"a {type(obj).__name__} of unknown contents")
-    if isinstance(v.extra, dict):
-        v.extra["set"] = st
-    elif v.extra is None:
-        v.extra = {"set": st}
+    if v.payload(Payload) is None:  # (a value that carries something else keeps it)
+        v.set_payload(st)
     if not v.const:
         v.items = list(st.keys.values())
     return st
@@ -200,7 +193,7 @@ def store_keys(v: Val, keys: dict[Hashable, Val], history: str) -> None:
 
 
 def new_set(cap: Capture, obj: Any, keys: dict[Hashable, Val], history: str) -> Val:
-    v = cap.new(obj, items=list(keys.values()), extra={"set": SetState(keys, history)})
+    v = cap.new(obj, items=list(keys.values()), payload=SetState(keys, history))
     verify(v)
     return v
 

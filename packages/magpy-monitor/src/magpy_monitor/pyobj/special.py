@@ -16,21 +16,30 @@ from typing import Any
 
 import torch
 
-from magpy_refgraph import Attr, GuardKind
+from magpy_refgraph import Attr, GuardKind, ModuleCall, ModuleNoHooks
 
 from ..core.frame import CellBox, FrameMonitor, Inst
 from ..core.registry import BUILTIN_HANDLERS, register_builtin
 from ..core.speculation import python_number, speculate_read
-from ..core.values import Val
+from ..core.values import BoundMethod, Payload, Val
 from .objects import python_tuple_new
 
-__all__ = ["OPAQUE_FORWARDS", "OPAQUE_MODULES", "opaque_module_call"]
+__all__ = ["OPAQUE_FORWARDS", "OPAQUE_MODULES", "SuperProxy", "opaque_module_call"]
 
 OPAQUE_MODULES: tuple[type, ...] = (
     torch.nn.RNNBase,
     torch.nn.RNNCellBase,
     torch.nn.MultiheadAttention,
 )
+
+
+class SuperProxy(Payload):
+    """A ``super()`` object made in the run: the shadow of the ``self`` it binds methods to."""
+
+    __slots__ = ("self_val",)
+
+    def __init__(self, self_val: Val) -> None:
+        self.self_val = self_val
 
 
 @register_builtin(super)
@@ -46,20 +55,21 @@ def _super(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> N
         cell_val = m.fast[names.index("__class__")]
         cls_val = cap.const(cell_val.obj.cell_contents)
         first = m.load_fast(0)  # LAZY in a segment that starts mid-method
-        self_val = first.extra.content if isinstance(first.extra, CellBox) else first
+        cell = first.payload(CellBox)  # (``self`` is a cell when a closure uses it)
+        self_val = cell.content if cell is not None else first
     del cls_val
     if self_val.external:
         cap.observe_type(self_val)
-    m.expect_outputs(inst, 1, lambda real: [cap.new(real[0], extra={"super": self_val})])
+    m.expect_outputs(inst, 1, lambda real: [cap.new(real[0], payload=SuperProxy(self_val))])
 
 
 def super_attr(m: FrameMonitor, base: Val, name: str, real: Any) -> Val:
     """``super().name``: a method bound to the same ``self``, or a class attribute."""
-    self_val: Val = base.extra["super"]
+    self_val = base.require(SuperProxy).self_val
     if type(real) is types.MethodType and real.__self__ is self_val.obj:
-        return Val(real, extra={"self": self_val})
+        return Val(real, payload=BoundMethod(self_val))
     if type(real) is types.MethodWrapperType and real.__self__ is self_val.obj:
-        return Val(real, extra={"self": self_val})  # super().__setitem__, a native slot
+        return Val(real, payload=BoundMethod(self_val))  # super().__setitem__, a native slot
     return m.cap.new(real, const=True)
 
 
@@ -108,8 +118,8 @@ def opaque_module_call(
     mod = fn_val.obj
     cap.observe_identity(fn_val)
     if fn_val.node is not None:
-        cap.graph.observe(fn_val.node, GuardKind.CUSTOM, "module_call")
-        cap.graph.observe(fn_val.node, GuardKind.CUSTOM, "module_no_hooks")
+        cap.graph.observe(fn_val.node, GuardKind.CUSTOM, ModuleCall())
+        cap.graph.observe(fn_val.node, GuardKind.CUSTOM, ModuleNoHooks())
     for name, p in mod.named_parameters(recurse=True):
         owner_val = fn_val
         parts = name.split(".")

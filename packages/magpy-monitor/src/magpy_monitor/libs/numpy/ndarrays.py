@@ -36,7 +36,7 @@ from ...core.calls import _as_op, _opaque_input
 from ...core.capture import Capture
 from ...core.frame import FrameMonitor, Inst
 from ...core.registry import BUILTIN_HANDLERS, METHOD_HANDLERS
-from ...core.values import Val
+from ...core.values import BoundMethod, Val
 from ...core.valuetypes import is_value_type
 
 __all__ = [
@@ -296,7 +296,7 @@ def array_attr(m: FrameMonitor, base: Val, name: str, real: Any) -> Val:
         raise m.unsupported(f"attribute {name!r} of a ndarray read from outside")
     _check_shared(m, base.obj, write=False)
     if callable(real) and getattr(real, "__self__", None) is base.obj:
-        return Val(real, extra={"self": base})
+        return Val(real, payload=BoundMethod(base))
     return _result(m, real, [base])
 
 

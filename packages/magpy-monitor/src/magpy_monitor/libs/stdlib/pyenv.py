@@ -20,21 +20,30 @@ import operator
 import weakref
 from typing import Any
 
-from magpy_refgraph import Const, GuardKind, Item, Unsupported
+from magpy_refgraph import Const, GuardKind, Item, Outcome, Unsupported
 
 from ...bytecode.iteration import consume_generator, exhaust, is_generator, iter_items, pairs_of
 from ...bytecode.subscripts import subscr
 from ...core.capture import Capture
 from ...core.frame import FrameMonitor, Inst
 from ...core.registry import BUILTIN_HANDLERS, METHOD_HANDLERS
-from ...core.values import Val
+from ...core.values import Payload, Val
 
 __all__ = ["check_context_vars"]
 
 # capture -> id(ContextVar) -> (the variable, the shadows of the values the run set, in order)
 _SET: weakref.WeakKeyDictionary[Capture, dict[int, tuple[contextvars.ContextVar[Any], list[Val]]]]
 _SET = weakref.WeakKeyDictionary()
-_TOKEN = "ctxvar_token"
+
+
+class ContextVarToken(Payload):
+    """The token ``var.set(value)`` returned in the run: the variable, and how many values the
+    run has set it to (``var.reset(token)`` must undo the last of them)."""
+
+    __slots__ = ("depth", "var")
+
+    def __init__(self, var: contextvars.ContextVar[Any], depth: int) -> None:
+        self.var, self.depth = var, depth
 
 
 def _stack(m: FrameMonitor, var: Any) -> list[Val]:
@@ -49,15 +58,15 @@ def _var_set(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) ->
     stack.append(value)
     depth = len(stack)
     m.expect_outputs(
-        inst, 1, lambda real: [m.cap.new(real[0], extra={_TOKEN: (var_val.obj, depth)})]
+        inst, 1, lambda real: [m.cap.new(real[0], payload=ContextVarToken(var_val.obj, depth))]
     )
 
 
 def _var_reset(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
     var_val, token = pos[0], pos[1]
     stack = _stack(m, var_val.obj)
-    info = token.extra.get(_TOKEN) if isinstance(token.extra, dict) else None
-    if info is None or info[0] is not var_val.obj or info[1] != len(stack):
+    info = token.payload(ContextVarToken)
+    if info is None or info.var is not var_val.obj or info.depth != len(stack):
         raise m.unsupported("ContextVar.reset with a token of a set from outside the run")
     stack.pop()
     m.expect_outputs(inst, 1, lambda real: [m.cap.const(None)])
@@ -141,7 +150,7 @@ def _is_enabled_for(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, V
         raise m.unsupported("Logger.isEnabledFor of a logger made during the run")
     enabled = logger.obj.isEnabledFor(level.obj)  # what the call about to run gives
     ask = operator.methodcaller("isEnabledFor", level.obj)
-    cap.graph.observe(node, GuardKind.CUSTOM, ("outcome", ask, enabled))
+    cap.graph.observe(node, GuardKind.CUSTOM, Outcome(ask, enabled))
     m.expect_outputs(inst, 1, lambda real: [cap.const(real[0])])
 
 

@@ -35,7 +35,7 @@ from typing import Any
 
 import attrs
 
-from magpy_refgraph import Const, GuardKind
+from magpy_refgraph import Const, GuardKind, Outcome
 
 from ...core import registry
 from ...core.capture import Capture, Write
@@ -198,7 +198,7 @@ def record_warning(
         raise m.unsupported("a warning the filters turn into an exception")
     guard = cap.root(Const(wmod), wmod)
     assert guard.node is not None
-    cap.graph.observe(guard.node, GuardKind.CUSTOM, ("outcome", raises, False))
+    cap.graph.observe(guard.node, GuardKind.CUSTOM, Outcome(raises, False))
     fields = (message, category, filename, lineno, module, glob)
     items = [cap.const(x) for x in fields[:5]] + [cap.root(Const(glob), glob)]
     target_fn = cap.root(Const(replay_warning), replay_warning)

@@ -31,7 +31,7 @@ import torch
 import torch.utils.checkpoint as _ckpt
 from torch.utils._pytree import tree_leaves
 
-from magpy_refgraph import Global, GuardKind
+from magpy_refgraph import Global, GuardKind, ModuleCall, ModuleNoHooks
 
 from ...core.calls import (
     _closure,
@@ -43,7 +43,7 @@ from ...core.calls import (
 from ...core.dispatch import dispatch_call
 from ...core.frame import FrameMonitor, Inst, Pending, initial_fast
 from ...core.registry import BUILTIN_HANDLERS, FUNCTION_APPLY_MODELS
-from ...core.values import Val
+from ...core.values import PackedArgs, Val
 from ..stdlib.warn import SYNTHETIC_CODES
 from .hooks import _static_forward, _unsupported_hooks
 from .tensorctors import _can_swap, _swap_callable
@@ -165,7 +165,8 @@ class _ReentrantForward:
     def start(self) -> None:
         """Follow ``check_backward_validity(args)`` first."""
         args = self.args
-        bound = {"inputs": Val(tuple(a.obj for a in args), items=list(args), extra={"fresh": True})}
+        inputs = Val(tuple(a.obj for a in args), items=list(args), payload=PackedArgs())
+        bound = {"inputs": inputs}
         self._expect(_ckpt.check_backward_validity, bound, None)
 
     def _expect(self, func: Any, bound: dict[str, Val], closure: list[Val] | None) -> None:
@@ -231,8 +232,8 @@ def _callee(
             raise m.unsupported(f"checkpoint of a {type(fn).__name__} with {why or 'no forward'}")
         assert fn_val.node is not None
         cap.observe_type(fn_val)
-        cap.graph.observe(fn_val.node, GuardKind.CUSTOM, "module_call")
-        cap.graph.observe(fn_val.node, GuardKind.CUSTOM, "module_no_hooks")
+        cap.graph.observe(fn_val.node, GuardKind.CUSTOM, ModuleCall())
+        cap.graph.observe(fn_val.node, GuardKind.CUSTOM, ModuleNoHooks())
         own = [] if _static_forward(type(fn)) else [fn_val]
         fv = cap.const(forward)
         return forward, bind_args(m, fv, [*own, *args], {}), None

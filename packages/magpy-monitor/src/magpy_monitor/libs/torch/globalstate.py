@@ -4,7 +4,7 @@
 and the like take no tensor: their result is fixed by process-wide state the caller may change
 between two calls (``with torch.autocast(...)`` around the compiled function,
 ``torch.set_default_dtype``). The result is a constant of the record, guarded by the outcome of
-the same read when the guard runs (``("outcome", read, value)`` on the function itself).
+the same read when the guard runs (``Outcome(read, value)`` on the function itself).
 
 The guard runs where the record starts, so the read must see the state the record started
 with: a read after the run entered or left an autocast block, or changed the default dtype,
@@ -24,7 +24,7 @@ import torch
 import torch.compiler
 from torch.amp.autocast_mode import _enter_autocast, _exit_autocast
 
-from magpy_refgraph import Const, GuardKind
+from magpy_refgraph import Const, GuardKind, Outcome
 
 from ...core.frame import FrameMonitor, Inst
 from ...core.registry import BUILTIN_HANDLERS
@@ -111,7 +111,7 @@ def _state_read(fn: Any, m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[s
         raise m.unsupported(f"torch.{fn.__name__} reads state the guard cannot read again")
     root = cap.root(Const(fn), fn)
     assert root.node is not None
-    cap.graph.observe(root.node, GuardKind.CUSTOM, ("outcome", read, value))
+    cap.graph.observe(root.node, GuardKind.CUSTOM, Outcome(read, value))
     if not caught:
         m.expect_outputs(inst, 1, lambda real: [cap.const(real[0])])
         return

@@ -15,7 +15,7 @@ from typing import Any, cast
 import torch
 from torch.nn.modules import module as mm
 
-from magpy_refgraph import Attr, GuardKind, Item
+from magpy_refgraph import Attr, GuardKind, Item, ModuleCall, ModuleNoHooks
 
 from ...core.calls import (
     _closure,
@@ -27,7 +27,7 @@ from ...core.calls import (
 )
 from ...core.dispatch import dispatch_call
 from ...core.frame import FrameMonitor, Inst, Pending, initial_fast
-from ...core.values import Val
+from ...core.values import PackedArgs, Val
 from ...core.valuetypes import is_value_type
 from ...pyobj.special import OPAQUE_FORWARDS, OPAQUE_MODULES, opaque_module_call
 from .modctor import MODULE_INTERNALS
@@ -120,9 +120,9 @@ def module_call(
             return
         raise m.unsupported("calling a module created during the run")
     cap.observe_type(fn_val)
-    cap.graph.observe(fn_val.node, GuardKind.CUSTOM, "module_call")
+    cap.graph.observe(fn_val.node, GuardKind.CUSTOM, ModuleCall())
     if not (mod._forward_pre_hooks or mod._forward_hooks):
-        cap.graph.observe(fn_val.node, GuardKind.CUSTOM, "module_no_hooks")
+        cap.graph.observe(fn_val.node, GuardKind.CUSTOM, ModuleNoHooks())
         inline(m, inst, cap.const(forward), [*self_args, *pos], kwargs)
         return
     pre = _hook_vals(m, fn_val, "_forward_pre_hooks")
@@ -147,8 +147,8 @@ def _own_forward_call(
     if not isinstance(fwd, types.FunctionType | types.MethodType):
         raise m.unsupported(f"{type(mod).__name__}.forward is a {type(fwd).__name__}")
     cap.observe_type(fn_val)
-    cap.graph.observe(fn_val.node, GuardKind.CUSTOM, "module_call_own_forward")
-    cap.graph.observe(fn_val.node, GuardKind.CUSTOM, "module_no_hooks")
+    cap.graph.observe(fn_val.node, GuardKind.CUSTOM, ModuleCall(own_forward=True))
+    cap.graph.observe(fn_val.node, GuardKind.CUSTOM, ModuleNoHooks())
     fwd_val = cap.child(fn_val, Attr("forward"), fwd)
     cap.observe(fwd_val)
     dispatch_call(m, inst, fwd_val, pos, kwargs)
@@ -192,7 +192,7 @@ class _HookedCall:
         self.pending.on_result = self.on_result
 
     def _args_tuple(self) -> Val:
-        return Val(tuple(v.obj for v in self.args), items=list(self.args), extra={"fresh": True})
+        return Val(tuple(v.obj for v in self.args), items=list(self.args), payload=PackedArgs())
 
     def start(self) -> None:
         self.arm()
@@ -208,15 +208,15 @@ class _HookedCall:
             fn_val, pos, kw = hv, [*own, *self.args], self.kwargs
         else:
             # a post hook runs after forward, whose on_result set self.result
-            extra = [self._args_tuple()] + ([cast(Val, self.result)] if kind == "post" else [])
+            more = [self._args_tuple()] + ([cast(Val, self.result)] if kind == "post" else [])
             if type(fn) is types.MethodType:
-                fn_val, pos = m.cap.const(fn.__func__), [method_self(m, hv), self.mod_val, *extra]
+                fn_val, pos = m.cap.const(fn.__func__), [method_self(m, hv), self.mod_val, *more]
             elif isinstance(fn, types.FunctionType):
-                fn_val, pos = hv, [self.mod_val, *extra]
+                fn_val, pos = hv, [self.mod_val, *more]
             elif (call := _python_call(fn)) is not None:
                 # an object whose class defines __call__ in Python (weight_norm's WeightNorm)
                 m.cap.observe_type(hv)
-                fn_val, pos = m.cap.const(call), [hv, self.mod_val, *extra]
+                fn_val, pos = m.cap.const(call), [hv, self.mod_val, *more]
             else:
                 raise m.unsupported(f"module hook {fn!r} is not a Python function")
         bound = bind_args(m, fn_val, pos, kw)

@@ -11,7 +11,7 @@ from typing import Any, cast
 
 import torch
 
-from ...bytecode.exceptions import GRAD_MODE_CLASSES, grad_context, grad_exit
+from ...bytecode.exceptions import GRAD_MODE_CLASSES, GradExit, grad_context, grad_exit
 from ...core.annotations import Kind, classify, tensor_attr_kind
 from ...core.attributes import Read, attr_rule
 from ...core.calls import _as_op, inline, method_self
@@ -19,7 +19,7 @@ from ...core.dispatch import Call, call_rule
 from ...core.frame import FrameMonitor, Inst
 from ...core.registry import FUNCTION_APPLY_MODELS
 from ...core.shapes import SIZE_FREE_READS, size_vals
-from ...core.values import Val
+from ...core.values import BoundMethod, Val
 from ...pyobj.instances import lookup
 from ...pyobj.special import OPAQUE_FORWARDS, opaque_module_call
 from ..stdlib.warn import record_warning
@@ -35,7 +35,7 @@ _FUNCTION_APPLY = cast(Any, torch.autograd.Function.apply).__func__
 # ---------------------------------------------------------------------- grad mode
 @call_rule(
     "grad-mode exit",
-    lambda c: isinstance(c.fn_val.extra, dict) and "grad_exit" in c.fn_val.extra,
+    lambda c: c.fn_val.payload(GradExit) is not None,
 )
 def _grad_mode_exit(m: FrameMonitor, inst: Inst, c: Call) -> None:
     grad_exit(m, inst, c.fn_val, c.pos)
@@ -157,7 +157,7 @@ def _tensor_attribute(m: FrameMonitor, r: Read) -> Val:
         node = cap.rec.call("call_function", getattr, (cap.tensor_node(base), name), {})
         return cap.op_result(real, node)
     if callable(real) and getattr(real, "__self__", None) is r.obj:
-        return Val(real, extra={"self": base})
+        return Val(real, payload=BoundMethod(base))
     if name == "volatile" and real is False:  # removed: always False, with a warning
         record_warning(m, _VOLATILE_REMOVED, UserWarning, m.frame)
         return cap.const(False)

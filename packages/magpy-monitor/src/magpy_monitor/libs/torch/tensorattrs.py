@@ -26,7 +26,7 @@ from typing import Any
 import attrs
 import torch
 
-from magpy_refgraph import Const, GuardKind
+from magpy_refgraph import Const, GuardKind, Outcome
 
 from ...core import registry
 from ...core.capture import Write
@@ -145,7 +145,7 @@ def _set_requires_grad(m: FrameMonitor, t: Val, value: Val) -> None:
         raise m.unsupported("requires_grad=True on a tensor of an integer dtype (raises)")
     if obj.requires_grad and entry:
         assert t.node is not None
-        cap.graph.observe(t.node, GuardKind.CUSTOM, ("outcome", _IsLeaf(), True))
+        cap.graph.observe(t.node, GuardKind.CUSTOM, Outcome(_IsLeaf(), True))
     elif obj.requires_grad:
         # made by the run and requiring grad: a leaf made with requires_grad=True, which a
         # compiled graph may hand back as a non-leaf

@@ -43,6 +43,7 @@ from ...core.frame import FrameMonitor, Inst
 from ...core.registry import BUILTIN_HANDLERS, TENSOR_METHOD_HANDLERS, BuiltinHandler
 from ...core.values import Val
 from ...core.valuetypes import is_value_type
+from ...pyobj.objects import PartialCall
 from ..numpy.ndarrays import array_to_tensor, is_array
 
 __all__ = ["forward_call", "forwards"]
@@ -345,21 +346,19 @@ def _new_partial(m: FrameMonitor, inst: Inst, pos: list[Val], kwargs: dict[str, 
     cap = m.cap
 
     def make(real: list[Any]) -> list[Val]:
-        return [cap.new(real[0], extra={PARTIAL: (pos[0], pos[1:], dict(kwargs))})]
+        return [cap.new(real[0], payload=PartialCall(pos[0], pos[1:], dict(kwargs)))]
 
     m.expect_outputs(inst, 1, make)
 
 
-PARTIAL = "partial"  # Val.extra key of a partial built during the run: (func, args, keywords)
 BUILTIN_HANDLERS[id(functools.partial)] = (functools.partial, _new_partial)
 
 
 @registry.PARTIAL_CALL.provide
 def _partial(m: FrameMonitor, fn_val: Val, pos: list[Val], kwargs: dict[str, Val]) -> Forward:
     cap = m.cap
-    if isinstance(fn_val.extra, dict) and PARTIAL in fn_val.extra:
-        func, given, keywords = fn_val.extra[PARTIAL]
-        return func, [*given, *pos], {**keywords, **kwargs}
+    if (made := fn_val.payload(PartialCall)) is not None:
+        return made.func, [*made.args, *pos], {**made.keywords, **kwargs}
     cap.observe_type(fn_val)
     func = _part(m, fn_val, "func")
     args = _part(m, fn_val, "args")

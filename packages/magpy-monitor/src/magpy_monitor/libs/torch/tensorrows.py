@@ -17,6 +17,7 @@ from ...bytecode.iteration import draw, iter_items, make_iterator
 from ...core import registry
 from ...core.frame import FrameMonitor, Inst
 from ...core.values import Val
+from ...pyobj.highorder import LazyMap
 
 __all__ = [
     "check_row_source",
@@ -123,7 +124,7 @@ def map_rows(m: FrameMonitor, inst: Inst, kind: str, fn_val: Val, v: Val) -> Non
         except Exception as exc:
             raise m.unsupported(f"{kind} over a tensor gave an unknown iterator") from exc
         rows = tensor_rows(m, v, _iterator_rows(m, it)).items
-        return [m.cap.new(real[0], extra={"lazy": kind, "fn": fn_val, "items": rows})]
+        return [m.cap.new(real[0], payload=LazyMap(kind, fn_val, rows))]
 
     m.expect_outputs(inst, 1, make)
 

@@ -1,0 +1,79 @@
+"""The payloads of ``GuardKind.CUSTOM`` requirements: one small frozen class per check.
+
+The monitor's rules observe them, ``magpy_codegen`` emits one check per class (an unknown
+payload is an internal error there). They are hashable when their fields are; deduplication
+compares them field by field with exact types (see ``_guards.payload_key``), so
+``Outcome(f, True)`` and ``Outcome(f, 1)`` stay two checks. Fields holding callables or torch
+objects are typed ``Any``: this package never imports torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from typing import Any
+
+import attrs
+
+__all__ = [
+    "CustomPayload",
+    "IterLen",
+    "ModuleCall",
+    "ModuleNoHooks",
+    "Outcome",
+    "SetItems",
+    "SetOrder",
+]
+
+
+class CustomPayload:
+    """Base of the ``GuardKind.CUSTOM`` payloads."""
+
+    __slots__ = ()
+
+
+@attrs.frozen
+class ModuleCall(CustomPayload):
+    """A module is called the way the record called it: no backward hooks on it, no global
+    module hooks, and (unless ``own_forward``: the instance's ``forward`` is guarded on its own
+    path) no ``forward`` in the instance's ``__dict__``."""
+
+    own_forward: bool = False
+
+
+@attrs.frozen
+class ModuleNoHooks(CustomPayload):
+    """A module has no forward hooks and no forward pre-hooks."""
+
+
+@attrs.frozen
+class IterLen(CustomPayload):
+    """An iterator from outside that the record takes values from has at least ``n`` values
+    left, or exactly ``n`` (``exact``) where the record saw the loop end."""
+
+    exact: bool
+    n: int
+
+
+@attrs.frozen
+class Outcome(CustomPayload):
+    """``fn(obj)`` gives ``value`` (exact type): a branch on arithmetic over a promoted scalar,
+    state read through a call, whatever the object's own value."""
+
+    fn: Any
+    value: Any
+
+
+@attrs.frozen
+class SetItems(CustomPayload):
+    """A set from outside holds the same values of the same types, in any order
+    (``items`` from :func:`set_contents`)."""
+
+    items: frozenset[Hashable]
+
+
+@attrs.frozen
+class SetOrder(CustomPayload):
+    """A set from outside that the record iterates holds the same values in the same order
+    (``order`` from :func:`set_order`)."""
+
+    order: tuple[Hashable, ...]
