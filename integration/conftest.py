@@ -22,19 +22,21 @@ from typing import Any
 import pytest
 
 _HELPERS = "_integration_helpers"
+_DIFFERENTIAL = "_integration_differential"
 
 
-def _load_helpers() -> None:
-    if _HELPERS in sys.modules:
+def _load(name: str, filename: str) -> None:
+    if name in sys.modules:
         return
-    spec = importlib.util.spec_from_file_location(_HELPERS, Path(__file__).with_name("helpers.py"))
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(filename))
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    sys.modules[_HELPERS] = module
+    sys.modules[name] = module
     spec.loader.exec_module(module)
 
 
-_load_helpers()
+_load(_HELPERS, "helpers.py")
+_load(_DIFFERENTIAL, "differential.py")  # the differential harness (test_differs_*.py)
 
 import _integration_helpers as H  # noqa: E402  (registered just above)
 

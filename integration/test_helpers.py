@@ -61,13 +61,15 @@ def test_check_catches_different_aliasing(monkeypatch: pytest.MonkeyPatch) -> No
     """Returning a copy where eager returns the input object fails the aliasing check."""
     import magpy_runtime._cache as cache
 
-    real_call = cache.CacheState.call
+    real_hit = cache.CacheState.hit
 
-    def copying_call(self: Any, fn: Any, args: Any, kwargs: Any) -> Any:
-        out = real_call(self, fn, args, kwargs)
-        return tuple(t.clone() for t in out)  # a "compiler" that breaks aliasing
+    def copying_hit(self: Any, fn: Any, args: Any, kwargs: Any) -> Any:
+        out = real_hit(self, fn, args, kwargs)
+        if out is cache.MISS:
+            return out
+        return tuple(t.clone() for t in out)  # a "compiler" that breaks aliasing on hits
 
-    monkeypatch.setattr(cache.CacheState, "call", copying_call)
+    monkeypatch.setattr(cache.CacheState, "hit", copying_hit)
 
     def returns_input(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return x, x * w

@@ -28,6 +28,7 @@ from torch._inductor.runtime.cache_dir_utils import temporary_cache_dir
 
 import magpy
 from magpy_codegen import _record
+from magpy_monitor.driver.tracer import Monitor
 from magpy_runtime import _cache
 
 __all__ = [
@@ -144,9 +145,8 @@ def _describe(x: Any) -> str:
 def _phase_clock(phases: dict[str, float]) -> Iterator[None]:
     """Accumulate into ``phases`` the seconds MagPy spends in ``monitor`` (capture, which runs
     the program), ``record`` (guard + mock generation + backend) and ``backend`` (compile)."""
-    patched: list[tuple[Any, str, Any]] = []
+    patched: list[tuple[Any, str, Any]] = _monitor_clock(phases)
     for module, attr, phase in (
-        (_cache, "capture", "monitor"),
         (_cache, "build_record", "record"),
         (_record, "compile_graph", "backend"),
     ):
@@ -169,6 +169,27 @@ def _phase_clock(phases: dict[str, float]) -> Iterator[None]:
     finally:
         for module, attr, original in patched:
             setattr(module, attr, original)
+
+
+def _monitor_clock(phases: dict[str, float]) -> list[tuple[Any, str, Any]]:
+    """Patch ``Monitor.trace_on``/``trace_off`` (a whole call is monitored between them) to add
+    that time to ``phases["monitor"]``; returns what to put back."""
+    on, off = Monitor.trace_on, Monitor.trace_off
+    started: list[float] = []
+    phases.setdefault("monitor", 0.0)
+
+    def timed_on(self: Monitor) -> None:
+        started.append(time.perf_counter())
+        on(self)
+
+    def timed_off(self: Monitor) -> None:
+        off(self)
+        if started:
+            phases["monitor"] += time.perf_counter() - started.pop()
+
+    setattr(Monitor, "trace_on", timed_on)  # noqa: B010
+    setattr(Monitor, "trace_off", timed_off)  # noqa: B010
+    return [(Monitor, "trace_on", on), (Monitor, "trace_off", off)]
 
 
 def _seconds(fn: Callable[..., Any], args: tuple[Any, ...]) -> float:

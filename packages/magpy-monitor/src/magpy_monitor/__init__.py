@@ -9,7 +9,7 @@ from .core.values import Val
 from .core.valuetypes import FROZEN_MODULE_ROOTS
 from .cpython import compat as _compat  # noqa: F401  (fails at import on other Python versions)
 from .cpython.frameio import NULL, StackView, read_stack, stack_depth
-from .driver.api import CaptureResult, capture, entry
+from .driver.api import CaptureResult, capture, entry, finish, prepare
 from .driver.segments import CodeInfo, Segment, SegmentHost, is_monitoring, start_segment
 
 __version__ = "0.1.0"
@@ -33,7 +33,9 @@ __all__ = [
     "classify",
     "dim_key",
     "entry",
+    "finish",
     "is_monitoring",
+    "prepare",
     "read_stack",
     "scalar_tensor",
     "stack_depth",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import types
 from collections.abc import Callable
 from typing import Any
@@ -16,8 +15,19 @@ from magpy_refgraph import MagPyError, NotCompiledError, UnknownOptionError
 
 from ._cache import BreakReason, CacheState, all_states
 from ._sites import ensure_entry_site, forget_backend, restore_all
+from ._wrappers import CompiledFunction, CompiledModule, wrap
 
-__all__ = ["CacheStats", "ExplainOutput", "annotate", "compile", "explain", "reset", "stats"]
+__all__ = [
+    "CacheStats",
+    "CompiledFunction",
+    "CompiledModule",
+    "ExplainOutput",
+    "annotate",
+    "compile",
+    "explain",
+    "reset",
+    "stats",
+]
 
 _OPTIONS = frozenset({"max_records"})
 
@@ -40,75 +50,6 @@ def _check_args(backend: Any, fullgraph: Any, dynamic: Any, options: Any) -> Non
         n = options["max_records"]
         if type(n) is not int or n < 1:
             raise ValueError(f"options['max_records'] must be an int >= 1, got {n!r}")
-
-
-class CompiledFunction:
-    """A function compiled by MagPy; calling it goes through its record cache."""
-
-    def __init__(self, fn: Callable[..., Any], state: CacheState) -> None:
-        self._magpy_original = fn
-        self._magpy_state = state
-        functools.update_wrapper(self, fn)
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self._magpy_state.call(self._magpy_original, args, kwargs)
-
-    def __get__(self, obj: Any, objtype: Any = None) -> Any:
-        if obj is None:
-            return self
-        return functools.partial(self.__call__, obj)
-
-    def __repr__(self) -> str:
-        return f"<magpy compiled {self._magpy_state.qualname}>"
-
-
-_WRAPPER_ATTRS = frozenset({"_orig_mod", "_magpy_original", "_magpy_state", "training"})
-
-
-class CompiledModule(torch.nn.Module):
-    """An ``nn.Module`` whose calls go through MagPy; behaves as the wrapped module.
-
-    Parameters, buffers, ``state_dict``, ``train``/``eval`` and attribute access reach the
-    original module (``_orig_mod``), like ``torch.compile``'s ``OptimizedModule``.
-    """
-
-    def __init__(self, mod: torch.nn.Module, state: CacheState) -> None:
-        super().__init__()
-        self._orig_mod = mod
-        object.__setattr__(self, "_magpy_original", mod)
-        object.__setattr__(self, "_magpy_state", state)
-        object.__setattr__(self, "training", mod.training)
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self._magpy_state.call(self._orig_mod, args, kwargs)
-
-    def forward(self, *args: Any, **kwargs: Any) -> Any:
-        return self._magpy_state.call(self._orig_mod, args, kwargs)
-
-    def __getattr__(self, name: str) -> Any:
-        if name in ("_orig_mod", "_magpy_original"):
-            return super().__getattr__(name)
-        return getattr(self._orig_mod, name)
-
-    def state_dict(self, *args: Any, **kwargs: Any) -> Any:
-        return self._orig_mod.state_dict(*args, **kwargs)
-
-    def load_state_dict(self, *args: Any, **kwargs: Any) -> Any:
-        return self._orig_mod.load_state_dict(*args, **kwargs)
-
-    def train(self, mode: bool = True) -> CompiledModule:
-        self._orig_mod.train(mode)
-        object.__setattr__(self, "training", mode)  # mirror the flag, like OptimizedModule
-        return self
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name in _WRAPPER_ATTRS or "_orig_mod" not in self.__dict__.get("_modules", {}):
-            super().__setattr__(name, value)
-        else:
-            setattr(self._orig_mod, name, value)
-
-    def __repr__(self) -> str:
-        return f"MagPy({self._orig_mod!r})"
 
 
 def compile(
@@ -142,9 +83,7 @@ def compile(
     state.dynamic = dynamic
     if options and "max_records" in options:
         state.max_records = int(options["max_records"])
-    if isinstance(model, torch.nn.Module):
-        return CompiledModule(model, state)
-    return CompiledFunction(model, state)
+    return wrap(model, state)
 
 
 def _state_of(compiled: Any) -> CacheState:
@@ -349,3 +288,11 @@ def annotate(
         ),
     )
     return fn
+
+
+# MagPy's own API called inside a compiled function runs natively, at a graph break: it reads
+# or changes MagPy's state, which no record may replay and no monitor may follow
+for _own in (compile, explain, stats, reset, annotate):
+    TABLE.register(
+        _own, Annotation(Kind.EFFECT, reason=f"magpy.{_own.__name__}() is MagPy's own API")
+    )

@@ -22,14 +22,16 @@ import attrs
 import torch
 
 from magpy_codegen import Record, build_record
-from magpy_monitor import ambient_state, capture
+from magpy_monitor import ambient_state
 from magpy_refgraph import InternalError, MagPyError, SpeculationMiss, Unsupported, dump
 
+from . import _depth
+from ._boundary_importlib_bootstrap import MISS, run
 from ._config import config
 from ._dynamic import changed_on_miss, changed_scalars, promote_all
 from ._errors import FullGraphError, MagPyWarning
 from ._logging import log_topic
-from ._sites import activate, deactivate, ensure_entry_site, split_loops_of, user_function
+from ._sites import ensure_entry_site, split_loops_of, user_function
 
 __all__ = ["BreakReason", "CacheState", "all_states"]
 
@@ -48,11 +50,13 @@ class BreakReason:
 
 
 _states: weakref.WeakSet[CacheState] = weakref.WeakSet()
+_states_lock = threading.Lock()
 
 
 def all_states() -> list[CacheState]:
     """Every live cache (for ``magpy.reset``)."""
-    return list(_states)
+    with _states_lock:
+        return list(_states)
 
 
 @attrs.define(eq=False)
@@ -84,15 +88,19 @@ class CacheState:
     pending_graphs: list[tuple[Any, Any, dict[str, Any]]] = attrs.field(factory=list)
     # why graphs of this callable run uncompiled (the backend could not compile them)
     uncompiled_reasons: list[str] = attrs.field(factory=list)
+    # reset() count: a call that began before a reset records nothing
+    epoch: int = 0
     _lock: threading.Lock = attrs.field(factory=threading.Lock)
     _warned: bool = False
 
     def __attrs_post_init__(self) -> None:
-        _states.add(self)
+        with _states_lock:
+            _states.add(self)
 
     def reset(self) -> None:
-        """Forget every record and counter."""
+        """Forget every record and counter (also during a call: that call records nothing)."""
         with self._lock:
+            self.epoch += 1
             self.records.clear()
             self.hits = self.misses = self.breaks = self.fallbacks = 0
             self.split = False
@@ -109,15 +117,12 @@ class CacheState:
 
     # ------------------------------------------------------------------ the call path
     def call(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """Run ``fn(*args, **kwargs)`` through the cache."""
-        if self.split:
-            activate(self)
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                deactivate()
-        if self.eager_reason is not None:
-            return fn(*args, **kwargs)
+        """Run ``fn(*args, **kwargs)`` through the cache (compiled callables enter at
+        ``_boundary_importlib_bootstrap.run``, which uses the steps below)."""
+        return run(self, fn, *args, **kwargs)
+
+    def hit(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """The result of the first record whose guard passes, or ``MISS``."""
         records = self.records
         assumed_wrong = False
         try:
@@ -139,37 +144,45 @@ class CacheState:
                 return result
         except Exception as exc:  # a broken record must not break the program
             self._go_eager(f"internal error in a record: {type(exc).__name__}: {exc}", warn=True)
-            return fn(*args, **kwargs)
+            return MISS
         self.misses += 1
         if assumed_wrong:
             self._assumption_missed()
+        return MISS
+
+    def missed(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool | None:
+        """After a miss: whether this call is the last one recorded (then it is monitored), or
+        None when it runs natively (the cache went eager, or split into segments)."""
+        if self.eager_reason is not None:
+            return None
+        records = self.records
         if self.dynamic is not False and records:
             self.dynamic_paths |= changed_on_miss(
                 records, {"fn": fn, "args": args, "kwargs": kwargs}
             )
         if self.trip_records >= 3 and self._split_loops(fn):
-            return self.call(fn, args, kwargs)  # each loop iteration a segment from now on
-        limit = self.max_records if self.max_records is not None else config.max_records
+            return None  # each loop iteration a segment from now on
+        limit = self.limit()
         if len(records) >= limit:
             self._go_eager(
                 f"more than {limit} records (max_records); the inputs keep changing", warn=True
             )
-            return fn(*args, **kwargs)
-        return self._record(fn, args, kwargs, last=len(records) + 1 >= limit > 1)
+            return None
+        return len(records) + 1 >= limit > 1
 
-    def _record(
-        self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], *, last: bool = False
-    ) -> Any:
-        result = capture(
-            fn,
-            args,
-            kwargs,
-            name=self.qualname,
-            dynamic_paths=frozenset(self.dynamic_paths),
-            promote_all=promote_all(self.dynamic, last),
-            speculate=self.speculate and config.speculate,
-        )
+    def capture_options(self, last: bool) -> dict[str, Any]:
+        return {
+            "name": self.qualname,
+            "dynamic_paths": frozenset(self.dynamic_paths),
+            "promote_all": promote_all(self.dynamic, last),
+            "speculate": self.speculate and config.speculate,
+        }
+
+    def recorded(self, result: Any, epoch: int) -> Any:
+        """What a monitored call captured becomes a record (or a break, or eager mode)."""
         failure = result.failure
+        if epoch != self.epoch and not (self.fullgraph and isinstance(failure, Unsupported)):
+            return result.value  # reset() ran during this call: it records nothing
         if failure is None and result.plan is not None and result.graph is not None:
             try:
                 rec = build_record(
@@ -188,28 +201,33 @@ class CacheState:
             except Exception as exc:  # a failure of ours is absorbed, never the user's
                 failure = InternalError(f"building the record failed: {type(exc).__name__}: {exc}")
             else:
-                self.note_uncompiled(rec)
-                with self._lock:
-                    if self.dynamic is not False:
-                        self.dynamic_paths |= changed_scalars(rec.plan, self.records)
-                    self.records.insert(0, rec)
-                    if result.capture.range_trip:
-                        self.trip_records += 1
-                self.last_refgraph = dump(result.capture.graph)
-                log_topic(
-                    "records",
-                    "new record for %s (%d ops, %d guards)",
-                    self.qualname,
-                    rec.op_count,
-                    len(result.plan.guards),
-                )
-                log_topic("guards", "%s", rec.guard_source)
-                log_topic("mocks", "%s", rec.mock_source)
-                if rec.graph_module is not None:
-                    log_topic("graphs", "%s", rec.graph_module.code)
+                self._add_record(rec, result, epoch)
         if failure is not None:
             self._failed(failure, result.chain)
         return result.value
+
+    def _add_record(self, rec: Record, result: Any, epoch: int) -> None:
+        self.note_uncompiled(rec)
+        with self._lock:
+            if epoch != self.epoch:
+                return  # reset() ran meanwhile (another thread)
+            if self.dynamic is not False:
+                self.dynamic_paths |= changed_scalars(rec.plan, self.records)
+            self.records.insert(0, rec)
+            if result.capture.range_trip:
+                self.trip_records += 1
+        self.last_refgraph = dump(result.capture.graph)
+        log_topic(
+            "records",
+            "new record for %s (%d ops, %d guards)",
+            self.qualname,
+            rec.op_count,
+            len(result.plan.guards),
+        )
+        log_topic("guards", "%s", rec.guard_source)
+        log_topic("mocks", "%s", rec.mock_source)
+        if rec.graph_module is not None:
+            log_topic("graphs", "%s", rec.graph_module.code)
 
     def _split_loops(self, fn: Any) -> bool:
         """Records keep coming for new trip counts of a range() loop: from now on each loop
@@ -297,7 +315,7 @@ class CacheState:
                 f"magpy: a graph of {self.qualname} runs uncompiled (its operations one by "
                 f"one, as in eager): {rec.uncompiled}",
                 MagPyWarning,
-                stacklevel=5,
+                stacklevel=_depth.user_level(),
             )
 
     def _go_eager(self, reason: str, *, warn: bool) -> None:
@@ -308,5 +326,5 @@ class CacheState:
             warnings.warn(
                 f"magpy: {self.qualname} runs eagerly from now on: {reason}",
                 MagPyWarning,
-                stacklevel=4,
+                stacklevel=_depth.user_level(),
             )

@@ -10,13 +10,18 @@ entry and after each break. At a site the frame calls ``__magpy_site(key, stack)
   segment with the locals and stack the mock produced;
 - otherwise: the monitor records the segment from here, while the frame runs natively.
 
-``reset()`` puts every original code object back. See docs/frame-hook.md.
+``reset()`` puts every original code object back, also while a compiled call runs (here or in
+another thread): keys of code states are never reused, so a frame still running an older
+instrumented code never reaches a site of another function, and an activation made before the
+reset is stale (its sites are misses, its callbacks record nothing), so that call finishes
+natively. MagPy's own functions are never instrumented. See docs/frame-hook.md.
 """
 
 from __future__ import annotations
 
 import builtins
 import dis
+import itertools
 import sys
 import threading
 import types
@@ -37,6 +42,7 @@ from magpy_monitor import (
 )
 from magpy_refgraph import MagPyError, SpeculationMiss, Unsupported
 
+from . import _depth
 from ._config import config
 from ._dynamic import changed_on_miss, changed_scalars
 from ._errors import MagPyWarning
@@ -171,13 +177,17 @@ class _Registry:
             weakref.WeakKeyDictionary()
         )
         self.lock = threading.RLock()
+        # keys are never reused: after a reset, a frame still running an old generation
+        # must not find another function's site under its key
+        self.keys = itertools.count(1)
+        self.epoch = 0  # restore_all() count: activations of an older epoch are stale
 
     def state(self, code: types.CodeType) -> CodeState:
         info = self.infos.get(code)
         original = info.original if info is not None else code
         st = self.by_code.get(original)
         if st is None:
-            st = CodeState(len(self.by_key) + 1, original)
+            st = CodeState(next(self.keys), original)
             self.by_code[original] = st
             self.by_key[st.key] = st
         return st
@@ -207,18 +217,23 @@ def ensure_entry_site(fn: types.FunctionType) -> CodeState:
 
 
 def restore_all() -> None:
-    """Put every original code object back and forget all sites."""
+    """Put every original code object back and forget all sites.
+
+    Safe while compiled calls run: their activations become stale (see ``_current``).
+    """
     with REGISTRY.lock:
-        for st in REGISTRY.by_code.values():
-            st.restore()
+        REGISTRY.epoch += 1
+        states = list(REGISTRY.by_code.values())
         REGISTRY.by_code.clear()
         REGISTRY.by_key.clear()
+        for st in states:
+            st.restore()
 
 
 def forget_backend(backend: Any) -> None:
     """Drop every site record compiled with ``backend`` (``magpy.explain``'s own records)."""
     with REGISTRY.lock:
-        for st in REGISTRY.by_code.values():
+        for st in list(REGISTRY.by_code.values()):
             for site in st.sites.values():
                 site.records = [r for r in site.records if r[2] is not backend]
 
@@ -229,16 +244,32 @@ def activate(state: Any) -> None:
     stack = getattr(_tls, "states", None)
     if stack is None:
         stack = _tls.states = []
-    stack.append(state)
+    stack.append([state, REGISTRY.epoch, 0])  # the state, its epoch, the headroom it added
 
 
 def deactivate() -> None:
-    _tls.states.pop()
+    _state, _epoch, headroom = _tls.states.pop()
+    if headroom:
+        _depth.shrink(headroom)
 
 
 def _current() -> Any:
+    """The CacheState of this thread's innermost compiled call; None outside one, and None
+    for a call that began before a ``reset()`` (it finishes natively, recording nothing)."""
     stack = getattr(_tls, "states", None)
-    return stack[-1] if stack else None
+    if not stack:
+        return None
+    state, epoch, _headroom = stack[-1]
+    return state if epoch == REGISTRY.epoch else None
+
+
+def _monitoring_headroom() -> None:
+    """A segment is about to be monitored in the innermost compiled call: the monitor's
+    callbacks run on top of the program's frames, give it their depth (once per call)."""
+    top = _tls.states[-1]
+    if not top[2]:
+        top[2] = _depth.MONITOR_CALLBACKS
+        _depth.grow(top[2])
 
 
 # ---------------------------------------------------------------------- the site function
@@ -313,6 +344,7 @@ def _at_site(state: Any, key: tuple[int, int, int], stack: tuple[Any, ...]) -> t
             "site; it runs eagerly from now on"
         )
         return _miss(stack)
+    _monitoring_headroom()
     start_segment(HOST, frame, key[1], stack)
     return _miss(stack)
 
@@ -324,15 +356,16 @@ def _warn_once(msg: str) -> None:
     state = _current()
     if state is not None and not state.warned_sites:
         state.warned_sites = True
-        warnings.warn(f"magpy: {msg}", MagPyWarning, stacklevel=3)
+        warnings.warn(f"magpy: {msg}", MagPyWarning, stacklevel=_depth.user_level())
     log_topic("breaks", "%s", msg)
 
 
 # ---------------------------------------------------------------------- monitor callbacks
 def user_function(fn: types.FunctionType) -> bool:
-    """Only user code gets instrumented; torch's and the standard library's stay untouched."""
+    """Only user code gets instrumented; torch's, the standard library's and MagPy's own
+    stay untouched."""
     module = (fn.__module__ or "").split(".")[0]
-    return module not in FROZEN_MODULE_ROOTS
+    return module not in FROZEN_MODULE_ROOTS and module not in _depth.OWN_ROOTS
 
 
 class _Host:
@@ -385,8 +418,9 @@ class _Host:
 
     def on_break(self, reason: Unsupported, chain: list[tuple[types.CodeType, Any]]) -> None:
         state = _current()
-        if state is not None:
-            state.note_break(reason)
+        if state is None:  # a reset() happened during this call: nothing is instrumented
+            return
+        state.note_break(reason)
         for _code, fn in chain[1:]:
             if isinstance(fn, types.FunctionType) and user_function(fn):
                 try:
@@ -397,6 +431,8 @@ class _Host:
     def on_callee_site(self, chain: list[tuple[types.CodeType, Any]]) -> None:
         """A segment ended at a call into a function with an entry site: the functions between
         the segment's frame and that callee get entry sites too (so the next call settles)."""
+        if _current() is None:
+            return
         for _code, fn in chain[1:-1]:
             if isinstance(fn, types.FunctionType) and user_function(fn):
                 try:
@@ -481,6 +517,7 @@ class _Host:
             site = cs.sites[offset]
         if state is None or site.eager or is_monitoring():
             return None
+        _monitoring_headroom()
         mine = [rec for rec, _, b in site.records if b is state.backend]
         dry = False
         if mine:

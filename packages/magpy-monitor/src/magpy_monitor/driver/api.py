@@ -13,7 +13,7 @@ from ..core.capture import Capture
 from .planner import build_plan
 from .tracer import Monitor
 
-__all__ = ["CaptureResult", "capture", "entry"]
+__all__ = ["CaptureResult", "capture", "entry", "finish", "prepare"]
 
 
 def entry(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -54,12 +54,35 @@ def capture(
     The program's own exceptions propagate unchanged. The result is returned whether or not
     capture succeeded; on success the plan and the finished fx graph are attached.
     """
+    mon = prepare(
+        name=name, dynamic_paths=dynamic_paths, promote_all=promote_all, speculate=speculate
+    )
+    value = mon.run(entry, fn, args, kwargs)
+    return finish(mon, value)
+
+
+def prepare(
+    *,
+    name: str = "",
+    dynamic_paths: Any = frozenset(),
+    promote_all: bool = False,
+    speculate: bool = True,
+    entry_fn: Any = entry,
+) -> Monitor:
+    """A monitor for one call, not started: ``capture`` in parts, for a caller that puts no
+    frame of its own between its caller and the program. It calls ``mon.trace_on()``, then
+    ``entry_fn(fn, args, kwargs)`` (``entry`` or a function with the same body, whose frame
+    becomes the root), then ``mon.trace_off()`` (also when the call raised) and ``finish``."""
     cap = Capture(name)
     cap.dynamic_paths = frozenset(dynamic_paths)
     cap.promote_all = promote_all
     cap.speculate = speculate
-    mon = Monitor(cap, entry.__code__)
-    value = mon.run(entry, fn, args, kwargs)
+    return Monitor(cap, entry_fn.__code__)
+
+
+def finish(mon: Monitor, value: Any) -> CaptureResult:
+    """What the stopped monitor ``mon`` captured of the call that returned ``value``."""
+    cap = mon.cap
     out = CaptureResult(value=value, capture=cap, chain=list(mon.chain))
     if mon.failure is not None:
         failure = mon.failure

@@ -52,15 +52,25 @@ class Monitor:
 
     def run(self, entry: Callable[..., Any], *args: Any) -> Any:
         """Call ``entry(*args)`` monitored; returns its real result (never altered)."""
+        self.trace_on()
+        try:
+            return entry(*args)
+        finally:
+            self.trace_off()
+
+    def trace_on(self) -> None:
+        """Install the trace function: the next frame of the entry code becomes the root (a
+        caller that must not put frames of its own below the program calls ``trace_on``, the
+        entry function and ``trace_off`` itself, as ``run`` does)."""
         # typeshed types the event as a Literal; the previous tracer only goes back to settrace
         self._prev = cast("TraceFn | None", sys.gettrace())
         self._begin_compiling()
         sys.settrace(self._global)
-        try:
-            return entry(*args)
-        finally:
-            sys.settrace(self._prev)
-            self._detach()
+
+    def trace_off(self) -> None:
+        """Remove the trace function (the entry call returned or raised)."""
+        sys.settrace(self._prev)
+        self._detach()
 
     # ------------------------------------------------------------------ callbacks
     def _global(self, frame: types.FrameType, event: str, arg: Any) -> TraceFn | None:

@@ -16,6 +16,7 @@ on every hit as ``warnings.warn`` is (see ``_warn``).
 
 from __future__ import annotations
 
+import threading
 import warnings
 from typing import Any
 
@@ -140,14 +141,51 @@ for _fn in _READS:
     BUILTIN_HANDLERS[id(_fn)] = (_fn, _handler(_fn))
 
 
+class _ThreadFlag(threading.local):
+    """Whether this thread is being recorded (each thread sees its own ``on``)."""
+
+    on = False
+
+
+_FLAG = _ThreadFlag()
+_FLAG_NAME = "_magpy_thread_compiling"
+
+
+def _is_compiling() -> bool:  # the body ``torch.compiler.is_compiling`` runs (in its globals)
+    if torch.jit.is_scripting():
+        return False
+    return _is_compiling_flag or _magpy_thread_compiling.on  # type: ignore[name-defined]  # noqa: F821
+
+
+def _install_thread_flag() -> None:
+    """Make ``torch.compiler.is_compiling()`` also answer this thread's flag.
+
+    torch keeps the flag in a module global (``torch.compiler._is_compiling_flag``), which every
+    thread reads: while one thread recorded, code in every other thread took its compile-mode
+    branch, and two threads recording at once could leave it set. The function object stays the
+    same (so ``from torch.compiler import is_compiling`` sees it too); its code also reads a
+    ``threading.local`` that MagPy puts in the same module. torch's own uses of the global flag
+    (TorchDynamo) are unchanged.
+    """
+    fn = torch.compiler.is_compiling
+    if fn.__code__ is _is_compiling.__code__:
+        return
+    vars(torch.compiler)[_FLAG_NAME] = _FLAG
+    fn.__code__ = _is_compiling.__code__
+
+
+_install_thread_flag()
+
+
 def set_compiling(value: bool) -> bool:
-    """Set what ``torch.compiler.is_compiling()`` answers; return what it answered before.
+    """Set what ``torch.compiler.is_compiling()`` answers in this thread; return what it
+    answered before.
 
     While MagPy monitors a run it compiles that run, so the program sees ``True`` there, as it
-    does under TorchDynamo (which holds the same flag for its compile session): code such as
-    transformers' mask helpers then takes its compile-friendly path instead of reading tensor
-    values. Like Dynamo's, the flag is process-wide.
+    does under TorchDynamo: code such as transformers' mask helpers then takes its
+    compile-friendly path instead of reading tensor values. Unlike TorchDynamo's process-wide
+    flag, MagPy's is per thread (``_install_thread_flag``).
     """
-    old = bool(torch.compiler._is_compiling_flag)
-    torch.compiler._is_compiling_flag = value
+    old = _FLAG.on
+    _FLAG.on = value
     return old

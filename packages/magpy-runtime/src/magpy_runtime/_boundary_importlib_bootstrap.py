@@ -1,0 +1,76 @@
+"""The frames a compiled call puts between the program's caller and the program.
+
+``run`` is where every call of a compiled callable enters (from C: the callable's
+``__call__`` is a ``functools.partial`` of it); ``entry`` is the root frame of a monitored
+call. They are the only MagPy frames below the program's code: one (``run``) on a hit or a
+native call, two (``run``, ``entry``) while a whole call is monitored. Before, a native call
+had two (``CompiledFunction.__call__``, ``CacheState.call``) and a monitored one six (also
+``_record``, ``capture``, ``Monitor.run`` and the monitor's ``entry``).
+
+Why this file has this name: CPython 3.11's ``warnings.warn`` skips, when it counts
+``stacklevel``, frames whose file name contains both ``importlib`` and ``_bootstrap`` (that is
+how it hides the import machinery; 3.11 has no other way to hide a frame from it, 3.12 adds
+``skip_file_prefixes``). So ``warnings.warn(..., stacklevel=2)`` in a compiled function names
+the program's calling line, as in eager, on every call and in every mode, and the default
+filter de-duplicates it per calling line as in eager (the warning goes to the caller's
+``__warningregistry__``). The monitor's model of ``stacklevel`` skips the same frames, so a
+warning that names the compiled function's caller is a graph break and is issued natively.
+Nothing else treats such a file specially: the import machinery only hides the frozen
+``<frozen importlib._bootstrap>`` frames, by exact name.
+
+A frame cannot be hidden from ``sys._getframe``: ``sys._getframe(1)`` in the compiled
+function returns ``run``'s frame (eager: the caller's); ``sys._getframe(2)`` is the caller.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from magpy_monitor import finish, prepare
+
+from . import _depth
+from ._sites import activate, deactivate
+
+__all__ = ["MISS", "entry", "run"]
+
+MISS = object()  # no record served the call
+
+
+def run(state: Any, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)`` through ``state``, the record cache of a compiled callable.
+
+    Where the program's code runs (natively, or monitored), the recursion limit is raised by
+    what MagPy adds to the stack meanwhile (see ``_depth``); a hit runs no program code.
+    """
+    if not state.split and state.eager_reason is None:
+        found = state.hit(fn, args, kwargs)
+        if found is not MISS:
+            return found
+        last = state.missed(fn, args, kwargs)
+        if last is not None:  # monitor this call, and record it
+            epoch = state.epoch
+            mon = prepare(entry_fn=entry, **state.capture_options(last))
+            _depth.grow(_depth.MONITORED)
+            try:
+                mon.trace_on()
+                value = entry(fn, args, kwargs)
+            finally:
+                mon.trace_off()
+                _depth.shrink(_depth.MONITORED)
+            return state.recorded(finish(mon, value), epoch)
+    _depth.grow(_depth.NATIVE)
+    try:
+        if state.split:  # the program runs on its instrumented code (see ``_sites``)
+            activate(state)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                deactivate()
+        return fn(*args, **kwargs)
+    finally:
+        _depth.shrink(_depth.NATIVE)
+
+
+def entry(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """The root frame of a monitored call (the same body as ``magpy_monitor.entry``)."""
+    return fn(*args, **kwargs)
