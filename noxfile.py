@@ -208,6 +208,16 @@ def integration_gpu(session: nox.Session) -> None:
     _integration_session(session, "-m", "gpu", extras="gpu")
 
 
+@nox.session(python=PYTHON, default=False)
+def differential(session: nox.Session) -> None:
+    """The differential suite (``integration/test_differs_*.py``) against MagPy and TorchDynamo:
+    the table of silent wrong values, wrong exceptions, frame-only differences and crashes per
+    compiler (arguments after ``--`` go to ``integration/differential_report.py``, e.g.
+    ``--backend inductor``)."""
+    _install_all(session, "numpy", "pytest")
+    session.run("python", "integration/differential_report.py", *session.posargs)
+
+
 # --- user-facing entry points ------------------------------------------------------------------
 # `demo` is the first command in README.md; `bench` produces the side-by-side tables.
 

@@ -258,7 +258,7 @@ def _float_same(a: float, b: float) -> bool:
 
 
 def _tensor(got: torch.Tensor, want: torch.Tensor, path: str, diffs: list[str], rtol: float):
-    meta = lambda t: (t.dtype, tuple(t.shape), t.device, t.requires_grad, t.layout)  # noqa: E731
+    meta = lambda t: (t.dtype, tuple(t.shape), t.device, t.requires_grad, t.is_leaf, t.layout)  # noqa: E731
     if meta(got) != meta(want):
         diffs.append(f"{path}: tensor meta {meta(got)} != {meta(want)}")
         return
@@ -278,6 +278,8 @@ def _tensor(got: torch.Tensor, want: torch.Tensor, path: str, diffs: list[str], 
         same = torch.equal(g, w)
     if not same:
         diffs.append(f"{path}: values differ\n{g}\n!=\n{w}")
+    if not (want.is_leaf or want.retains_grad):
+        return  # (``.grad`` of a non-leaf warns and is None)
     if (got.grad is None) != (want.grad is None):
         diffs.append(f"{path}.grad: {got.grad is None} vs {want.grad is None}")
     elif want.grad is not None:

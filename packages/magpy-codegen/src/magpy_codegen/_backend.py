@@ -5,6 +5,13 @@ kernels for CUDA tensors), ``"eager"`` (run the fx graph as is), ``"aot_eager"``
 no compiler: checks functionalization), or any callable with ``torch.compile``'s backend
 signature ``(gm, example_inputs) -> callable``.
 
+Randomness: ``"inductor"`` compiles with ``torch._inductor.config.fallback_random`` set (for
+MagPy's compiles only, patched around ``compile_fx``), so ``rand``/``randn``/``dropout`` in a
+compiled graph draw from the global generator exactly as eager does (same values, same RNG
+state afterwards) instead of from Inductor's own seeded kernels. ``"inductor_fast_random"`` is
+Inductor with its own random kernels (faster, fused; random values and the RNG state after a
+call differ from eager).
+
 Dynamic shapes: when the monitor gave some placeholders fake tensors with symbolic sizes (node
 meta ``"magpy_fake"``, see ``magpy_monitor.core.shapes``), ``"inductor"`` and ``"aot_eager"``
 compile for those symbolic inputs (one kernel for every size), a callable backend is called
@@ -19,6 +26,7 @@ from __future__ import annotations
 import functools
 import linecache
 import types
+import warnings
 import weakref
 from collections.abc import Callable
 from typing import Any, cast
@@ -54,18 +62,28 @@ def _eager(gm: fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
 def _torch_compiler(name: str) -> Backend:
     """torch's compiler behind backend ``name`` ("inductor" or "aot_eager")."""
     # Imported on first use: importing torch._inductor or torch._dynamo takes seconds, and a
-    # program compiled with the eager backend (or not compiled at all) needs neither.
-    if name == "inductor":
-        from torch._inductor.compile_fx import compile_fx
+    # program compiled with the eager backend (or not compiled at all) needs neither. The
+    # import's own DeprecationWarnings (torch's modules using torch.jit.script_method) are
+    # torch's business, not the program's: eager, which never imports them, shows none.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        if name == "inductor":
+            from torch._inductor.compile_fx import compile_fx
 
-        # without AOT-Inductor options compile_fx returns the compiled callable
-        return cast(Backend, compile_fx)
-    from torch._dynamo.backends.registry import lookup_backend
+            # without AOT-Inductor options compile_fx returns the compiled callable
+            return cast(Backend, compile_fx)
+        from torch._dynamo.backends.registry import lookup_backend
 
-    return cast(Backend, lookup_backend(name))
+        return cast(Backend, lookup_backend(name))
 
 
 def _inductor(gm: fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
+    compiler = _torch_compiler("inductor")  # (imports torch._inductor)
+    with torch._inductor.config.patch(fallback_random=True):
+        return compiler(gm, example_inputs)
+
+
+def _inductor_fast_random(gm: fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
     return _torch_compiler("inductor")(gm, example_inputs)
 
 
@@ -73,7 +91,13 @@ def _aot_eager(gm: fx.GraphModule, example_inputs: list[Any]) -> Callable[..., A
     return _torch_compiler("aot_eager")(gm, example_inputs)
 
 
-BACKENDS: dict[str, Backend] = {"eager": _eager, "inductor": _inductor, "aot_eager": _aot_eager}
+BACKENDS: dict[str, Backend] = {
+    "eager": _eager,
+    "inductor": _inductor,
+    "inductor_fast_random": _inductor_fast_random,
+    "aot_eager": _aot_eager,
+}
+_TORCH_COMPILERS = (_inductor, _inductor_fast_random, _aot_eager)  # compile fake inputs
 
 
 def resolve_backend(backend: str | Backend) -> Backend:
@@ -116,7 +140,7 @@ def _compile(
         return _compile_or_run(compiler, gm, list(example_inputs))
     if compiler is _eager:
         compiled = gm.forward
-    elif compiler in (_inductor, _aot_eager):
+    elif compiler in _TORCH_COMPILERS:
         compiled = _compile_or_run(compiler, gm, fakes)
     else:
         for node, fake in zip(_placeholders(gm.graph), fakes, strict=True):
@@ -186,7 +210,7 @@ def _compile_or_run(compiler: Backend, gm: fx.GraphModule, inputs: list[Any]) ->
     try:
         return compiler(gm, inputs)
     except Exception as exc:
-        if compiler not in (_inductor, _aot_eager) or not _data_dependent_failure(exc):
+        if compiler not in _TORCH_COMPILERS or not _data_dependent_failure(exc):
             raise
         ops = sorted(
             {

@@ -9,6 +9,7 @@ tuple on success or ``None`` on a miss. Any exception while checking is a miss.
 from __future__ import annotations
 
 import builtins
+import enum
 import types
 from collections.abc import Callable
 from typing import Any, cast
@@ -32,6 +33,7 @@ from magpy_refgraph import (
     Plan,
     SetItems,
     SetOrder,
+    exact_token,
     iter_remaining,
     literal_expr,
     render_step,
@@ -109,19 +111,36 @@ class PathVars:
 
 
 def _tensor_check(v: str, meta: tuple[Any, ...], c: Any) -> str:
-    cls, dtype, device, shape, stride, requires_grad = meta
+    cls, dtype, device, shape, stride, requires_grad = meta[:6]
     if None in shape:
         return _dynamic_tensor_check(v, meta, c)
     return (
         f"type({v}) is {c(cls)} and {v}.dtype is {c(dtype)} and {v}.shape == {c(shape)} "
         f"and {v}.stride() == {c(stride)} and {v}.device == {c(device)} "
-        f"and {v}.requires_grad is {requires_grad}"
+        f"and {v}.requires_grad is {requires_grad}{_flags_check(v, meta[6:], c)}"
     )
+
+
+def _flags_check(v: str, rest: tuple[Any, ...], c: Any) -> str:
+    """The tensor properties past strides a program may read (see ``tensor_flags``)."""
+    if not rest:
+        return ""
+    # (is_leaf is left out: guarded on every tensor it splits records that aot_eager then
+    # fails on; a read of it must be guarded where it is read)
+    offset, _leaf, inference, conj, neg, layout, names = rest[0]
+    checks = [f"{v}.is_inference() is {bool(inference)}"]
+    checks += [f"{v}.is_conj() is {bool(conj)}", f"{v}.is_neg() is {bool(neg)}"]
+    checks.append(f"{v}.layout is {c(layout)}")
+    if offset is not None:
+        checks.append(f"{v}.storage_offset() == {int(offset)}")
+    if names is not None:  # (an unnamed tensor's names are all None: checked by the layout)
+        checks.append(f"{v}.names == {c(tuple(names))}")
+    return "".join(f" and {x}" for x in checks)
 
 
 def _dynamic_tensor_check(v: str, meta: tuple[Any, ...], c: Any) -> str:
     """A tensor with dynamic dims (``None`` in the shape): static sizes, ``>= 2``, layout."""
-    cls, dtype, device, shape, layout, requires_grad = meta
+    cls, dtype, device, shape, layout, requires_grad = meta[:6]
     sizes = " and ".join(
         f"{v}.shape[{d}] >= 2" if n is None else f"{v}.shape[{d}] == {int(n)}"
         for d, n in enumerate(shape)
@@ -135,17 +154,31 @@ def _dynamic_tensor_check(v: str, meta: tuple[Any, ...], c: Any) -> str:
     return (
         f"type({v}) is {c(cls)} and {v}.dtype is {c(dtype)} and {v}.dim() == {len(shape)} "
         f"and {sizes} and {strides} and {v}.device == {c(device)} "
-        f"and {v}.requires_grad is {requires_grad}"
+        f"and {v}.requires_grad is {requires_grad}{_flags_check(v, meta[6:], c)}"
     )
 
 
 def _value_check(v: str, value: Any, c: Any) -> str:
+    """``v`` is ``value``'s type and value exactly, running no user code (see exact_token)."""
     if value is None or value is True or value is False or value is Ellipsis:
         return f"{v} is {value!r}"
+    kind = type(value)
     lit = literal_expr(value)
-    if lit is None:
-        return f"type({v}) is {c(type(value))} and {v} == {c(value)}"
-    return f"type({v}) is {c(type(value))} and {v} == {lit}"
+    if lit is not None and (kind is int or kind is str or kind is bytes):
+        return f"type({v}) is {kind.__name__} and {v} == {lit}"
+    if lit is not None and kind is float and value != 0.0:
+        return f"type({v}) is float and {v} == {lit}"  # (no other float equals it)
+    if isinstance(value, enum.Enum):
+        return f"{v} is {c(value)}"
+    c(value)  # (kept alive: tokens of some values hold ids)
+    return f"{c(exact_token)}({v}) == {c(exact_token(value))}"
+
+
+def _keys_check(v: str, keys: tuple[Any, ...], c: Any) -> str:
+    # the keys of a dict in order, each of the same type and value exactly
+    c(keys)
+    token = tuple(exact_token(k) for k in keys)
+    return f"tuple(map({c(exact_token)}, {c(dict.keys)}({v}))) == {c(token)}"
 
 
 def _module_call_check(v: str, payload: ModuleCall, c: Any) -> str:
@@ -224,7 +257,7 @@ def check_expr(req: GuardReq, v: str, c: Any) -> str:
     if kind is GuardKind.LEN:
         return f"len({v}) == {int(payload)}"  # type: ignore[call-overload]
     if kind is GuardKind.KEYS:
-        return f"tuple({v}) == {c(tuple(payload))}"  # type: ignore[arg-type]
+        return _keys_check(v, tuple(payload), c)  # type: ignore[arg-type]
     if kind is GuardKind.HASATTR:
         return f"hasattr({v}, {c(payload)})"
     if kind is GuardKind.NOT_HASATTR:

@@ -80,7 +80,11 @@ def _store(name: str, kind: str) -> Instr:
 
 def _variant_block(layout: Layout, pre: dict[int, Label]) -> list[Any]:
     out: list[Any] = [Instr("POP_TOP")]  # the variant number
-    if layout.end is None:
+    if layout.end is None:  # (value, cells) where the segment wrote cells, else the value
+        if layout.stores:
+            out += [Instr("UNPACK_SEQUENCE", 2), Instr("SWAP", 2)]
+            out += [Instr("UNPACK_SEQUENCE", len(layout.stores))]
+            out += [_store(n, k) for n, k in layout.stores]
         return [*out, Instr("RETURN_VALUE")]
     out += [Instr("UNPACK_SEQUENCE", 2), Instr("UNPACK_SEQUENCE", len(layout.stores))]
     out += [_store(n, k) for n, k in layout.stores]

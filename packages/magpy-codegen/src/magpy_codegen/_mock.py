@@ -38,7 +38,7 @@ from magpy_refgraph import (
 from ._generated import GeneratedCode, NameAllocator, comment
 from ._guard import PathVars
 
-__all__ = ["generate_mock"]
+__all__ = ["PROGRAM_FAILED", "generate_mock"]
 
 
 class _MockWriter:
@@ -157,16 +157,19 @@ def generate_mock(
     writes = [w.writeback(x) for x in plan.writebacks]
     result = w.expr(plan.result)
     call = "    __magpy_outs = __magpy_graph(*inputs)" if has_graph else "    __magpy_outs = ()"
-    if has_graph and plan.checks:
+    if has_graph:
         # an operation of the graph may fail where an assumption does not hold (a size read
-        # from a mask, used by ``arange``): nothing was written yet, so that is a miss too;
-        # running the program again raises the error itself where it is the program's
-        failed = names.const(graph_failed)
+        # from a mask, used by ``arange``): nothing was written yet, so that is a miss too.
+        # Without assumptions the error is the program's (an index out of range, shapes that
+        # do not broadcast): what the graph changed is put back and the program runs again,
+        # natively, for this call only; it raises the error itself, with eager's effects
+        failed = names.const(graph_failed if plan.checks else program_failed)
         if undo != "None":  # what the graph changes that a miss must put back
             save = f"{names.const(save_state)}(inputs, {tuple(restore_inputs)!r}, {restore_rng})"
             call = f"    {undo} = {save}\n{call}"
         call = call.replace("\n", "\n    ")
-        call = f"    try:\n    {call}\n    except Exception as exc:\n        {failed}(exc, {undo})"
+        extra = "" if plan.checks else ", __magpy_reference, inputs"
+        call = f"    try:\n    {call}\n    except Exception as exc:\n        {failed}(exc, {undo}{extra})"
     if has_graph and fresh_outputs and plan.num_outputs and plan.inputs:
         # a compiler may hand back an input tensor itself as an output (x + 0 * r -> x);
         # eager made a new tensor there, so give the caller a copy
@@ -217,6 +220,35 @@ def graph_failed(exc: Exception, undo: Any = None) -> None:
     if undo is not None:
         restore_state(undo)
     raise SpeculationMiss(-1) from exc
+
+
+PROGRAM_FAILED = -2  # ``SpeculationMiss.check`` of a graph that raised the program's error
+
+
+def program_failed(
+    exc: Exception, undo: Any = None, reference: Any = None, inputs: Any = ()
+) -> None:
+    """The graph raised without any assumption of the record failing: put back what it
+    changed; the caller runs the program natively for this call (which raises as eager).
+
+    ``reference`` is the graph uncompiled (None when the backend ran it as it is): when it does
+    not raise on the same inputs, the compiled graph's error is the backend's, not the
+    program's: an ``InternalError`` (the cache falls back to eager, with a warning)."""
+    if undo is not None:
+        restore_state(undo)
+    if reference is not None:
+        try:
+            reference(*inputs)
+        except Exception:
+            pass  # the program's own error: eager raises it too
+        else:
+            raise InternalError(
+                f"the compiled graph raised {type(exc).__name__}: {exc}; the graph does not"
+            ) from exc
+        finally:
+            if undo is not None:
+                restore_state(undo)  # (what the reference run changed)
+    raise SpeculationMiss(PROGRAM_FAILED) from exc
 
 
 def save_state(inputs: Any, updated: tuple[int, ...], rng: bool) -> Any:

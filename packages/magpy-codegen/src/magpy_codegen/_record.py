@@ -9,12 +9,12 @@ import attrs
 import torch
 import torch.fx as fx
 
-from magpy_refgraph import BackendError, InternalError, MagPyError, Plan
+from magpy_refgraph import BackendError, InternalError, MagPyError, Plan, SpeculationMiss
 
 from ._backend import UNCOMPILED, Backend, compile_graph, shape_guard
 from ._generated import GeneratedCode, NameAllocator
 from ._guard import generate_guard
-from ._mock import generate_mock
+from ._mock import PROGRAM_FAILED, generate_mock
 
 __all__ = ["Record", "build_record"]
 
@@ -34,6 +34,12 @@ class Record:
     hits: int = 0
     # why the graph runs uncompiled, operation by operation (``_backend._compile_or_run``)
     uncompiled: str | None = None
+
+    @staticmethod
+    def program_failed(miss: SpeculationMiss) -> bool:
+        """``miss`` says the graph raised the program's own error (what it changed was put
+        back): the call runs the program natively, which raises it as eager does."""
+        return miss.check == PROGRAM_FAILED
 
     @property
     def guard_source(self) -> str:
@@ -137,6 +143,9 @@ def _assemble(
     )
     if compiled is not None:
         mock_code.globals["__magpy_graph"] = compiled
+        # the graph as it is, to tell the program's errors from the backend's (program_failed)
+        reference = gm if gm is not None and compiled != gm.forward else None
+        mock_code.globals["__magpy_reference"] = reference
     guard = guard_code.load()["__magpy_guard"]
     mock = mock_code.load()["__magpy_mock"]
     return Record(

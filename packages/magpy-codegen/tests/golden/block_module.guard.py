@@ -6,51 +6,70 @@
 def __magpy_guard(fn, args, kwargs):
     try:
         if __magpy_k0() is not True: return None
-        if not (type(fn) is __magpy_k1): return None
-        if not (type(args) is __magpy_k2): return None
-        if not (type(kwargs) is __magpy_k3): return None
+        v0 = __magpy_k1
+        if not (v0 is __magpy_k1): return None
+        if not (type(fn) is __magpy_k2): return None
+        if not (type(args) is __magpy_k3): return None
+        if not (type(kwargs) is __magpy_k4): return None
         if not (len(args) == 1): return None
-        if not (tuple(kwargs) == __magpy_k4): return None
-        if not (not (fn._backward_hooks or fn._backward_pre_hooks or __magpy_k5 or __magpy_k6 or __magpy_k7 or __magpy_k8) and 'forward' not in fn.__dict__): return None
+        if not (tuple(map(__magpy_k6, __magpy_k7(kwargs))) == __magpy_k5): return None
+        if not (not (fn._backward_hooks or fn._backward_pre_hooks or __magpy_k8 or __magpy_k9 or __magpy_k10 or __magpy_k11) and 'forward' not in fn.__dict__): return None
         if not (not (fn._forward_hooks or fn._forward_pre_hooks)): return None
-        v0 = fn.lin
-        if not (type(v0) is __magpy_k9): return None
-        v1 = fn.k
-        if not (type(v1) is __magpy_k10 and v1 == 3): return None
-        v2 = args[0]
-        if not (type(v2) is __magpy_k11 and v2.dtype is __magpy_k12 and v2.shape == __magpy_k13 and v2.stride() == __magpy_k14 and v2.device == __magpy_k15 and v2.requires_grad is False): return None
-        if not (not (v0._backward_hooks or v0._backward_pre_hooks or __magpy_k5 or __magpy_k6 or __magpy_k7 or __magpy_k8) and 'forward' not in v0.__dict__): return None
-        if not (not (v0._forward_hooks or v0._forward_pre_hooks)): return None
-        v3 = v0.weight
-        if not (type(v3) is __magpy_k16 and v3.dtype is __magpy_k12 and v3.shape == __magpy_k17 and v3.stride() == __magpy_k18 and v3.device == __magpy_k19 and v3.requires_grad is True): return None
-        v4 = v0.bias
-        if not (type(v4) is __magpy_k16 and v4.dtype is __magpy_k12 and v4.shape == __magpy_k20 and v4.stride() == __magpy_k21 and v4.device == __magpy_k22 and v4.requires_grad is True): return None
-        if len({id(v2), id(v3), id(v4)}) != 3: return None
-        return (v2, v3, v4,)
+        if not (__magpy_k12(v0) is True): return None
+        v1 = __magpy_k13
+        if not (__magpy_k14(v1) is True): return None
+        v2 = __magpy_k15
+        v3 = v2.linear
+        if not (v3 is __magpy_k16): return None
+        v4 = fn.lin
+        if not (type(v4) is __magpy_k17): return None
+        v5 = fn.k
+        if not (type(v5) is int and v5 == 3): return None
+        v6 = args[0]
+        if not (type(v6) is __magpy_k18 and v6.dtype is __magpy_k19 and v6.shape == __magpy_k20 and v6.stride() == __magpy_k21 and v6.device == __magpy_k22 and v6.requires_grad is False and v6.is_inference() is False and v6.is_conj() is False and v6.is_neg() is False and v6.layout is __magpy_k23 and v6.storage_offset() == 0): return None
+        if not (not (v4._backward_hooks or v4._backward_pre_hooks or __magpy_k8 or __magpy_k9 or __magpy_k10 or __magpy_k11) and 'forward' not in v4.__dict__): return None
+        if not (not (v4._forward_hooks or v4._forward_pre_hooks)): return None
+        v7 = v4.weight
+        if not (type(v7) is __magpy_k24 and v7.dtype is __magpy_k19 and v7.shape == __magpy_k25 and v7.stride() == __magpy_k26 and v7.device == __magpy_k27 and v7.requires_grad is True and v7.is_inference() is False and v7.is_conj() is False and v7.is_neg() is False and v7.layout is __magpy_k23 and v7.storage_offset() == 0): return None
+        v8 = v4.bias
+        if not (type(v8) is __magpy_k24 and v8.dtype is __magpy_k19 and v8.shape == __magpy_k28 and v8.stride() == __magpy_k29 and v8.device == __magpy_k30 and v8.requires_grad is True and v8.is_inference() is False and v8.is_conj() is False and v8.is_neg() is False and v8.layout is __magpy_k23 and v8.storage_offset() == 0): return None
+        v9 = __magpy_k2
+        v10 = v9.forward
+        if v0 is not v10: return None
+        if len({id(v6), id(v7), id(v8)}) != 3: return None
+        return (v6, v7, v8,)
     except Exception:
         return None
 
 # constants:
 #   __magpy_k0 = <built-in function is_grad_enabled>
-#   __magpy_k1 = <class Block>
-#   __magpy_k2 = <class tuple>
-#   __magpy_k3 = <class dict>
-#   __magpy_k4 = ()
-#   __magpy_k5 = OrderedDict()
-#   __magpy_k6 = OrderedDict()
-#   __magpy_k7 = OrderedDict()
+#   __magpy_k1 = <function Block.forward>
+#   __magpy_k2 = <class Block>
+#   __magpy_k3 = <class tuple>
+#   __magpy_k4 = <class dict>
+#   __magpy_k5 = ()
+#   __magpy_k6 = <function exact_token>
+#   __magpy_k7 = <method 'keys' of 'dict' objects>
 #   __magpy_k8 = OrderedDict()
-#   __magpy_k9 = <class torch.nn.modules.linear.Linear>
-#   __magpy_k10 = <class int>
-#   __magpy_k11 = <class torch.Tensor>
-#   __magpy_k12 = torch.float32
-#   __magpy_k13 = (5, 4)
-#   __magpy_k14 = (4, 1)
-#   __magpy_k15 = device(type='cpu')
-#   __magpy_k16 = <class torch.nn.parameter.Parameter>
-#   __magpy_k17 = (2, 4)
-#   __magpy_k18 = (4, 1)
-#   __magpy_k19 = device(type='cpu')
-#   __magpy_k20 = (2,)
-#   __magpy_k21 = (1,)
+#   __magpy_k9 = OrderedDict()
+#   __magpy_k10 = OrderedDict()
+#   __magpy_k11 = OrderedDict()
+#   __magpy_k12 = code_of(Block.forward)
+#   __magpy_k13 = <function Linear.forward>
+#   __magpy_k14 = code_of(Linear.forward)
+#   __magpy_k15 = <module torch.nn.functional>
+#   __magpy_k16 = <built-in function linear>
+#   __magpy_k17 = <class torch.nn.modules.linear.Linear>
+#   __magpy_k18 = <class torch.Tensor>
+#   __magpy_k19 = torch.float32
+#   __magpy_k20 = (5, 4)
+#   __magpy_k21 = (4, 1)
 #   __magpy_k22 = device(type='cpu')
+#   __magpy_k23 = torch.strided
+#   __magpy_k24 = <class torch.nn.parameter.Parameter>
+#   __magpy_k25 = (2, 4)
+#   __magpy_k26 = (4, 1)
+#   __magpy_k27 = device(type='cpu')
+#   __magpy_k28 = (2,)
+#   __magpy_k29 = (1,)
+#   __magpy_k30 = device(type='cpu')

@@ -10,13 +10,14 @@ def __magpy_guard(fn, args, kwargs):
         if not (type(args) is __magpy_k2): return None
         if not (type(kwargs) is __magpy_k3): return None
         if not (len(args) == 2): return None
-        if not (tuple(kwargs) == __magpy_k4): return None
+        if not (tuple(map(__magpy_k5, __magpy_k6(kwargs))) == __magpy_k4): return None
+        if not (__magpy_k7(fn) is True): return None
         v0 = args[0]
-        if not (type(v0) is __magpy_k5): return None
+        if not (type(v0) is __magpy_k8): return None
         v1 = args[1]
-        if not (type(v1) is __magpy_k6 and v1.dtype is __magpy_k7 and v1.shape == __magpy_k8 and v1.stride() == __magpy_k9 and v1.device == __magpy_k10 and v1.requires_grad is False): return None
+        if not (type(v1) is __magpy_k9 and v1.dtype is __magpy_k10 and v1.shape == __magpy_k11 and v1.stride() == __magpy_k12 and v1.device == __magpy_k13 and v1.requires_grad is False and v1.is_inference() is False and v1.is_conj() is False and v1.is_neg() is False and v1.layout is __magpy_k14 and v1.storage_offset() == 0): return None
         v2 = v0.calls
-        if not (type(v2) is __magpy_k11): return None
+        if not (type(v2) is __magpy_k15): return None
         return (v1,)
     except Exception:
         return None
@@ -27,10 +28,14 @@ def __magpy_guard(fn, args, kwargs):
 #   __magpy_k2 = <class tuple>
 #   __magpy_k3 = <class dict>
 #   __magpy_k4 = ()
-#   __magpy_k5 = <class History>
-#   __magpy_k6 = <class torch.Tensor>
-#   __magpy_k7 = torch.float32
-#   __magpy_k8 = (3,)
-#   __magpy_k9 = (1,)
-#   __magpy_k10 = device(type='cpu')
-#   __magpy_k11 = <class int>
+#   __magpy_k5 = <function exact_token>
+#   __magpy_k6 = <method 'keys' of 'dict' objects>
+#   __magpy_k7 = code_of(bookkeeping)
+#   __magpy_k8 = <class History>
+#   __magpy_k9 = <class torch.Tensor>
+#   __magpy_k10 = torch.float32
+#   __magpy_k11 = (3,)
+#   __magpy_k12 = (1,)
+#   __magpy_k13 = device(type='cpu')
+#   __magpy_k14 = torch.strided
+#   __magpy_k15 = <class int>

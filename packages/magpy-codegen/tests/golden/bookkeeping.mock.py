@@ -7,7 +7,10 @@ def __magpy_mock(fn, args, kwargs, inputs):
     v0 = args[0]
     v1 = v0.calls
     v3 = v0.history
-    __magpy_outs = __magpy_graph(*inputs)
+    try:
+        __magpy_outs = __magpy_graph(*inputs)
+    except Exception as exc:
+        __magpy_k1(exc, None, __magpy_reference, inputs)
     b2 = [__magpy_outs[0]]
     b4 = (b2, b2, v3,)
     setattr(v0, 'calls', __magpy_k0(v1, 1))
@@ -16,4 +19,6 @@ def __magpy_mock(fn, args, kwargs, inputs):
 
 # constants:
 #   __magpy_k0 = <built-in function add>
+#   __magpy_k1 = <function program_failed>
 #   __magpy_graph = <bound method forward of GraphModule()>
+#   __magpy_reference = None

@@ -27,8 +27,8 @@ def _graph() -> fx.Graph:
 
 class TestResolveBackend:
     def test_known_names(self) -> None:
-        """'eager', 'inductor' and 'aot_eager' are the named backends."""
-        assert set(BACKENDS) == {"eager", "inductor", "aot_eager"}
+        """'eager', 'inductor', 'inductor_fast_random' and 'aot_eager' are the named backends."""
+        assert set(BACKENDS) == {"eager", "inductor", "inductor_fast_random", "aot_eager"}
         for name in BACKENDS:
             assert resolve_backend(name) is BACKENDS[name]
 

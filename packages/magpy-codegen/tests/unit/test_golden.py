@@ -94,6 +94,8 @@ def describe(obj: Any) -> str:
         return "<builtins.__dict__>"
     if isinstance(obj, dict) and "__builtins__" in obj and "__name__" in obj:
         return "<module globals>"
+    if isinstance(obj, types.ModuleType):
+        return f"<module {obj.__name__}>"  # (its file's path depends on the venv)
     return _ADDRESS.sub("0x?", repr(obj))
 
 

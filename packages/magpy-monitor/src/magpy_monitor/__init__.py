@@ -2,6 +2,7 @@
 
 from .core.ambient import ambient_state
 from .core.annotations import TABLE, Annotation, AnnotationTable, Kind, classify
+from .core.calls import ORIGINAL_CODE
 from .core.capture import Capture
 from .core.scalars import scalar_tensor
 from .core.shapes import dim_key, symbolic_shapes
@@ -17,6 +18,7 @@ __version__ = "0.1.0"
 __all__ = [
     "FROZEN_MODULE_ROOTS",
     "NULL",
+    "ORIGINAL_CODE",
     "TABLE",
     "Annotation",
     "AnnotationTable",

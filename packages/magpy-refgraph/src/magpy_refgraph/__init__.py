@@ -47,7 +47,7 @@ from ._errors import (
     Unsupported,
 )
 from ._graph import Edge, NodeKind, RefGraph, ShadowNode, ShadowVersion
-from ._guards import GuardKind, GuardReq, GuardSet, set_contents, set_order
+from ._guards import GuardKind, GuardReq, GuardSet, exact_token, set_contents, set_order
 from ._inspect import dump, to_dot
 from ._render import (
     RenderContext,
@@ -101,6 +101,7 @@ __all__ = [
     "aliases",
     "dump",
     "entry_paths",
+    "exact_token",
     "guard_requirements",
     "guard_set",
     "iter_remaining",

@@ -19,7 +19,7 @@ import attrs
 from ._access import Path, short_repr
 from ._custom import CustomPayload
 
-__all__ = ["GuardKind", "GuardReq", "GuardSet", "set_contents", "set_order"]
+__all__ = ["GuardKind", "GuardReq", "GuardSet", "exact_token", "set_contents", "set_order"]
 
 
 class GuardKind(enum.Enum):
@@ -59,18 +59,57 @@ _COST = {
 _IDENTITY_KINDS = frozenset({GuardKind.ID, GuardKind.TYPE})
 
 
-def _typed(value: Hashable) -> Hashable:
-    """A token equal for two hashable values iff they have the same types and values."""
-    if isinstance(value, float):
-        return (type(value), struct.pack("<d", value))
-    if isinstance(value, tuple):
-        return (type(value), tuple(_typed(item) for item in value))
-    if isinstance(value, frozenset):
-        return (type(value), frozenset(_typed(item) for item in value))
+_REAL = complex.real  # (the slot descriptors: a subclass's properties are never run)
+_IMAG = complex.imag
+# types whose ``==`` is identity (compared as they are)
+_C_VALUES: frozenset[type] = frozenset({type(None), type(Ellipsis), type(NotImplemented)})
+
+
+def _bits(x: float) -> bytes:
+    return struct.pack("<d", x)
+
+
+def exact_token(value: object) -> Hashable:
+    """A token equal for two values iff they have the same types and the same values exactly.
+
+    ``1``, ``1.0`` and ``True`` differ; floats compare by bits (``-0.0`` is not ``0.0``, a NaN
+    matches a NaN); complex numbers by the bits of both parts; tuples, frozensets, slices and
+    ranges item by item; enum members by identity; str/int/float subclasses by their type and
+    builtin value. Reads through the builtin slots only: no user code (``__eq__``,
+    ``__hash__``, ``__iter__``, a property) runs. Other objects give ``(type, value)``.
+    """
+    kind = type(value)
+    if kind is int or kind is str or kind is bool or kind in _C_VALUES:
+        return (kind, value)
+    if issubclass(kind, enum.Enum):
+        return (kind, "member", id(value))
+    if issubclass(kind, float):
+        return (kind, _bits(value))  # type: ignore[arg-type]
+    if issubclass(kind, int):
+        return (kind, int.__int__(value))  # type: ignore[arg-type]
+    if issubclass(kind, str):
+        return (kind, str.__str__(value))  # type: ignore[arg-type]
+    if issubclass(kind, bytes):
+        return (kind, bytes.__bytes__(value))  # type: ignore[arg-type]
+    if issubclass(kind, complex):
+        return (kind, _bits(_REAL.__get__(value)), _bits(_IMAG.__get__(value)))
+    if issubclass(kind, tuple):
+        return (kind, tuple(exact_token(x) for x in tuple.__iter__(value)))  # type: ignore[arg-type]
+    if issubclass(kind, frozenset):
+        items = frozenset.__iter__(value)  # type: ignore[arg-type]
+        return (kind, frozenset(exact_token(x) for x in items))
+    if kind is slice or kind is range:
+        v = cast("slice", value)
+        return (kind, exact_token(v.start), exact_token(v.stop), exact_token(v.step))
     if isinstance(value, CustomPayload):
-        fields = attrs.fields(cast("type[attrs.AttrsInstance]", type(value)))
-        return (type(value), tuple(_typed(getattr(value, f.name)) for f in fields))
-    return (type(value), value)
+        fields = attrs.fields(cast("type[attrs.AttrsInstance]", kind))
+        return (kind, tuple(exact_token(getattr(value, f.name)) for f in fields))
+    if kind.__module__ == "numpy" and hasattr(kind, "item"):
+        return (kind, exact_token(value.item()))  # type: ignore[attr-defined]  # a numpy scalar
+    return (kind, value)
+
+
+_typed = exact_token
 
 
 def set_contents(s: Iterable[Hashable]) -> frozenset[Hashable]:

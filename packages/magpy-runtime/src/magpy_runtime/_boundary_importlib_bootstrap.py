@@ -31,9 +31,10 @@ from magpy_monitor import finish, prepare
 from . import _depth
 from ._sites import activate, deactivate
 
-__all__ = ["MISS", "entry", "run"]
+__all__ = ["MISS", "NATIVE", "entry", "run"]
 
 MISS = object()  # no record served the call
+NATIVE = object()  # a record's graph raised the program's error: this call runs natively
 
 
 def run(state: Any, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
@@ -44,9 +45,9 @@ def run(state: Any, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
     """
     if not state.split and state.eager_reason is None:
         found = state.hit(fn, args, kwargs)
-        if found is not MISS:
+        if found is not MISS and found is not NATIVE:
             return found
-        last = state.missed(fn, args, kwargs)
+        last = None if found is NATIVE else state.missed(fn, args, kwargs)
         if last is not None:  # monitor this call, and record it
             epoch = state.epoch
             mon = prepare(entry_fn=entry, **state.capture_options(last))

@@ -26,7 +26,7 @@ from magpy_monitor import ambient_state
 from magpy_refgraph import InternalError, MagPyError, SpeculationMiss, Unsupported, dump
 
 from . import _depth
-from ._boundary_importlib_bootstrap import MISS, run
+from ._boundary_importlib_bootstrap import MISS, NATIVE, run
 from ._config import config
 from ._dynamic import changed_on_miss, changed_scalars, promote_all
 from ._errors import FullGraphError, MagPyWarning
@@ -122,7 +122,8 @@ class CacheState:
         return run(self, fn, *args, **kwargs)
 
     def hit(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """The result of the first record whose guard passes, or ``MISS``."""
+        """The result of the first record whose guard passes, or ``MISS``; ``NATIVE`` where a
+        record's graph raised the program's own error (this call then runs natively)."""
         records = self.records
         assumed_wrong = False
         try:
@@ -132,7 +133,10 @@ class CacheState:
                     continue
                 try:
                     result = rec.mock(fn, args, kwargs, inputs)
-                except SpeculationMiss:
+                except SpeculationMiss as miss:
+                    if rec.program_failed(miss):  # the program's error: eager raises it
+                        self.misses += 1
+                        return NATIVE
                     assumed_wrong = True  # the graph ran, nothing was written: try on
                     continue
                 self.hits += 1

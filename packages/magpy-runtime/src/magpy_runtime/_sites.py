@@ -34,6 +34,7 @@ import attrs
 from magpy_codegen import Instrumented, Layout, Record, build_record, instrument
 from magpy_monitor import (
     FROZEN_MODULE_ROOTS,
+    ORIGINAL_CODE,
     CodeInfo,
     Segment,
     ambient_state,
@@ -127,6 +128,7 @@ class CodeState:
             {v: k for k, v in inst.site_offsets.items()},
         )
         REGISTRY.infos[inst.code] = info
+        ORIGINAL_CODE[inst.code] = self.original  # (guards on a function's code accept it)
         for ref in self.functions:
             fn = ref()
             if fn is not None:
@@ -316,7 +318,10 @@ def _at_site(state: Any, key: tuple[int, int, int], stack: tuple[Any, ...]) -> t
             continue
         try:
             out = rec.mock(f_locals, stack, inputs)
-        except SpeculationMiss:
+        except SpeculationMiss as miss:
+            if rec.program_failed(miss):  # the program's error: the frame runs on natively
+                state.misses += 1
+                return _miss(stack)
             assumed_wrong = True  # the graph ran, nothing was written: try on
             continue
         state.hits += 1

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from ..core import registry
-from ..core.attributes import load_attr
+from ..core.attributes import guard_method, load_attr
 from ..core.frame import FrameMonitor, Inst
 from ..core.registry import opcode
 from ..core.values import Construction, Val
@@ -49,6 +49,7 @@ def _load_method(m: FrameMonitor, inst: Inst) -> None:
             return [Val(NULL, const=True), load_attr(m, base, name, real[1])]
         if base.external:
             m.cap.observe_type(base)
+        guard_method(m.cap, base, name, real[0])  # the lookup through the class's MRO
         return [m.cap.const(real[0]), base]
 
     m.expect_outputs(inst, 2, make)

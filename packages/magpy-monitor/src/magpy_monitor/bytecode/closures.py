@@ -14,18 +14,20 @@ fail rather than differ.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
-from magpy_refgraph import Build, BuildKind, Constant, Recipe, Unsupported
+from magpy_refgraph import Build, BuildKind, Cell, Constant, Recipe, Unsupported
 
+from ..core.capture import Write
 from ..core.frame import LAZY, CellBox, FrameMonitor, Inst
 from ..core.registry import opcode
 from ..core.values import UNBOUND, MadeFunction, Val
 
-__all__ = ["function_recipe", "is_made_function"]
+__all__ = ["frame_cells", "function_recipe", "is_made_function", "store_outer_cell"]
 
 _local = threading.local()  # the functions whose recipes are being made (a cycle is refused)
 
@@ -54,6 +56,32 @@ def _make_function(m: FrameMonitor, inst: Inst) -> None:
         return [m.cap.new(real[0], payload=made)]
 
     m.expect_outputs(inst, 1, make)
+
+
+def store_outer_cell(m: FrameMonitor, cell: Val, box: CellBox, value: Val) -> None:
+    """``nonlocal n; n = value`` on a cell of a function from outside the run (the compiled
+    function's own free variable, or an inlined callee's): the cell outlives the run, so the
+    mock writes the very cell (``cell_contents``) as the program did, in program order."""
+    cap = m.cap
+    access = Cell(box.name, scope=box.scope)
+    root = cap.graph.root
+    cap.graph.write(root, access, cap.node_of(value))
+    cap.written.add((root, access))
+    cap.writes.append(Write("setcell", Val(cell.obj, const=True), "cell_contents", value))
+    box.content = value
+
+
+@contextlib.contextmanager
+def frame_cells(cells: list[Any]) -> Iterator[None]:
+    """While a segment's plan is made: the cells of its frame, which goes on running after
+    the segment. A new cell would split the variable in two (the frame's and the closure's),
+    and the mock cannot reach the frame's own: a closure over one is no record."""
+    saved = _local.__dict__.get("frame_cells", frozenset())
+    _local.frame_cells = frozenset(id(c) for c in cells)
+    try:
+        yield
+    finally:
+        _local.frame_cells = saved
 
 
 def is_made_function(v: Val) -> bool:
@@ -118,6 +146,8 @@ def _cell_recipe(cell: Val, recipe: Callable[[Val], Recipe], fn_name: str) -> Re
         raise Unsupported(f"a cell of {fn_name} has no shadow")
     if box.scope is not None:  # a cell of a function from outside the run: the very cell
         return Constant(cell.obj)
+    if id(cell) in _local.__dict__.get("frame_cells", ()):
+        raise Unsupported(f"{fn_name} closes over {box.name!r}, a variable of a frame that goes on")
     if not box.fresh or box.content is LAZY:
         raise Unsupported(f"{fn_name} closes over a variable of a frame the run did not start")
     try:

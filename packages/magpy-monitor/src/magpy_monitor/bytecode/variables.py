@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from magpy_refgraph import Builtin, Cell, Global
+from magpy_refgraph import Builtin, Cell, Const, Global, GuardKind, Outcome
 
 from ..core.frame import LAZY, FrameMonitor, Inst
 from ..core.registry import opcode
 from ..core.values import UNBOUND, Val
 from ..core.valuetypes import FROZEN_MODULE_ROOTS
 from ..cpython.frameio import NULL
+from .closures import store_outer_cell
 
 __all__ = ["global_value", "load_deref"]
 
@@ -66,8 +67,10 @@ def load_deref(m: FrameMonitor, inst: Inst) -> None:
 @opcode("STORE_DEREF")
 def _store_deref(m: FrameMonitor, inst: Inst) -> None:
     box = m.cell(inst.arg)
-    if box.scope is not None:
-        raise m.unsupported(f"assignment to an outer function's variable {box.name!r}")
+    if box.scope is not None:  # a cell that outlives the run: a write-back
+        store_outer_cell(m, m.fast[inst.arg], box, m.pop()[0])
+        m.stored.add(inst.arg)
+        return
     box.content = m.pop()[0]
     m.stored.add(inst.arg)
 
@@ -98,7 +101,41 @@ def global_value(m: FrameMonitor, globals_: dict[str, Any], name: str, obj: Any)
         return m.cap.const(obj)  # torch's (and the stdlib's) own globals are stable
     if name in globals_:
         return m.cap.root(Global(name, scope=globals_), obj)
+    _not_shadowed(m, globals_, name)
     return m.cap.root(Builtin(name), obj)
+
+
+class _Defines:
+    """``name in scope``: the check that a module global does not shadow a builtin."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __call__(self, scope: dict[str, Any]) -> bool:
+        return self.name in scope
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is _Defines and other.name == self.name
+
+    def __hash__(self) -> int:
+        return hash((_Defines, self.name))
+
+    def __repr__(self) -> str:
+        return f"defines({self.name!r})"
+
+
+def _not_shadowed(m: FrameMonitor, globals_: dict[str, Any], name: str) -> None:
+    """CPython finds builtin ``name`` because the module's globals lack it: guard that they
+    still do (a global ``len`` defined later shadows it)."""
+    cap = m.cap
+    known = cap.known(globals_)
+    if known is not None and not known.external:
+        return  # a namespace the run made
+    node = cap.root(Const(globals_), globals_).node
+    if node is not None:
+        cap.graph.observe(node, GuardKind.CUSTOM, Outcome(_Defines(name), False))
 
 
 @opcode("STORE_GLOBAL")

@@ -10,9 +10,10 @@ need only the core; the tensor, array and object-model cases are registered by
 
 from __future__ import annotations
 
+import functools
 import types
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -24,7 +25,7 @@ from .registry import ATTR_RULES
 from .values import BoundMethod, Val
 from .valuetypes import FROZEN_MODULE_ROOTS, is_value_type
 
-__all__ = ["Read", "attr_rule", "load_attr"]
+__all__ = ["Read", "attr_rule", "guard_class_attr", "guard_method", "load_attr"]
 
 
 class Read:
@@ -65,6 +66,73 @@ def load_attr(m: FrameMonitor, base: Val, name: str, real: Any) -> Val:
     raise m.unsupported(f"attribute {name!r} of a {type(base.obj).__name__} created during the run")
 
 
+# ---------------------------------------------------------------------- class lookups
+_HEAPTYPE = 1 << 9
+
+
+def _mutable_class(cls: Any) -> bool:
+    """A class whose attributes the program may replace between calls (a user class; the
+    classes of libraries the monitor knows are taken as fixed, like their modules)."""
+    return (
+        isinstance(cls, type)
+        and bool(cls.__flags__ & _HEAPTYPE)
+        and str(getattr(cls, "__module__", "")).split(".")[0] not in FROZEN_MODULE_ROOTS
+    )
+
+
+def _static_lookup(cls: type, name: str) -> Any:
+    for k in cls.__mro__:
+        found = vars(k).get(name, _MISSING)
+        if found is not _MISSING:
+            return found
+    return _MISSING
+
+
+_MISSING = object()
+
+
+def guard_class_attr(cap: Capture, cls: Any, name: str) -> None:
+    """CPython looks ``name`` up through ``cls``'s MRO on every call: guard what the lookup
+    gives (``cls.name``: a function, a property, a value), so a method replaced on the
+    class, a base, or shadowed in a subclass misses."""
+    if not _mutable_class(cls):
+        return
+    known = cap.known(cls)
+    if known is not None and not known.const and not known.external:
+        return  # a class the run made: what it holds is followed
+    desc = _static_lookup(cls, name)
+    if isinstance(desc, staticmethod):
+        desc = desc.__func__
+    if not (isinstance(desc, types.FunctionType | property) or is_value_type(desc)):
+        return
+    found = cap.child(cap.root(Const(cls), cls), Attr(name), desc)
+    if is_value_type(desc):
+        cap.observe(found)
+    else:
+        cap.observe_identity(found)  # (a property is a plain object: its type is not enough)
+
+
+def guard_method(cap: Capture, base: Val, name: str, func: Any) -> None:
+    """``base.name`` found the Python function ``func`` on ``base``'s class (a method,
+    bound by the read): guard that the read finds it again (``base.name.__func__``), which
+    also misses when the instance's own ``__dict__`` shadows it."""
+    obj = base.obj
+    if not isinstance(func, types.FunctionType) or not _mutable_class(type(obj)):
+        return
+    if not (base.external and base.node is not None and hasattr(obj, "__dict__")):
+        guard_class_attr(cap, type(obj), name)
+        return
+    existing = cap.graph.lookup(base.node, Attr(name))
+    if existing is not None and existing.meta.get("val") is not None:
+        method = cast(Val, existing.meta["val"])
+    else:
+        method = cap.child(base, Attr(name), types.MethodType(func, obj))
+    if type(method.obj) is types.MethodType and method.obj.__func__ is func:
+        cap.observe(cap.child(method, Attr("__func__"), func))
+    else:
+        guard_class_attr(cap, type(obj), name)
+
+
 # ---------------------------------------------------------------------- constants and known
 @attr_rule(
     "frozen module",
@@ -73,8 +141,19 @@ def load_attr(m: FrameMonitor, base: Val, name: str, real: Any) -> Val:
     ),
 )
 def _frozen_module(m: FrameMonitor, r: Read) -> Val:
-    m.cap.observe_identity(r.base)
-    return m.cap.new(r.real, const=True)
+    """An attribute of torch's or the stdlib's modules: a constant of the record. A function
+    there can still be monkeypatched (``F.gelu = my_gelu``): its identity is guarded where it
+    lives (the module's dict), once per record; classes, submodules and values are not."""
+    cap, real = m.cap, r.real
+    cap.observe_identity(r.base)
+    if isinstance(real, _PATCHABLE) and r.name in vars(r.obj):
+        module = r.obj
+        cap.observe_identity(cap.child(cap.root(Const(module), module), Attr(r.name), real))
+    return cap.new(real, const=True)
+
+
+# what a program monkeypatches on a library module: its functions
+_PATCHABLE = (types.FunctionType, types.BuiltinFunctionType, functools.partial)
 
 
 @attr_rule("known attribute", lambda r: r.base.attrs is not None and r.name in r.base.attrs)
@@ -112,7 +191,8 @@ def _from_outside(m: FrameMonitor, r: Read) -> Val:
         and real.__self__ is obj
         and r.name not in getattr(obj, "__dict__", {})
     ):
-        # a method of the (guarded) type, bound anew on every read: no reference to record
+        # a method of the (guarded) type, bound anew on every read: what the lookup found
+        guard_method(cap, base, r.name, real.__func__)
         return Val(real, payload=BoundMethod(base))
     if type(real) is types.MethodType and isinstance(obj, type) and real.__self__ is obj:
         return Val(real, payload=BoundMethod(base))  # a classmethod read from a guarded class

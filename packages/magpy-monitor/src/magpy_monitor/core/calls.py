@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import collections
 import types
+import weakref
 from typing import Any
 
 import torch
 
-from magpy_refgraph import Attr
+from magpy_refgraph import Attr, Const, GuardKind, Item, Outcome
 
 from ..cpython.code import CO_VARARGS, CO_VARKEYWORDS
 from .annotations import Annotation
@@ -24,9 +25,17 @@ from .registry import BUILT_OBJECT_TRUTH, OUTSIDE_ARRAY
 from .shapes import SIZE_FREE_READS, numel_val, size_vals
 from .speculation import truth_of_tensor
 from .values import UNBOUND, BoundMethod, MadeFunction, PackedArgs, Payload, Val
-from .valuetypes import is_value_type
+from .valuetypes import FROZEN_MODULE_ROOTS, is_value_type
 
-__all__ = ["GeneratorState", "inline", "method_self", "truthiness"]
+__all__ = [
+    "ORIGINAL_CODE",
+    "CodeOf",
+    "GeneratorState",
+    "guard_code",
+    "inline",
+    "method_self",
+    "truthiness",
+]
 
 CO_GENERATOR, CO_COROUTINE, CO_ITERABLE_COROUTINE, CO_ASYNC_GENERATOR = 0x20, 0x80, 0x100, 0x200
 _MODULE_CONTAINERS = (torch.nn.ModuleList, torch.nn.Sequential, torch.nn.ParameterList)
@@ -227,6 +236,9 @@ def inline(
     code = func.__code__
     if code.co_flags & (CO_COROUTINE | CO_ITERABLE_COROUTINE | CO_ASYNC_GENERATOR):
         raise m.unsupported(f"coroutine {func.__qualname__}")
+    src = function_source(m, fn_val)
+    if src is not None:  # CPython runs the function's current code object
+        guard_code(cap, src, code)
     bound = bind_args(m, fn_val, pos, kwargs)
     closure = _closure(m, fn_val)
     if code.co_flags & CO_GENERATOR:
@@ -304,19 +316,16 @@ def bind_args(
             more_kw[k] = v
         else:
             raise m.unsupported(f"bad keyword argument {k!r} for {func.__qualname__}")
-    defaults = _defaults(m, fn_val)
-    first_default = argc - len(defaults)
-    for i, name in enumerate(positional):
-        if name not in bound:
-            if i < first_default:
-                raise m.unsupported(f"missing argument {name!r} for {func.__qualname__}")
-            bound[name] = defaults[i - first_default]
-    kwdefaults = func.__kwdefaults__ or {}
-    for name in kwonly_names:
-        if name not in bound:
-            if name not in kwdefaults:
-                raise m.unsupported(f"missing argument {name!r} for {func.__qualname__}")
-            bound[name] = cap.const(kwdefaults[name])
+    if any(name not in bound for name in positional):
+        defaults = _defaults(m, fn_val)
+        first_default = argc - len(defaults)
+        for i, name in enumerate(positional):
+            if name not in bound:
+                if i < first_default:
+                    raise m.unsupported(f"missing argument {name!r} for {func.__qualname__}")
+                bound[name] = defaults[i - first_default]
+    if any(name not in bound for name in kwonly_names):
+        bound.update(_kwdefaults(m, fn_val, [n for n in kwonly_names if n not in bound]))
     idx = argc + kwonly
     if has_varargs:
         bound[names[idx]] = Val(
@@ -337,7 +346,86 @@ def _defaults(m: FrameMonitor, fn_val: Val) -> list[Val]:
         if isinstance(d.items, list):
             return list(d.items)
         return [m.cap.const(x) for x in d.obj]
-    return [m.cap.const(x) for x in (fn_val.obj.__defaults__ or ())]
+    defaults = fn_val.obj.__defaults__
+    src = function_source(m, fn_val)
+    if src is None:
+        return [m.cap.const(x) for x in (defaults or ())]
+    # CPython reads the function's current ``__defaults__`` on every call: guard the tuple's
+    # length and read each default through it (a mutable default stays the same object)
+    cap = m.cap
+    d_val = cap.child(src, Attr("__defaults__"), defaults)
+    if defaults is None:
+        cap.observe(d_val)
+        return []
+    cap.observe_len(d_val)
+    return [cap.child(d_val, Item(i), x) for i, x in enumerate(defaults)]
+
+
+def _kwdefaults(m: FrameMonitor, fn_val: Val, names: list[str]) -> dict[str, Val]:
+    """The shadows of the keyword-only defaults ``names`` (read from ``__kwdefaults__``)."""
+    func, cap = fn_val.obj, m.cap
+    kwdefaults = func.__kwdefaults__ or {}
+    for name in names:
+        if name not in kwdefaults:
+            raise m.unsupported(f"missing argument {name!r} for {func.__qualname__}")
+    src = function_source(m, fn_val)
+    if src is None:
+        return {name: cap.const(kwdefaults[name]) for name in names}
+    kd = cap.child(src, Attr("__kwdefaults__"), func.__kwdefaults__)
+    cap.observe_type(kd)
+    return {name: cap.child(kd, Item(name), kwdefaults[name]) for name in names}
+
+
+# instrumented code object -> the program's own (the runtime's split mode installs the first in
+# a function's ``__code__``; a guard on the code must accept every generation of it)
+ORIGINAL_CODE: weakref.WeakKeyDictionary[types.CodeType, types.CodeType] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+class CodeOf:
+    """A guard's read: does the function still run ``original`` (or an instrumented copy)?"""
+
+    __slots__ = ("original",)
+
+    def __init__(self, original: types.CodeType) -> None:
+        self.original = original
+
+    def __call__(self, fn: Any) -> bool:
+        code = fn.__code__
+        return code is self.original or ORIGINAL_CODE.get(code) is self.original
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is CodeOf and other.original is self.original
+
+    def __hash__(self) -> int:
+        return id(self.original)
+
+    def __repr__(self) -> str:
+        return f"code_of({self.original.co_qualname})"
+
+
+def guard_code(cap: Any, src: Val, code: types.CodeType) -> None:
+    """Guard that the function ``src`` still runs ``code`` (instrumented or not)."""
+    if src.node is not None:
+        original = ORIGINAL_CODE.get(code, code)
+        cap.graph.observe(src.node, GuardKind.CUSTOM, Outcome(CodeOf(original), True))
+
+
+def function_source(m: FrameMonitor, fn_val: Val) -> Val | None:
+    """An external shadow of the Python function ``fn_val`` to read its ``__code__``,
+    ``__defaults__``, ``__kwdefaults__`` through: the function itself when it came from
+    outside, else the function as a constant root; None for a function made by the run."""
+    if fn_val.payload(MadeFunction) is not None or not isinstance(fn_val.obj, types.FunctionType):
+        return None
+    if str(getattr(fn_val.obj, "__module__", "")).split(".")[0] in FROZEN_MODULE_ROOTS:
+        return None  # torch's, numpy's and the stdlib's functions are taken as they are
+    if fn_val.external and fn_val.node is not None:
+        return fn_val
+    known = m.cap.known(fn_val.obj)
+    if known is not None and not known.const and not known.external:
+        return None  # a function the run made
+    return m.cap.root(Const(fn_val.obj), fn_val.obj)
 
 
 # ---------------------------------------------------------------------- items, truth

@@ -36,6 +36,7 @@ import torch
 
 from . import registry
 from .frame import FrameMonitor, Inst
+from .scalars import tensor_operands
 from .shapes import index_by_promoted_int
 from .values import Val, plain_container
 from .valuetypes import is_value_type
@@ -210,9 +211,7 @@ def tensor_op(
             node = index_by_promoted_int(cap, args[0], args[1])
             if node is not None:
                 return [cap.op_result(real[0], node)]
-        node = cap.rec.call(
-            "call_function", fn, tuple(cap.to_arg(a, promote=True) for a in args), {}
-        )
+        node = cap.rec.call("call_function", fn, tensor_operands(cap, fn, args), {})
         target = args[0] if inplace and isinstance(args[0].obj, torch.Tensor) else None
         return [cap.op_result(real[0], node, inplace_of=target)]
 

@@ -44,6 +44,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from magpy_refgraph import Attr, GuardKind, Item, Path
 
 from .values import ScalarFx, Val
+from .valuetypes import tensor_flags
 
 if TYPE_CHECKING:
     from .capture import Capture
@@ -103,15 +104,17 @@ def _layout(t: torch.Tensor) -> str | None:
 
 
 def tensor_meta(t: torch.Tensor, dynamic: Collection[int] = ()) -> tuple[Any, ...]:
-    """The TENSOR_META payload of ``t``: ``(class, dtype, device, shape, stride, requires_grad)``.
+    """The TENSOR_META payload of ``t``: ``(class, dtype, device, shape, stride, requires_grad,
+    flags)`` (``flags``: :func:`~.valuetypes.tensor_flags`).
 
     With ``dynamic`` dims the shape has ``None`` there and the stride is the layout's name
     (``"contiguous"``/``"channels_last"``) instead of numbers.
     """
     if not dynamic:
-        return (type(t), t.dtype, t.device, tuple(t.shape), tuple(t.stride()), t.requires_grad)
+        meta = (type(t), t.dtype, t.device, tuple(t.shape), tuple(t.stride()), t.requires_grad)
+        return (*meta, tensor_flags(t))
     shape = tuple(None if d in dynamic else n for d, n in enumerate(t.shape))
-    return (type(t), t.dtype, t.device, shape, _layout(t), t.requires_grad)
+    return (type(t), t.dtype, t.device, shape, _layout(t), t.requires_grad, tensor_flags(t))
 
 
 def dynamic_dims(

@@ -23,6 +23,7 @@ __all__ = [
     "is_value_type",
     "node_kind",
     "plain_scalar",
+    "tensor_flags",
 ]
 
 VALUE_TYPES: tuple[type, ...] = (
@@ -116,3 +117,14 @@ def fx_constant_ok(obj: Any) -> bool:
         | types.FunctionType
         | types.BuiltinFunctionType,
     )
+
+
+def tensor_flags(t: torch.Tensor) -> tuple[Any, ...]:
+    """The properties of ``t`` beyond class, dtype, device, sizes and strides that a program
+    may read as constants: ``(storage_offset, is_leaf, is_inference, is_conj, is_neg, layout,
+    names)`` (the end of a TENSOR_META payload, guarded with the rest)."""
+    names = getattr(t, "names", None)  # (a fake tensor has none)
+    if names is not None and all(n is None for n in names):
+        names = None
+    offset = t.storage_offset() if t.layout is torch.strided else None
+    return (offset, t.is_leaf, t.is_inference(), t.is_conj(), t.is_neg(), t.layout, names)

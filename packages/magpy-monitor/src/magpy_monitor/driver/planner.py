@@ -266,6 +266,9 @@ class _Planner:
         if op == "setglobal":  # target: the module's globals dict itself
             assert value is not None
             return SetItem(Constant(target.obj), Constant(key), self.recipe(value))
+        if op == "setcell":  # target: the very cell of a function from outside the run
+            assert value is not None
+            return SetAttr(Constant(target.obj), key, self.recipe(value))
         if op == "delglobal":
             return DelItem(Constant(target.obj), Constant(key))
         tgt = FromPath(self.cap.paths[target.node])

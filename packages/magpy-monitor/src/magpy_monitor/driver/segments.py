@@ -27,6 +27,7 @@ import torch.fx as fx
 
 from magpy_refgraph import Local, MagPyError, Plan, Unsupported
 
+from ..bytecode.closures import frame_cells
 from ..core.capture import Capture
 from ..core.frame import (
     CalleeSite,
@@ -344,8 +345,14 @@ class SegmentMonitor(Monitor):
         if end is None:
             assert ret is not None
             cap.result = ret
-            stores: tuple[tuple[str, str], ...] = ()
             nulls: tuple[bool, ...] = ()
+            # the cells the segment wrote outlive the frame: stored before it returns (not
+            # from a segment that began at the entry: a closure holding one of its cells was
+            # made in the run, and the mock makes it again with what it holds)
+            stores, values = _stored_locals(root, cells_only=True) if self.site >= 0 else ((), [])
+            if stores:
+                cells_t = Val(tuple(v.obj for v in values), items=list(values))
+                cap.result = Val((ret.obj, cells_t.obj), items=[ret, cells_t])
         else:
             stores, values = _stored_locals(root)
             nulls = tuple(v.obj is NULL for v in stack)
@@ -353,7 +360,10 @@ class SegmentMonitor(Monitor):
             locals_t = Val(tuple(v.obj for v in values), items=list(values))
             stack_t = Val(tuple(v.obj for v in stack_vals), items=stack_vals)
             cap.result = Val((locals_t.obj, stack_t.obj), items=[locals_t, stack_t])
-        plan, outputs = build_plan(cap)
+        # a frame that goes on holds its cells: a closure the segment made must hold them too
+        live = [] if end is None else [root.fast[i] for i in _cell_slots(root.code)]
+        with frame_cells(live):
+            plan, outputs = build_plan(cap)
         graph = cap.rec.finish(outputs)
         seg = Segment(
             self.code, self.site, end, stores, nulls, plan, graph, list(cap.rec.example_inputs), cap
@@ -361,7 +371,14 @@ class SegmentMonitor(Monitor):
         self.host.on_segment(seg)
 
 
-def _stored_locals(root: FrameMonitor) -> tuple[tuple[tuple[str, str], ...], list[Val]]:
+def _cell_slots(code: types.CodeType) -> list[int]:
+    cells = set(code.co_cellvars)
+    return [i for i, name in enumerate(localsplus_names(code)) if name in cells]
+
+
+def _stored_locals(
+    root: FrameMonitor, *, cells_only: bool = False
+) -> tuple[tuple[tuple[str, str], ...], list[Val]]:
     code = root.code
     names = localsplus_names(code)
     free = set(code.co_freevars)
@@ -374,9 +391,13 @@ def _stored_locals(root: FrameMonitor) -> tuple[tuple[tuple[str, str], ...], lis
         if name in free or name in cells:
             content = v.require(CellBox).content
             kind = "free" if name in free else "cell"
+        elif cells_only:
+            continue
         else:
             content, kind = v, "fast"
         if content is UNBOUND:
+            if cells_only:  # a cell the returning frame emptied (``del``): nothing to store
+                continue
             raise Unsupported(f"local {name!r} deleted inside a segment")
         stores.append((name, kind))
         values.append(content)

@@ -31,8 +31,8 @@ from magpy_refgraph import Build, BuildKind, Constant, Recipe, Unsupported
 
 from ..bytecode.subscripts import store_item
 from ..core import registry
-from ..core.attributes import load_attr
-from ..core.calls import _closure, _fresh, bind_args
+from ..core.attributes import guard_class_attr, load_attr
+from ..core.calls import _closure, _fresh, bind_args, function_source, guard_code
 from ..core.frame import Callback, FrameMonitor, Inst, initial_fast
 from ..core.registry import BUILTIN_HANDLERS, METHOD_HANDLERS
 from ..core.values import Instance, Val
@@ -220,6 +220,9 @@ def follow(
     result)`` gives their shadows (by default: ``fn``'s result when ``n_out`` is 1)."""
     cap = m.cap
     fn_val = cap.const(fn)
+    src = function_source(m, fn_val)
+    if src is not None:  # CPython runs the function's current code object
+        guard_code(cap, src, fn.__code__)
     bound = bind_args(m, fn_val, args, {})
     closure = _closure(m, fn_val)
     seen: list[Val] = []
@@ -260,6 +263,7 @@ def load_attr_followed(m: FrameMonitor, inst: Inst, base: Val, name: str) -> boo
     found = python_descriptor(base.obj, name)
     if found is None:
         return False
+    guard_class_attr(m.cap, cls, name)  # the descriptor the class holds now
     _follow_getter(m, inst, found, base, base.require(Instance).cls_val, method=False)
     return True
 
@@ -368,6 +372,7 @@ def external_attr_followed(
     if found is None:
         return False
     m.cap.observe_type(base)  # (the descriptor belongs to the class, like its methods)
+    guard_class_attr(m.cap, type(base.obj), name)  # (and is guarded where it lives)
     cls_val = m.cap.const(type(base.obj))
     _follow_getter(m, inst, found, base, cls_val, method=method, outputs=outputs)
     return True

@@ -18,6 +18,7 @@ import torch
 
 from magpy_refgraph import Attr, GuardKind, ModuleCall, ModuleNoHooks
 
+from ..core.attributes import guard_class_attr
 from ..core.frame import CellBox, FrameMonitor, Inst
 from ..core.registry import BUILTIN_HANDLERS, register_builtin
 from ..core.speculation import python_number, speculate_read
@@ -36,10 +37,11 @@ OPAQUE_MODULES: tuple[type, ...] = (
 class SuperProxy(Payload):
     """A ``super()`` object made in the run: the shadow of the ``self`` it binds methods to."""
 
-    __slots__ = ("self_val",)
+    __slots__ = ("cls", "self_val")
 
-    def __init__(self, self_val: Val) -> None:
+    def __init__(self, self_val: Val, cls: Any) -> None:
         self.self_val = self_val
+        self.cls = cls  # the class whose MRO successors the lookups start at
 
 
 @register_builtin(super)
@@ -57,15 +59,25 @@ def _super(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> N
         first = m.load_fast(0)  # LAZY in a segment that starts mid-method
         cell = first.payload(CellBox)  # (``self`` is a cell when a closure uses it)
         self_val = cell.content if cell is not None else first
+    cls = cls_val.obj
     del cls_val
     if self_val.external:
         cap.observe_type(self_val)
-    m.expect_outputs(inst, 1, lambda real: [cap.new(real[0], payload=SuperProxy(self_val))])
+    m.expect_outputs(inst, 1, lambda real: [cap.new(real[0], payload=SuperProxy(self_val, cls))])
 
 
 def super_attr(m: FrameMonitor, base: Val, name: str, real: Any) -> Val:
-    """``super().name``: a method bound to the same ``self``, or a class attribute."""
-    self_val = base.require(SuperProxy).self_val
+    """``super().name``: a method bound to the same ``self``, or a class attribute.
+
+    CPython looks ``name`` up in the MRO after the method's class on every call: what it
+    finds there is guarded (``guard_class_attr`` on the next class), so a base method
+    replaced after the first call misses."""
+    proxy = base.require(SuperProxy)
+    self_val = proxy.self_val
+    obj = self_val.obj
+    mro = (obj if isinstance(obj, type) else type(obj)).__mro__
+    if proxy.cls in mro and mro.index(proxy.cls) + 1 < len(mro):
+        guard_class_attr(m.cap, mro[mro.index(proxy.cls) + 1], name)
     if type(real) is types.MethodType and real.__self__ is self_val.obj:
         return Val(real, payload=BoundMethod(self_val))
     if type(real) is types.MethodWrapperType and real.__self__ is self_val.obj:

@@ -17,6 +17,7 @@ from torch.nn.modules import module as mm
 
 from magpy_refgraph import Attr, GuardKind, Item, ModuleCall, ModuleNoHooks
 
+from ...core.attributes import guard_class_attr
 from ...core.calls import (
     _closure,
     _fresh,
@@ -107,6 +108,7 @@ def module_call(
     forward = type(mod).forward
     if not isinstance(forward, types.FunctionType):
         raise m.unsupported(f"{type(mod).__name__}.forward is not a Python function")
+    guard_class_attr(m.cap, type(mod), "forward")  # (replaced on the class: a miss)
     # a @staticmethod forward (yolov5's SiLU, Mish) is called without the module
     self_args = [] if _static_forward(type(mod)) else [fn_val]
     if not fn_val.external or fn_val.node is None:
