@@ -169,7 +169,8 @@ def generate_mock(
             call = f"    {undo} = {save}\n{call}"
         call = call.replace("\n", "\n    ")
         extra = "" if plan.checks else ", __magpy_reference, inputs"
-        call = f"    try:\n    {call}\n    except Exception as exc:\n        {failed}(exc, {undo}{extra})"
+        handler = f"{failed}(exc, {undo}{extra})"
+        call = f"    try:\n    {call}\n    except Exception as exc:\n        {handler}"
     if has_graph and fresh_outputs and plan.num_outputs and plan.inputs:
         # a compiler may hand back an input tensor itself as an output (x + 0 * r -> x);
         # eager made a new tensor there, so give the caller a copy
