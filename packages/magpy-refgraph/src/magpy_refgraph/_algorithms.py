@@ -143,35 +143,35 @@ def guard_requirements(g: RefGraph) -> GuardSet:
     return reqs
 
 
-def _maybe_aliased(g: RefGraph, tree: dict[ShadowNode, Path]) -> set[ShadowNode]:
-    """Nodes downstream of a node with two or more incoming entry edges (a necessary condition
-    for having two simple entry paths)."""
-    indegree: dict[ShadowNode, int] = {}
-    for src in (g.root, *tree):
-        for edge in _entry_edges(src):
-            indegree[edge.target] = indegree.get(edge.target, 0) + 1
-    marked = {node for node, count in indegree.items() if count >= 2}
-    stack = list(marked)
-    while stack:
-        for edge in _entry_edges(stack.pop()):
-            if edge.target not in marked:
-                marked.add(edge.target)
-                stack.append(edge.target)
-    return marked
-
-
 def aliases(g: RefGraph) -> list[tuple[Path, Path]]:
-    """``(primary, other)`` for every other entry path of every node with several entry paths.
+    """``(primary, other)``: one pair per entry edge into a node besides its primary one.
 
-    Nodes come in (depth, id) order, paths in :func:`entry_paths` order. The set of paths
-    reported for a node does not depend on which one is primary.
+    A node read through several edges (``self.w`` and a local ``w``; ``m.l`` and
+    ``m._modules['l']``; ``a[0][0]`` back to ``a``) is the same object only while each of those
+    edges still leads to the object its primary path reaches, so ``other`` is the primary path
+    of the edge's source followed by the edge's access. Paths that differ only before a shared
+    last edge need no pair of their own: the pairs of the edge's source already make its
+    object one, and reading the same edge of one object is one read (an attribute that makes
+    a new object on every read, such as a bound method, is never compared with itself).
+    Nodes come in (depth, id) order, their edges in creation order; cycles give a pair too
+    (``a[0][0] is a``), since the run relied on them.
     """
     tree = _entry_tree(g)
-    candidates = _maybe_aliased(g, tree)
+    incoming: dict[ShadowNode, list[tuple[ShadowNode, Edge]]] = {}
+    for src in (g.root, *tree):
+        for edge in _entry_edges(src):
+            if edge.target is not g.root:
+                incoming.setdefault(edge.target, []).append((src, edge))
     pairs: list[tuple[Path, Path]] = []
-    for node in sorted(candidates, key=lambda n: (len(tree[n]), n.id)):
-        paths = entry_paths(g, node)
-        pairs.extend((paths[0], other) for other in paths[1:])
+    for node in sorted(incoming, key=lambda n: (len(tree[n]), n.id)):
+        edges = incoming[node]
+        if len(edges) < 2:
+            continue
+        primary = tree[node]
+        for src, edge in sorted(edges, key=lambda se: se[1].seq):
+            other = Path(edge.access) if src is g.root else tree[src] / edge.access
+            if other != primary:
+                pairs.append((primary, other))
     return pairs
 
 

@@ -88,15 +88,16 @@ def exact_token(value: object) -> Hashable:
     if issubclass(kind, int):
         return (kind, int.__int__(value))  # type: ignore[arg-type]
     if issubclass(kind, str):
-        return (kind, str.__str__(value))  # type: ignore[arg-type]
+        return (kind, str.__str__(value))
     if issubclass(kind, bytes):
         return (kind, bytes.__bytes__(value))  # type: ignore[arg-type]
     if issubclass(kind, complex):
         return (kind, _bits(_REAL.__get__(value)), _bits(_IMAG.__get__(value)))
     if issubclass(kind, tuple):
-        return (kind, tuple(exact_token(x) for x in tuple.__iter__(value)))  # type: ignore[arg-type]
+        parts = cast("tuple[object, ...]", value)
+        return (kind, tuple(exact_token(x) for x in tuple.__iter__(parts)))
     if issubclass(kind, frozenset):
-        items = frozenset.__iter__(value)  # type: ignore[arg-type]
+        items = frozenset.__iter__(cast("frozenset[object]", value))
         return (kind, frozenset(exact_token(x) for x in items))
     if kind is slice or kind is range:
         v = cast("slice", value)

@@ -152,7 +152,7 @@ _FLAG_NAME = "_magpy_thread_compiling"
 
 
 def _is_compiling() -> bool:  # the body ``torch.compiler.is_compiling`` runs (in its globals)
-    if torch.jit.is_scripting():
+    if torch._jit_internal.is_scripting():
         return False
     return _is_compiling_flag or _magpy_thread_compiling.on  # type: ignore[name-defined]  # noqa: F821
 
