@@ -73,6 +73,8 @@ def case(
     """Register ``scenario`` as a differential case of ``category``."""
 
     def register(scenario: Callable[[World], Any]) -> Callable[[World], Any]:
+        if any(c.name == scenario.__name__ for c in CASES):
+            raise ValueError(f"two differential cases are named {scenario.__name__!r}")
         CASES.append(Case(scenario.__name__, category, scenario, inductor, hits))
         return scenario
 

@@ -212,6 +212,7 @@ def run_file(
     log: Any = None,
     root: Path = REPO,
     import_timeout: float = 120.0,
+    max_cases: int = 0,
 ) -> dict[str, Any]:
     """Evaluate one generated file (restarting its worker after a timeout or a crash)."""
     name = path.name
@@ -238,6 +239,8 @@ def run_file(
                     json.dumps(sorted(skip)),
                     "--mem-gb",
                     str(mem_gb),
+                    "--max-cases",
+                    str(max_cases),
                 ]
                 proc = subprocess.Popen(
                     cmd,
@@ -550,6 +553,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--limit", type=int, default=None, help="first N files of the split")
     p.add_argument("--offset", type=int, default=0, help="skip the first N files of the split")
     p.add_argument("--filter", default=None, help="only files whose name contains this")
+    p.add_argument(
+        "--cases-per-file",
+        type=int,
+        default=0,
+        help="only each file's first N cases (0: all); a cheaper sample for slow backends",
+    )
     p.add_argument("--resume", action="store_true", help="skip cases already in --out")
     p.add_argument(
         "--mem-gb",
@@ -632,6 +641,7 @@ def main(argv: list[str] | None = None) -> int:
                     log,
                     a.magpy_root,
                     a.import_timeout,
+                    a.cases_per_file,
                 ): f
                 for f in todo
             }

@@ -800,11 +800,18 @@ def cases_of(module: types.ModuleType) -> list[Case]:
 
 
 def run_file(
-    path: str, modes: list[str], backend: str, skip: set[tuple[int, str]], channel: _Channel
+    path: str,
+    modes: list[str],
+    backend: str,
+    skip: set[tuple[int, str]],
+    channel: _Channel,
+    max_cases: int = 0,
 ) -> None:
     t0 = time.perf_counter()
     loaded = load_generated(path)
     cases = cases_of(loaded.module) if loaded.module is not None else []
+    if max_cases > 0:  # a sample: the file's first cases only
+        cases = cases[:max_cases]
     channel.send(
         {
             "event": "file",
@@ -839,6 +846,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--backend", default="eager")
     p.add_argument("--skip", default="[]", help="JSON list of [index, mode] already done")
     p.add_argument("--mem-gb", type=float, default=0.0)
+    p.add_argument("--max-cases", type=int, default=0, help="only the first N cases (0: all)")
     a = p.parse_args(argv)
 
     # The protocol keeps the real stdout; everything the generated code prints goes to stderr.
@@ -856,7 +864,8 @@ def main(argv: list[str] | None = None) -> int:
 
         ic.fallback_random = True
     skip = {(int(i), str(m)) for i, m in json.loads(a.skip)}
-    run_file(a.file, [m for m in a.modes.split(",") if m], a.backend, skip, _Channel(proto))
+    modes = [m for m in a.modes.split(",") if m]
+    run_file(a.file, modes, a.backend, skip, _Channel(proto), a.max_cases)
     proto.flush()
     return 0
 

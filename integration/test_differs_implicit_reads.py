@@ -971,7 +971,7 @@ def _functional_case(name: str) -> None:
         outs += [cf(_x()), cf(_x())]  # the first record serves again
         return outs
 
-    scenario.__name__ = f"functional_{name}_patched"
+    scenario.__name__ = f"functional_{name}_patched_through_getattr"
     case("implicit", hits=4)(scenario)
 
 

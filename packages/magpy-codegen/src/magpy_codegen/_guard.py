@@ -17,7 +17,7 @@ from typing import Any, cast
 import torch
 from torch.nn.modules import module as mm
 
-from magpy_monitor import scalar_tensor
+from magpy_monitor import CodeOf, scalar_tensor
 from magpy_refgraph import (
     Access,
     AccessKind,
@@ -28,12 +28,14 @@ from magpy_refgraph import (
     IterLen,
     ModuleCall,
     ModuleNoHooks,
+    NotInInstanceDict,
     Outcome,
     Path,
     Plan,
     SetItems,
     SetOrder,
     exact_token,
+    immutable_value,
     iter_remaining,
     literal_expr,
     render_step,
@@ -42,6 +44,7 @@ from magpy_refgraph import (
 )
 
 from ._generated import GeneratedCode, NameAllocator, comment
+from ._tensorcheck import TensorBatch
 
 __all__ = ["PathVars", "generate_guard"]
 
@@ -170,8 +173,11 @@ def _value_check(v: str, value: Any, c: Any) -> str:
         return f"type({v}) is float and {v} == {lit}"  # (no other float equals it)
     if isinstance(value, enum.Enum):
         return f"{v} is {c(value)}"
+    exact = f"{c(exact_token)}({v}) == {c(exact_token(value))}"
+    if immutable_value(value):  # the recorded object itself: nothing to compute
+        return f"({v} is {c(value)} or {exact})"
     c(value)  # (kept alive: tokens of some values hold ids)
-    return f"{c(exact_token)}({v}) == {c(exact_token(value))}"
+    return exact
 
 
 def _keys_check(v: str, keys: tuple[Any, ...], c: Any) -> str:
@@ -181,17 +187,22 @@ def _keys_check(v: str, keys: tuple[Any, ...], c: Any) -> str:
     return f"tuple(map({c(exact_token)}, {c(dict.keys)}({v}))) == {c(token)}"
 
 
+# the hooks torch calls around every module's call (``register_module_forward_hook`` ...):
+# checked once per guard that calls a module (``_global_hooks_check``), not once per module
+_GLOBAL_HOOKS = (
+    mm._global_backward_pre_hooks,
+    mm._global_backward_hooks,
+    mm._global_forward_hooks,
+    mm._global_forward_pre_hooks,
+)
+
+
+def _global_hooks_check(c: Any) -> str:
+    return f"not ({' or '.join(c(d) for d in _GLOBAL_HOOKS)})"
+
+
 def _module_call_check(v: str, payload: ModuleCall, c: Any) -> str:
-    glob = " or ".join(
-        c(d)
-        for d in (
-            mm._global_backward_pre_hooks,
-            mm._global_backward_hooks,
-            mm._global_forward_hooks,
-            mm._global_forward_pre_hooks,
-        )
-    )
-    hooks = f"not ({v}._backward_hooks or {v}._backward_pre_hooks or {glob})"
+    hooks = f"not ({v}._backward_hooks or {v}._backward_pre_hooks)"
     if payload.own_forward:
         return hooks  # (the instance's forward is guarded by identity on its own path)
     return f"{hooks} and 'forward' not in {v}.__dict__"
@@ -199,6 +210,11 @@ def _module_call_check(v: str, payload: ModuleCall, c: Any) -> str:
 
 def _module_no_hooks_check(v: str, payload: ModuleNoHooks, c: Any) -> str:
     return f"not ({v}._forward_hooks or {v}._forward_pre_hooks)"
+
+
+def _not_in_instance_dict_check(v: str, payload: NotInInstanceDict, c: Any) -> str:
+    key = literal_expr(payload.name) or c(payload.name)
+    return f"{key} not in {v}.__dict__"
 
 
 def _iter_len_check(v: str, payload: IterLen, c: Any) -> str:
@@ -210,7 +226,11 @@ def _iter_len_check(v: str, payload: IterLen, c: Any) -> str:
 
 def _outcome_check(v: str, payload: Outcome, c: Any) -> str:
     # a branch on arithmetic over a promoted scalar: the same outcome, whatever the value
-    return _value_check(f"{c(payload.fn)}({v})", payload.value, c)
+    check = _value_check(f"{c(payload.fn)}({v})", payload.value, c)
+    if type(payload.fn) is CodeOf and payload.value is True:
+        # a function still runs its code: its own code object, else an instrumented copy
+        return f"({v}.__code__ is {c(payload.fn.original)} or {check})"
+    return check
 
 
 def _set_items_check(v: str, payload: SetItems, c: Any) -> str:
@@ -227,6 +247,7 @@ def _set_order_check(v: str, payload: SetOrder, c: Any) -> str:
 _CUSTOM_CHECKS: dict[type[CustomPayload], Callable[[str, Any, Any], str]] = {
     ModuleCall: _module_call_check,
     ModuleNoHooks: _module_no_hooks_check,
+    NotInInstanceDict: _not_in_instance_dict_check,
     IterLen: _iter_len_check,
     Outcome: _outcome_check,
     SetItems: _set_items_check,
@@ -269,6 +290,31 @@ def check_expr(req: GuardReq, v: str, c: Any) -> str:
     raise InternalError(f"no emitter for guard kind {kind}")
 
 
+def _emit_checks(plan: Plan, pv: PathVars, body: list[str], ind: str, c: Any) -> None:
+    """The requirements' checks, each path evaluated once: the checks of one path in one
+    ``if`` (in order, short-circuiting), the static tensors all in one C++ call at the end."""
+    tensors = TensorBatch()
+    pending: list[str] = []
+    pending_path: Path | None = None
+
+    def flush() -> None:
+        if pending:
+            exprs = pending[0] if len(pending) == 1 else " and ".join(f"({e})" for e in pending)
+            body.append(f"{ind}if not ({exprs}): return None")
+            pending.clear()
+
+    for req in plan.guards:
+        if req.path != pending_path:
+            flush()  # (before the next path's evaluation lines)
+            pending_path = req.path
+        v = pv.var(req.path)
+        if req.kind is GuardKind.TENSOR_META and tensors.add(v, req.payload):
+            continue  # (checked with the others, below)
+        pending.append(check_expr(req, v, c))
+    flush()
+    body += tensors.lines(c, ind)
+
+
 def generate_guard(
     plan: Plan,
     names: NameAllocator,
@@ -295,9 +341,9 @@ def generate_guard(
     body.append(f"{ind}if {c(torch.is_grad_enabled)}() is not {grad_enabled}: return None")
     if ambient is not None:
         body.append(f"{ind}if {c(ambient[0])}() != {c(ambient[1])}: return None")
-    for req in plan.guards:
-        v = pv.var(req.path)
-        body.append(f"{ind}if not ({check_expr(req, v, c)}): return None")
+    if any(isinstance(req.payload, ModuleCall) for req in plan.guards):
+        body.append(f"{ind}if not ({_global_hooks_check(c)}): return None")
+    _emit_checks(plan, pv, body, ind, c)
     for a, b in plan.aliases:
         body.append(f"{ind}if {pv.var(a)} is not {pv.var(b)}: return None")
     distinct = [pv.var(p) for p in plan.distinct]

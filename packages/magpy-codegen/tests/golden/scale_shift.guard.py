@@ -11,13 +11,15 @@ def __magpy_guard(fn, args, kwargs):
         if not (type(kwargs) is __magpy_k3): return None
         if not (len(args) == 2): return None
         if not (tuple(map(__magpy_k5, __magpy_k6(kwargs))) == __magpy_k7): return None
-        if not (__magpy_k8(fn) is True): return None
+        if not ((fn.__code__ is __magpy_k9 or __magpy_k8(fn) is True)): return None
         v0 = kwargs['bias']
         if not (type(v0) is float and v0 == 0.5): return None
         v1 = args[1]
         if not (type(v1) is int and v1 == 2): return None
         v2 = args[0]
-        if not (type(v2) is __magpy_k9 and v2.dtype is __magpy_k10 and v2.shape == __magpy_k11 and v2.stride() == __magpy_k12 and v2.device == __magpy_k13 and v2.requires_grad is False and v2.is_inference() is False and v2.is_conj() is False and v2.is_neg() is False and v2.layout is __magpy_k14 and v2.storage_offset() == 0): return None
+        # v2: Tensor torch.float32 [2, 3] stride [3, 1] cpu requires_grad=False
+        if not __magpy_k10(v2): return None
+        if not (v2.storage_offset() == 0): return None
         return (v2,)
     except Exception:
         return None
@@ -31,9 +33,5 @@ def __magpy_guard(fn, args, kwargs):
 #   __magpy_k6 = <method 'keys' of 'dict' objects>
 #   __magpy_k7 = ((<class 'str'>, 'bias'),)
 #   __magpy_k8 = code_of(scale_shift)
-#   __magpy_k9 = <class torch.Tensor>
-#   __magpy_k10 = torch.float32
-#   __magpy_k11 = (2, 3)
-#   __magpy_k12 = (3, 1)
-#   __magpy_k13 = device(type='cpu')
-#   __magpy_k14 = torch.strided
+#   __magpy_k9 = <code object scale_shift at 0x?, file "/work/main/packages/magpy-codegen/tests/unit/test_golden.py", line 29>
+#   __magpy_k10 = <built-in method check of torch._C._dynamo.guards.TensorGuards object at 0x?>

@@ -2,7 +2,7 @@
 
 from .core.ambient import ambient_state
 from .core.annotations import TABLE, Annotation, AnnotationTable, Kind, classify
-from .core.calls import ORIGINAL_CODE
+from .core.calls import ORIGINAL_CODE, CodeOf
 from .core.capture import Capture
 from .core.scalars import scalar_tensor
 from .core.shapes import dim_key, symbolic_shapes
@@ -25,6 +25,7 @@ __all__ = [
     "Capture",
     "CaptureResult",
     "CodeInfo",
+    "CodeOf",
     "Kind",
     "Segment",
     "SegmentHost",

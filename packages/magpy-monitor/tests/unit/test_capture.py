@@ -16,7 +16,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from magpy_monitor import CaptureResult, capture
-from magpy_refgraph import Apply, Build, FromPath, GraphOut, GuardKind, ModuleNoHooks, SetAttr
+from magpy_refgraph import (
+    Apply,
+    Build,
+    FromPath,
+    GraphOut,
+    GuardKind,
+    ModuleNoHooks,
+    NotInInstanceDict,
+    SetAttr,
+)
 
 PROPERTY = settings(
     max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
@@ -196,7 +205,8 @@ class TestGuardKinds:
         assert ("L.kwargs", "KEYS", ()) in g
 
     def test_module_call_guards_type_and_hooks_and_lifts_parameters(self) -> None:
-        """A module call guards its type and 'no hooks'; its parameters are graph inputs."""
+        """A module call guards its type and 'no hooks'; its parameters are graph inputs, read
+        where the module stores them (``_parameters``), with its ``__dict__`` not shadowing."""
         lin = nn.Linear(3, 2)
 
         def f(m: nn.Module, x: torch.Tensor) -> torch.Tensor:
@@ -209,9 +219,10 @@ class TestGuardKinds:
         assert result.plan is not None
         assert [str(p) for p in result.plan.inputs] == [
             "L.args[1]",
-            "L.args[0].weight",
-            "L.args[0].bias",
+            "L.args[0]._parameters['weight']",
+            "L.args[0]._parameters['bias']",
         ]
+        assert ("L.args[0]", "CUSTOM", NotInInstanceDict("weight")) in g
 
     def test_len_of_a_list_is_guarded(self) -> None:
         """len(lst) used by the program guards LEN on the list."""

@@ -67,12 +67,12 @@ class TestPlaceholders:
         assert [str(n.meta["path"]) for n in _placeholders(g)] == ["L.args[0]"]
 
     def test_parameters_become_placeholders_with_module_paths(self) -> None:
-        """Module parameters are lifted as inputs at their attribute paths."""
+        """Module parameters are lifted as inputs at the paths where the module keeps them."""
         g = _graph(nn.Linear(3, 4), _x())
         assert [str(n.meta["path"]) for n in _placeholders(g)] == [
             "L.args[0]",
-            "L.fn.weight",
-            "L.fn.bias",
+            "L.fn._parameters['weight']",
+            "L.fn._parameters['bias']",
         ]
 
     def test_placeholders_precede_every_operation(self) -> None:

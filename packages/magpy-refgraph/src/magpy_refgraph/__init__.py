@@ -32,6 +32,7 @@ from ._custom import (
     IterLen,
     ModuleCall,
     ModuleNoHooks,
+    NotInInstanceDict,
     Outcome,
     SetItems,
     SetOrder,
@@ -47,7 +48,15 @@ from ._errors import (
     Unsupported,
 )
 from ._graph import Edge, NodeKind, RefGraph, ShadowNode, ShadowVersion
-from ._guards import GuardKind, GuardReq, GuardSet, exact_token, set_contents, set_order
+from ._guards import (
+    GuardKind,
+    GuardReq,
+    GuardSet,
+    exact_token,
+    immutable_value,
+    set_contents,
+    set_order,
+)
 from ._inspect import dump, to_dot
 from ._render import (
     RenderContext,
@@ -86,6 +95,7 @@ __all__ = [
     "ModuleNoHooks",
     "NodeKind",
     "NotCompiledError",
+    "NotInInstanceDict",
     "Outcome",
     "Path",
     "RefGraph",
@@ -104,6 +114,7 @@ __all__ = [
     "exact_token",
     "guard_requirements",
     "guard_set",
+    "immutable_value",
     "iter_remaining",
     "literal_expr",
     "mock_set",

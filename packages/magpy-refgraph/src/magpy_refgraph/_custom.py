@@ -19,6 +19,7 @@ __all__ = [
     "IterLen",
     "ModuleCall",
     "ModuleNoHooks",
+    "NotInInstanceDict",
     "Outcome",
     "SetItems",
     "SetOrder",
@@ -43,6 +44,14 @@ class ModuleCall(CustomPayload):
 @attrs.frozen
 class ModuleNoHooks(CustomPayload):
     """A module has no forward hooks and no forward pre-hooks."""
+
+
+@attrs.frozen
+class NotInInstanceDict(CustomPayload):
+    """``name`` is not in the object's own ``__dict__`` (a read the record takes from where the
+    class's ``__getattr__`` found it, e.g. a module's ``_modules``, is not shadowed)."""
+
+    name: str
 
 
 @attrs.frozen

@@ -19,7 +19,15 @@ import attrs
 from ._access import Path, short_repr
 from ._custom import CustomPayload
 
-__all__ = ["GuardKind", "GuardReq", "GuardSet", "exact_token", "set_contents", "set_order"]
+__all__ = [
+    "GuardKind",
+    "GuardReq",
+    "GuardSet",
+    "exact_token",
+    "immutable_value",
+    "set_contents",
+    "set_order",
+]
 
 
 class GuardKind(enum.Enum):
@@ -63,6 +71,27 @@ _REAL = complex.real  # (the slot descriptors: a subclass's properties are never
 _IMAG = complex.imag
 # types whose ``==`` is identity (compared as they are)
 _C_VALUES: frozenset[type] = frozenset({type(None), type(Ellipsis), type(NotImplemented)})
+
+
+_ATOMS: frozenset[type] = frozenset({int, float, complex, str, bytes, bool, *_C_VALUES})
+
+
+def immutable_value(value: object) -> bool:
+    """Whether ``value`` can never change: an int, float, complex, str, bytes, bool or None,
+    or a tuple, frozenset, slice or range (of exactly those types) made of such values. The
+    object itself then stands for its :func:`exact_token`: a guard that finds the very object
+    it recorded needs to compute nothing."""
+    kind = type(value)
+    if kind in _ATOMS:
+        return True
+    if kind is tuple:
+        return all(immutable_value(x) for x in cast("tuple[object, ...]", value))
+    if kind is frozenset:
+        return all(immutable_value(x) for x in cast("frozenset[object]", value))
+    if kind is slice or kind is range:
+        v = cast("slice", value)
+        return all(immutable_value(x) for x in (v.start, v.stop, v.step))
+    return False
 
 
 def _bits(x: float) -> bytes:

@@ -25,7 +25,16 @@ from .registry import ATTR_RULES
 from .values import BoundMethod, Val
 from .valuetypes import FROZEN_MODULE_ROOTS, is_value_type
 
-__all__ = ["Read", "attr_rule", "guard_class_attr", "guard_method", "load_attr"]
+__all__ = [
+    "MISSING",
+    "Read",
+    "attr_rule",
+    "guard_class_attr",
+    "guard_method",
+    "load_attr",
+    "mutable_class",
+    "static_lookup",
+]
 
 
 class Read:
@@ -70,7 +79,7 @@ def load_attr(m: FrameMonitor, base: Val, name: str, real: Any) -> Val:
 _HEAPTYPE = 1 << 9
 
 
-def _mutable_class(cls: Any) -> bool:
+def mutable_class(cls: Any) -> bool:
     """A class whose attributes the program may replace between calls (a user class; the
     classes of libraries the monitor knows are taken as fixed, like their modules)."""
     return (
@@ -80,27 +89,27 @@ def _mutable_class(cls: Any) -> bool:
     )
 
 
-def _static_lookup(cls: type, name: str) -> Any:
+def static_lookup(cls: type, name: str) -> Any:
     for k in cls.__mro__:
-        found = vars(k).get(name, _MISSING)
-        if found is not _MISSING:
+        found = vars(k).get(name, MISSING)
+        if found is not MISSING:
             return found
-    return _MISSING
+    return MISSING
 
 
-_MISSING = object()
+MISSING = object()
 
 
 def guard_class_attr(cap: Capture, cls: Any, name: str) -> None:
     """CPython looks ``name`` up through ``cls``'s MRO on every call: guard what the lookup
     gives (``cls.name``: a function, a property, a value), so a method replaced on the
     class, a base, or shadowed in a subclass misses."""
-    if not _mutable_class(cls):
+    if not mutable_class(cls):
         return
     known = cap.known(cls)
     if known is not None and not known.const and not known.external:
         return  # a class the run made: what it holds is followed
-    desc = _static_lookup(cls, name)
+    desc = static_lookup(cls, name)
     if isinstance(desc, staticmethod):
         desc = desc.__func__
     if not (isinstance(desc, types.FunctionType | property) or is_value_type(desc)):
@@ -117,7 +126,7 @@ def guard_method(cap: Capture, base: Val, name: str, func: Any) -> None:
     bound by the read): guard that the read finds it again (``base.name.__func__``), which
     also misses when the instance's own ``__dict__`` shadows it."""
     obj = base.obj
-    if not isinstance(func, types.FunctionType) or not _mutable_class(type(obj)):
+    if not isinstance(func, types.FunctionType) or not mutable_class(type(obj)):
         return
     if not (base.external and base.node is not None and hasattr(obj, "__dict__")):
         guard_class_attr(cap, type(obj), name)

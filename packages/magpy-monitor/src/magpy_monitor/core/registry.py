@@ -277,6 +277,7 @@ ATTR_RULE_ORDER: tuple[str, ...] = (
     "super()",  # pyobj: super().attr
     "array made by the run",  # libs/numpy: a.T, a.shape (before the constant rule)
     "constant",  # core: an attribute of a constant
+    "module dict attribute",  # libs/torch: self.conv read from self._modules['conv']
     "from outside",  # core: guarded through the base's access path
     "of a scalar expression",  # core: replayed with getattr
     "namedtuple field",  # core

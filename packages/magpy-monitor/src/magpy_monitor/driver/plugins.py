@@ -35,6 +35,7 @@ from ..libs.torch import (
     checkpoint,
     globalstate,
     hooks,
+    modattrs,
     modctor,
     tensorattrs,
     tensorctors,
@@ -78,7 +79,7 @@ LOADED = (
     pyobj_rules,
     # libs: stdlib < numpy < torch
     warn, pyenv, ndarrays, numpy_rules,
-    hooks, modctor, tensorctors, tensorattrs, tensorrows, globalstate, checkpoint,
+    hooks, modattrs, modctor, tensorctors, tensorattrs, tensorrows, globalstate, checkpoint,
     torch_rules,
 )  # fmt: skip
 

@@ -1,0 +1,118 @@
+"""What a cache hit runs, counted without timing (issue 18).
+
+A hit runs the record's guard and mock and no program code. Its cost must not grow with the
+model at Python speed: no ``Module.__getattr__`` (submodules, parameters and buffers are read
+where the module stores them), no Python-level call per tensor (the tensors are checked in one
+C++ call) and one check of the global module hooks per guard, not one per module.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+from torch import nn
+
+import magpy
+
+
+class _Deep(nn.Module):
+    """``depth`` blocks read as named attributes, each a linear layer with a norm."""
+
+    def __init__(self, depth: int) -> None:
+        super().__init__()
+        self.depth = depth
+        for i in range(depth):
+            setattr(self, f"lin{i}", nn.Linear(8, 8))
+            setattr(self, f"norm{i}", nn.LayerNorm(8))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for i in range(self.depth):
+            x = getattr(self, f"norm{i}")(torch.relu(getattr(self, f"lin{i}")(x)))
+        return x
+
+
+@contextmanager
+def _python_calls() -> Iterator[list[Any]]:
+    """The code objects of the Python functions called meanwhile (this thread), those the
+    operator graph runs (an fx ``forward`` and what it calls) left out: MagPy's own work."""
+    calls: list[Any] = []
+    in_graph = [0]  # depth inside the graph's forward
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        graph = frame.f_code.co_filename.startswith("<eval_with_key>")
+        if event == "call":
+            if in_graph[0] or graph:
+                in_graph[0] += 1
+            else:
+                calls.append(frame.f_code)
+        elif event == "return" and in_graph[0]:
+            in_graph[0] -= 1
+
+    sys.setprofile(profile)
+    try:
+        yield calls
+    finally:
+        sys.setprofile(None)
+
+
+def _hit(compiled: Callable[..., Any], x: torch.Tensor) -> list[Any]:
+    before = magpy.stats(compiled).hits
+    with _python_calls() as calls:
+        compiled(x)
+    assert magpy.stats(compiled).hits == before + 1, "the measured call was not a hit"
+    return calls
+
+
+def _compiled(depth: int) -> tuple[nn.Module, Callable[..., Any]]:
+    torch.manual_seed(0)
+    model = _Deep(depth)
+    compiled = magpy.compile(model, backend="eager")
+    x = torch.randn(2, 8)
+    for _ in range(2):
+        torch.testing.assert_close(compiled(x), model(x))
+    return model, compiled
+
+
+def test_a_hit_runs_no_module_getattr() -> None:
+    """Submodules, parameters and buffers are read from ``_modules``/``_parameters``/
+    ``_buffers`` on a hit (and the result still equals eager)."""
+    model, compiled = _compiled(6)
+    x = torch.randn(2, 8)
+    calls = _hit(compiled, x)
+    getattr_code = nn.Module.__getattr__.__code__
+    assert getattr_code not in calls
+    torch.testing.assert_close(compiled(x), model(x))
+
+
+def test_python_calls_per_hit_do_not_grow_with_depth() -> None:
+    """A 4-block and a 24-block model make the same Python calls on a hit: the guard's
+    per-module and per-tensor checks are inline or in one C++ call."""
+    _, small = _compiled(4)
+    _, large = _compiled(24)
+    x = torch.randn(2, 8)
+    n_small, n_large = len(_hit(small, x)), len(_hit(large, x))
+    assert n_small == n_large, (n_small, n_large)
+    assert n_large < 20, n_large
+
+
+def test_guard_lines_per_module_are_bounded() -> None:
+    """The generated guard of the deep model: one line per global-hook check in all, and a
+    bounded number of lines per module (no per-tensor Python check)."""
+    _, compiled = _compiled(16)
+    record = compiled._magpy_state.records[0]  # type: ignore[attr-defined]
+    body = [line for line in record.guard_source.splitlines() if "return None" in line]
+    hooks = [
+        name
+        for name, obj in record.guard_code.globals.items()
+        if obj is nn.modules.module._global_forward_hooks
+    ]
+    assert len(hooks) == 1
+    assert sum(bool(re.search(rf"\b{hooks[0]}\b", line)) for line in body) == 1
+    modules = 1 + 2 * 16
+    assert len(body) <= 12 * modules, len(body)
+    assert ".dtype is" not in record.guard_source  # (static tensors are checked in C++)
