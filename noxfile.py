@@ -248,6 +248,15 @@ def bench_dynamic(session: nox.Session) -> None:
     session.run("python", "-m", "integration.bench_dynamic", *session.posargs)
 
 
+@nox.session(python=PYTHON, default=False)
+def bench_overhead(session: nox.Session) -> None:
+    """Install everything (+ transformers) and run ``python -m integration.bench_overhead``:
+    a cache hit's cost, MagPy vs TorchDynamo with a replay backend (arguments after ``--``)."""
+    _install_all(session, "numpy")
+    session.install("--quiet", "-e", ".[hf]")
+    session.run("python", "-m", "integration.bench_overhead", *session.posargs)
+
+
 # --- packaging ---------------------------------------------------------------------------------
 
 

@@ -11,6 +11,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from magpy_monitor import capture
+from magpy_monitor.core.recorder import setitem
 from magpy_refgraph import Item, Local, Path
 
 
@@ -181,4 +182,20 @@ class TestDeadCodeAndEffects:
             y[0] = 5
             return x + 0
 
-        assert operator.setitem in _ops(_graph(f, torch.zeros(3)))
+        assert setitem in _ops(_graph(f, torch.zeros(3)))
+
+    def test_setitem_node_stands_for_the_updated_tensor(self) -> None:
+        """The graph's STORE_SUBSCR node gives the tensor (not None, as operator.setitem
+        would): run by the fx interpreter, as AOTAutograd and Inductor trace, later operations
+        get the updated tensor."""
+
+        def f(x: torch.Tensor) -> torch.Tensor:
+            a = torch.zeros(2, 3)
+            a[:, 1:] += x[:, 1:]
+            return torch.cumsum(a, dim=1)
+
+        x = torch.randn(2, 3)
+        g = _graph(f, x)
+        gm = torch.fx.GraphModule(torch.nn.Module(), g)
+        (out,) = torch.fx.Interpreter(gm).run(x)
+        torch.testing.assert_close(out, f(x))

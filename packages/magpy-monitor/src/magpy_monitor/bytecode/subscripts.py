@@ -25,6 +25,7 @@ from ..core import registry
 from ..core.calls import inline
 from ..core.frame import FrameMonitor, Inst
 from ..core.operators import scalar_op, tensor_op
+from ..core.recorder import setitem
 from ..core.registry import BUILT_OBJECT, MISSING_ITEM, opcode
 from ..core.values import Val
 from ..core.valuetypes import is_value_type
@@ -128,7 +129,7 @@ def _store_subscr(m: FrameMonitor, inst: Inst) -> None:
     if isinstance(container.obj, torch.Tensor):
         node = cap.rec.call(
             "call_function",
-            operator.setitem,
+            setitem,
             (cap.tensor_node(container), cap.to_arg(key), cap.to_arg(value)),
             {},
             effect=True,

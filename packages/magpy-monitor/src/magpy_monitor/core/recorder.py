@@ -11,7 +11,7 @@ import torch.fx as fx
 
 from magpy_refgraph import Path, Unsupported
 
-__all__ = ["FILL_METHODS", "GraphRecorder"]
+__all__ = ["FILL_METHODS", "GraphRecorder", "setitem"]
 
 _NAME = re.compile(r"[^0-9a-zA-Z_]+")
 
@@ -167,6 +167,15 @@ _DATA_DEPENDENT = frozenset(
 )
 
 
+def setitem(tensor: torch.Tensor, index: Any, value: Any) -> torch.Tensor:
+    """``tensor[index] = value``, giving ``tensor``: the graph's node for a STORE_SUBSCR on a
+    tensor. Later operations take the updated tensor from this node, so the node must stand
+    for it: ``operator.setitem`` gives None, which the fx interpreter that AOTAutograd and
+    Inductor trace with would pass on (``cumsum(None)``)."""
+    tensor[index] = value
+    return tensor
+
+
 # in-place methods that overwrite every element of their first argument (a tensor a legacy
 # constructor left uninitialised is filled by one: ``torch.Tensor(n, m).fill_(v)``)
 FILL_METHODS = frozenset(
@@ -188,7 +197,7 @@ def _fills_a_slice(node: fx.Node) -> bool:
     """``x[..., k] = v`` on a tensor a legacy constructor left uninitialised: one index of one
     dim filled. The node carries what is left (``meta['uninit']``: dim and indices) until every
     index of that dim is; True when the node is such a write."""
-    if node.op != "call_function" or node.target is not operator.setitem or len(node.args) != 3:
+    if node.op != "call_function" or node.target is not setitem or len(node.args) != 3:
         return False
     dst, index, _value = node.args
     if not isinstance(dst, fx.Node) or "uninit_shape" not in dst.meta:
