@@ -14,10 +14,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import pytest
 import torch
 from torch import nn
 
 import magpy
+from magpy_runtime._config import config
 
 
 class _Deep(nn.Module):
@@ -69,11 +71,13 @@ def _hit(compiled: Callable[..., Any], x: torch.Tensor) -> list[Any]:
 
 
 def _compiled(depth: int) -> tuple[nn.Module, Callable[..., Any]]:
+    """The model compiled, recorded and warm: past the hits after which its guard becomes a
+    C++ guard tree (when that is on)."""
     torch.manual_seed(0)
     model = _Deep(depth)
     compiled = magpy.compile(model, backend="eager")
-    x = torch.randn(2, 8)
-    for _ in range(2):
+    for _ in range(4):
+        x = torch.randn(2, 8)
         torch.testing.assert_close(compiled(x), model(x))
     return model, compiled
 
@@ -89,15 +93,42 @@ def test_a_hit_runs_no_module_getattr() -> None:
     torch.testing.assert_close(compiled(x), model(x))
 
 
-def test_python_calls_per_hit_do_not_grow_with_depth() -> None:
+@pytest.mark.parametrize("tree", [True, False], ids=["guard_tree", "python_guard"])
+def test_python_calls_per_hit_do_not_grow_with_depth(tree: bool) -> None:
     """A 4-block and a 24-block model make the same Python calls on a hit: the guard's
-    per-module and per-tensor checks are inline or in one C++ call."""
-    _, small = _compiled(4)
-    _, large = _compiled(24)
+    per-module and per-tensor checks are inline, in one C++ tensor check, or (once the record
+    has served a few calls) all in the C++ guard tree."""
+    with config.patch(guard_tree_after=2 if tree else None):
+        _, small = _compiled(4)
+        _, large = _compiled(24)
+    for compiled in (small, large):
+        record = compiled._magpy_state.records[0]  # type: ignore[attr-defined]
+        assert (record.tree_guard_code is not None) is tree
     x = torch.randn(2, 8)
     n_small, n_large = len(_hit(small, x)), len(_hit(large, x))
     assert n_small == n_large, (n_small, n_large)
     assert n_large < 20, n_large
+
+
+def test_the_guard_tree_misses_what_the_python_guard_misses() -> None:
+    """After the swap, the tree still tells a changed model apart: another submodule type, a
+    parameter of another shape, a hook: each call equals eager and the stats count misses."""
+    model, compiled = _compiled(3)
+    record = compiled._magpy_state.records[0]  # type: ignore[attr-defined]
+    assert record.tree_guard_code is not None
+    x = torch.randn(2, 8)
+
+    def changed(change: Callable[[], Any]) -> None:
+        misses = magpy.stats(compiled).misses
+        change()
+        torch.testing.assert_close(compiled(x), model(x))
+        assert magpy.stats(compiled).misses > misses
+
+    changed(lambda: setattr(model, "norm1", nn.Identity()))
+    # the same shape, other strides
+    changed(lambda: setattr(model.lin0, "weight", nn.Parameter(torch.randn(8, 8).t())))
+    changed(lambda: setattr(model, "depth", 2))
+    changed(lambda: model.lin1.register_forward_hook(lambda m, a, out: out * 2))
 
 
 def test_guard_lines_per_module_are_bounded() -> None:

@@ -315,6 +315,24 @@ def _emit_checks(plan: Plan, pv: PathVars, body: list[str], ind: str, c: Any) ->
     body += tensors.lines(c, ind)
 
 
+def _emit_entry_checks(
+    plan: Plan, pv: PathVars, body: list[str], ind: str, c: Any, tree: Any
+) -> None:
+    """The requirements and aliases: in Python, or the C++ ``tree``'s one call (plus the
+    storage offsets it does not check)."""
+    if any(isinstance(req.payload, ModuleCall) for req in plan.guards):
+        body.append(f"{ind}if not ({_global_hooks_check(c)}): return None")
+    if tree is None:
+        _emit_checks(plan, pv, body, ind, c)
+        for a, b in plan.aliases:
+            body.append(f"{ind}if {pv.var(a)} is not {pv.var(b)}: return None")
+        return
+    body.append(f"{ind}if not {c(tree.check)}((fn, args, kwargs)): return None")
+    offsets = [f"{pv.var(p)}.storage_offset() == {k}" for p, k in tree.offsets]
+    if offsets:
+        body.append(f"{ind}if not ({' and '.join(offsets)}): return None")
+
+
 def generate_guard(
     plan: Plan,
     names: NameAllocator,
@@ -324,6 +342,7 @@ def generate_guard(
     roots: str = "call",
     shape_check: Any = None,
     ambient: tuple[Any, Any] | None = None,
+    tree: Any = None,
 ) -> GeneratedCode:
     """The guard of ``plan`` as generated source (function ``__magpy_guard``).
 
@@ -333,6 +352,8 @@ def generate_guard(
     dynamic sizes the compiled graph relies on (see ``magpy_codegen.shape_guard``).
     ``ambient``: ``(state_fn, value)``: thread state the record was made under (autocast, the
     default dtype...), compared as ``state_fn() == value``.
+    ``tree``: the plan's ``GuardTree`` (``_cguard``): its C++ check stands for the requirements
+    and aliases, and the source reads what the graph needs.
     """
     body: list[str] = []
     ind = "        "
@@ -341,11 +362,7 @@ def generate_guard(
     body.append(f"{ind}if {c(torch.is_grad_enabled)}() is not {grad_enabled}: return None")
     if ambient is not None:
         body.append(f"{ind}if {c(ambient[0])}() != {c(ambient[1])}: return None")
-    if any(isinstance(req.payload, ModuleCall) for req in plan.guards):
-        body.append(f"{ind}if not ({_global_hooks_check(c)}): return None")
-    _emit_checks(plan, pv, body, ind, c)
-    for a, b in plan.aliases:
-        body.append(f"{ind}if {pv.var(a)} is not {pv.var(b)}: return None")
+    _emit_entry_checks(plan, pv, body, ind, c, tree)
     distinct = [pv.var(p) for p in plan.distinct]
     if len(distinct) > 1:
         body.append(

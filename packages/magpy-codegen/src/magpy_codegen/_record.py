@@ -12,6 +12,7 @@ import torch.fx as fx
 from magpy_refgraph import BackendError, InternalError, MagPyError, Plan, SpeculationMiss
 
 from ._backend import UNCOMPILED, Backend, compile_graph, shape_guard
+from ._cguard import build_tree
 from ._generated import GeneratedCode, NameAllocator
 from ._guard import generate_guard
 from ._mock import PROGRAM_FAILED, generate_mock
@@ -34,6 +35,11 @@ class Record:
     hits: int = 0
     # why the graph runs uncompiled, operation by operation (``_backend._compile_or_run``)
     uncompiled: str | None = None
+    # swaps ``guard`` for one whose checks run as a C++ guard tree (``_cguard``); None once
+    # done, or where the record has no such form (sites)
+    upgrade: Callable[[], None] | None = None
+    # the generated source of the tree-backed guard, once it is in place
+    tree_guard_code: GeneratedCode | None = None
 
     @staticmethod
     def program_failed(miss: SpeculationMiss) -> bool:
@@ -122,15 +128,14 @@ def _assemble(
     shape_check = shape_guard(gm if gm is not None else graph)
     if grad_enabled is None:
         grad_enabled = torch.is_grad_enabled()
-    guard_code = generate_guard(
-        plan,
-        NameAllocator(),
-        grad_enabled=grad_enabled,
-        qualname=qualname,
-        roots=roots,
-        shape_check=shape_check,
-        ambient=ambient,
-    )
+    guard_options: dict[str, Any] = {
+        "grad_enabled": grad_enabled,
+        "qualname": qualname,
+        "roots": roots,
+        "shape_check": shape_check,
+        "ambient": ambient,
+    }
+    guard_code = generate_guard(plan, NameAllocator(), **guard_options)
     mock_code = generate_mock(
         plan,
         NameAllocator(),
@@ -148,7 +153,7 @@ def _assemble(
         mock_code.globals["__magpy_reference"] = reference
     guard = guard_code.load()["__magpy_guard"]
     mock = mock_code.load()["__magpy_mock"]
-    return Record(
+    rec = Record(
         guard=guard,
         mock=mock,
         plan=plan,
@@ -158,3 +163,20 @@ def _assemble(
         op_count=op_count,
         uncompiled=gm.meta.get(UNCOMPILED) if gm is not None else None,
     )
+    if roots == "call":
+        rec.upgrade = _upgrader(rec, guard_options)
+    return rec
+
+
+def _upgrader(rec: Record, guard_options: dict[str, Any]) -> Callable[[], None]:
+    """``rec.upgrade``: build the C++ guard tree of ``rec``'s plan and put the guard that runs
+    it in place of the Python one (``_cguard``)."""
+
+    def upgrade() -> None:
+        tree = build_tree(rec.plan)
+        code = generate_guard(rec.plan, NameAllocator(), tree=tree, **guard_options)
+        rec.guard = code.load()["__magpy_guard"]
+        rec.tree_guard_code = code
+        rec.upgrade = None
+
+    return upgrade

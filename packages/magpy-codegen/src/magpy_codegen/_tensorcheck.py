@@ -24,13 +24,13 @@ from torch._C._dynamo.guards import TensorGuards
 
 from ._generated import comment
 
-__all__ = ["TensorBatch"]
+__all__ = ["TensorBatch", "batchable", "example"]
 
 # the classes an example can be made of exactly (the check compares the Python class)
 _CLASSES = (torch.Tensor, torch.nn.Parameter)
 
 
-def _batchable(meta: tuple[Any, ...]) -> bool:
+def batchable(meta: tuple[Any, ...]) -> bool:
     cls, _dtype, device, shape, _stride, _requires_grad = meta[:6]
     if cls not in _CLASSES or None in shape or not isinstance(device, torch.device):
         return False
@@ -40,7 +40,7 @@ def _batchable(meta: tuple[Any, ...]) -> bool:
     return not (inference or conj or neg or names is not None) and layout is torch.strided
 
 
-def _example(meta: tuple[Any, ...]) -> torch.Tensor:
+def example(meta: tuple[Any, ...]) -> torch.Tensor:
     """An empty tensor with the class, dtype, device, rank and ``requires_grad`` of ``meta``
     (what ``TensorGuards`` reads from its example besides sizes and strides)."""
     cls, dtype, device, shape, _stride, requires_grad = meta[:6]
@@ -59,7 +59,7 @@ class TensorBatch:
 
     def add(self, v: str, meta: tuple[Any, ...]) -> bool:
         """Take the check of variable ``v`` (False: it cannot be batched; check it in Python)."""
-        if not _batchable(meta):
+        if not batchable(meta):
             return False
         self.vars.append(v)
         self.metas.append(meta)
@@ -74,7 +74,7 @@ class TensorBatch:
         # (normal tensors even where the record is made under inference mode: the batch
         # holds no inference tensors, and the examples must have their dispatch keys)
         with torch.inference_mode(False), torch.no_grad():
-            examples = [_example(m) for m in self.metas]
+            examples = [example(m) for m in self.metas]
         sizes: Any = [list(m[3]) for m in self.metas]
         strides: Any = [list(m[4]) for m in self.metas]
         guards = TensorGuards(*examples, dynamic_dims_sizes=sizes, dynamic_dims_strides=strides)

@@ -59,6 +59,17 @@ def all_states() -> list[CacheState]:
         return list(_states)
 
 
+def _upgrade_guard(rec: Record) -> None:
+    """Swap ``rec``'s guard for its C++ guard tree (``Record.upgrade``); where that fails the
+    Python guard stays (as exact, slower), and the log says why."""
+    upgrade, rec.upgrade = rec.upgrade, None
+    try:
+        if upgrade is not None:
+            upgrade()
+    except Exception as exc:
+        log_topic("guards", f"the guard stays in Python: {type(exc).__name__}: {exc}")
+
+
 @attrs.define(eq=False)
 class CacheState:
     """Records and counters of one compiled callable."""
@@ -141,6 +152,8 @@ class CacheState:
                     continue
                 self.hits += 1
                 rec.hits += 1
+                if rec.hits == config.guard_tree_after and rec.upgrade is not None:
+                    _upgrade_guard(rec)
                 if i:
                     with self._lock:
                         if i < len(records) and records[i] is rec:

@@ -39,7 +39,9 @@ class Config:
     because a tensor value its graphs read into Python differed from the value a record
     assumed, before such reads become graph breaks there. ``logs``: topics printed by the
     ``magpy`` logger (``MAGPY_LOGS``, comma separated: guards, mocks, graphs, breaks, records,
-    sites).
+    sites). ``guard_tree_after``: hits after which a record's checks run as a C++ guard tree
+    (``magpy_codegen._cguard``; building the first one imports TorchDynamo's guard module);
+    ``MAGPY_GUARD_TREE=0`` keeps every guard in Python.
     """
 
     max_records: int = 8
@@ -47,6 +49,7 @@ class Config:
     speculate: bool = True
     max_assumption_misses: int = 3
     logs: frozenset[str] = frozenset()
+    guard_tree_after: int | None = 2
 
     @classmethod
     def from_env(cls) -> Config:
@@ -58,6 +61,7 @@ class Config:
             verify=os.environ.get("MAGPY_VERIFY", "") not in ("", "0"),
             speculate=os.environ.get("MAGPY_SPECULATE", "1") not in ("", "0"),
             logs=logs,
+            guard_tree_after=None if os.environ.get("MAGPY_GUARD_TREE", "1") == "0" else 2,
         )
 
     @contextlib.contextmanager
