@@ -147,3 +147,24 @@ def test_guard_lines_per_module_are_bounded() -> None:
     modules = 1 + 2 * 16
     assert len(body) <= 12 * modules, len(body)
     assert ".dtype is" not in record.guard_source  # (static tensors are checked in C++)
+
+
+def test_site_records_in_split_mode_get_the_tree_too() -> None:
+    """A loop with a graph break in its body runs as segments whose records are served at
+    sites; those that serve calls get their C++ guard tree as well, and the results stay
+    eager's."""
+
+    def f(x: torch.Tensor, n: int) -> torch.Tensor:
+        for i in range(n):
+            x = torch.relu(x) + i
+            print("", end="")  # a graph break in the loop
+        return x
+
+    compiled = magpy.compile(f, backend="eager")
+    for _ in range(6):
+        x = torch.randn(3)
+        torch.testing.assert_close(compiled(x, 4), f(x, 4))
+    state = compiled._magpy_state  # type: ignore[attr-defined]
+    assert state.split and magpy.stats(compiled).hits >= 10
+    served = [rec for rec in state.site_records if rec.hits >= 2]
+    assert served and all(rec.tree_guard_code is not None for rec in served)

@@ -70,9 +70,10 @@ class GuardTree:
 
 
 class _Builder:
-    def __init__(self) -> None:
+    def __init__(self, roots: str) -> None:
         from torch._dynamo.guards import GuardManagerType  # (imports TorchDynamo: seconds)
 
+        self.roots = roots
         self.kind = GuardManagerType.GUARD_MANAGER
         self.root = RootGuardManager()
         self.managers: dict[Path, Any] = {}
@@ -104,6 +105,14 @@ class _Builder:
 
     def _root(self, access: Access, source: str) -> Any:
         kind, key = access.kind, access.key
+        if kind is AccessKind.LOCAL and self.roots == "frame":
+            # a site's guard gets (L, S): the frame's locals and the values on its stack
+            name = str(key)
+            if name.startswith("$s"):
+                stack = self.root.tuple_getitem_manager(1, "S", None, self.kind)
+                return stack.getitem_manager(int(name[2:]), source, None, self.kind)
+            local = self.root.tuple_getitem_manager(0, "L", None, self.kind)
+            return local.getitem_manager(name, source, None, self.kind)
         if kind is AccessKind.LOCAL and key in ROOT_LOCALS:
             return self.root.tuple_getitem_manager(ROOT_LOCALS.index(key), source, None, self.kind)
         if kind is AccessKind.GLOBAL and isinstance(access.scope, dict):
@@ -233,9 +242,10 @@ class _Builder:
         mgr.add_lambda_guard(fn, text, None)
 
 
-def build_tree(plan: Plan) -> GuardTree:
-    """The C++ guard tree of a whole-call ``plan`` (roots ``fn``, ``args``, ``kwargs``)."""
-    b = _Builder()
+def build_tree(plan: Plan, roots: str = "call") -> GuardTree:
+    """The C++ guard tree of ``plan``: checks ``(fn, args, kwargs)`` of a whole call
+    (``roots="call"``) or ``(L, S)`` of a site (``"frame"``: its locals, its stack values)."""
+    b = _Builder(roots)
     for req in plan.guards:
         if req.kind is GuardKind.TYPE:
             b.types[req.path] = cast(type, req.payload)

@@ -327,7 +327,8 @@ def _emit_entry_checks(
         for a, b in plan.aliases:
             body.append(f"{ind}if {pv.var(a)} is not {pv.var(b)}: return None")
         return
-    body.append(f"{ind}if not {c(tree.check)}((fn, args, kwargs)): return None")
+    roots = "(fn, args, kwargs)" if pv.roots == "call" else "(L, S)"
+    body.append(f"{ind}if not {c(tree.check)}({roots}): return None")
     offsets = [f"{pv.var(p)}.storage_offset() == {k}" for p, k in tree.offsets]
     if offsets:
         body.append(f"{ind}if not ({' and '.join(offsets)}): return None")

@@ -36,7 +36,7 @@ class Record:
     # why the graph runs uncompiled, operation by operation (``_backend._compile_or_run``)
     uncompiled: str | None = None
     # swaps ``guard`` for one whose checks run as a C++ guard tree (``_cguard``); None once
-    # done, or where the record has no such form (sites)
+    # done
     upgrade: Callable[[], None] | None = None
     # the generated source of the tree-backed guard, once it is in place
     tree_guard_code: GeneratedCode | None = None
@@ -163,8 +163,7 @@ def _assemble(
         op_count=op_count,
         uncompiled=gm.meta.get(UNCOMPILED) if gm is not None else None,
     )
-    if roots == "call":
-        rec.upgrade = _upgrader(rec, guard_options)
+    rec.upgrade = _upgrader(rec, guard_options)
     return rec
 
 
@@ -173,7 +172,7 @@ def _upgrader(rec: Record, guard_options: dict[str, Any]) -> Callable[[], None]:
     it in place of the Python one (``_cguard``)."""
 
     def upgrade() -> None:
-        tree = build_tree(rec.plan)
+        tree = build_tree(rec.plan, guard_options["roots"])
         code = generate_guard(rec.plan, NameAllocator(), tree=tree, **guard_options)
         rec.guard = code.load()["__magpy_guard"]
         rec.tree_guard_code = code

@@ -32,6 +32,7 @@ from ._dynamic import changed_on_miss, changed_scalars, promote_all
 from ._errors import FullGraphError, MagPyWarning
 from ._logging import log_topic
 from ._sites import ensure_entry_site, split_loops_of, user_function
+from ._tree import upgrade_guard
 
 __all__ = ["BreakReason", "CacheState", "all_states"]
 
@@ -57,17 +58,6 @@ def all_states() -> list[CacheState]:
     """Every live cache (for ``magpy.reset``)."""
     with _states_lock:
         return list(_states)
-
-
-def _upgrade_guard(rec: Record) -> None:
-    """Swap ``rec``'s guard for its C++ guard tree (``Record.upgrade``); where that fails the
-    Python guard stays (as exact, slower), and the log says why."""
-    upgrade, rec.upgrade = rec.upgrade, None
-    try:
-        if upgrade is not None:
-            upgrade()
-    except Exception as exc:
-        log_topic("guards", f"the guard stays in Python: {type(exc).__name__}: {exc}")
 
 
 @attrs.define(eq=False)
@@ -153,7 +143,7 @@ class CacheState:
                 self.hits += 1
                 rec.hits += 1
                 if rec.hits == config.guard_tree_after and rec.upgrade is not None:
-                    _upgrade_guard(rec)
+                    upgrade_guard(rec)
                 if i:
                     with self._lock:
                         if i < len(records) and records[i] is rec:

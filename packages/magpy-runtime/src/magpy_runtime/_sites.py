@@ -48,6 +48,7 @@ from ._config import config
 from ._dynamic import changed_on_miss, changed_scalars
 from ._errors import MagPyWarning
 from ._logging import log_topic
+from ._tree import upgrade_guard
 
 __all__ = [
     "HOST",
@@ -326,6 +327,8 @@ def _at_site(state: Any, key: tuple[int, int, int], stack: tuple[Any, ...]) -> t
             continue
         state.hits += 1
         rec.hits += 1
+        if rec.hits == config.guard_tree_after and rec.upgrade is not None:
+            upgrade_guard(rec)
         log_topic("sites", "hit at %s offset %d", cs.original.co_qualname, key[1])
         return (layouts.index(layout) + 1, out)
     state.misses += 1
