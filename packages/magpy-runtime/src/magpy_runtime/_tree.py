@@ -18,3 +18,6 @@ def upgrade_guard(rec: Record) -> None:
             upgrade()
     except Exception as exc:
         log_topic("guards", f"the guard stays in Python: {type(exc).__name__}: {exc}")
+        return
+    if rec.tree_guard_code is not None:  # (what it checks is the Python guard logged before)
+        log_topic("guards", "%s", rec.tree_guard_code.source)
