@@ -113,7 +113,8 @@ def test_python_calls_per_hit_do_not_grow_with_depth(tree: bool) -> None:
 def test_the_guard_tree_misses_what_the_python_guard_misses() -> None:
     """After the swap, the tree still tells a changed model apart: another submodule type, a
     parameter of another shape, a hook: each call equals eager and the stats count misses."""
-    model, compiled = _compiled(3)
+    with config.patch(guard_tree_after=2):
+        model, compiled = _compiled(3)
     record = compiled._magpy_state.records[0]  # type: ignore[attr-defined]
     assert record.tree_guard_code is not None
     x = torch.randn(2, 8)
@@ -161,9 +162,10 @@ def test_site_records_in_split_mode_get_the_tree_too() -> None:
         return x
 
     compiled = magpy.compile(f, backend="eager")
-    for _ in range(6):
-        x = torch.randn(3)
-        torch.testing.assert_close(compiled(x, 4), f(x, 4))
+    with config.patch(guard_tree_after=2):
+        for _ in range(6):
+            x = torch.randn(3)
+            torch.testing.assert_close(compiled(x, 4), f(x, 4))
     state = compiled._magpy_state  # type: ignore[attr-defined]
     assert state.split and magpy.stats(compiled).hits >= 10
     served = [rec for rec in state.site_records if rec.hits >= 2]

@@ -41,7 +41,8 @@ class Config:
     ``magpy`` logger (``MAGPY_LOGS``, comma separated: guards, mocks, graphs, breaks, records,
     sites). ``guard_tree_after``: hits after which a record's checks run as a C++ guard tree
     (``magpy_codegen._cguard``; building the first one imports TorchDynamo's guard module);
-    ``MAGPY_GUARD_TREE=0`` keeps every guard in Python.
+    None keeps every guard in Python, the default: measured, the tree is not yet faster than
+    the Python guard (``MAGPY_GUARD_TREE=N`` turns it on after N hits).
     """
 
     max_records: int = 8
@@ -49,7 +50,7 @@ class Config:
     speculate: bool = True
     max_assumption_misses: int = 3
     logs: frozenset[str] = frozenset()
-    guard_tree_after: int | None = 2
+    guard_tree_after: int | None = None
 
     @classmethod
     def from_env(cls) -> Config:
@@ -61,7 +62,11 @@ class Config:
             verify=os.environ.get("MAGPY_VERIFY", "") not in ("", "0"),
             speculate=os.environ.get("MAGPY_SPECULATE", "1") not in ("", "0"),
             logs=logs,
-            guard_tree_after=None if os.environ.get("MAGPY_GUARD_TREE", "1") == "0" else 2,
+            guard_tree_after=(
+                None
+                if os.environ.get("MAGPY_GUARD_TREE", "0").strip() in ("", "0")
+                else _positive_int("MAGPY_GUARD_TREE", 1)
+            ),
         )
 
     @contextlib.contextmanager
