@@ -57,7 +57,7 @@ def __magpy_guard(fn, args, kwargs):
 #   __magpy_k11 = <method 'keys' of 'dict' objects>
 #   __magpy_k12 = 'lin'
 #   __magpy_k13 = code_of(Block.forward)
-#   __magpy_k14 = <code object forward at 0x?, file "/work/main/packages/magpy-codegen/tests/unit/test_golden.py", line 39>
+#   __magpy_k14 = <code Block.forward>
 #   __magpy_k15 = <module torch.nn.functional>
 #   __magpy_k16 = <built-in function linear>
 #   __magpy_k17 = <class torch.nn.modules.linear.Linear>

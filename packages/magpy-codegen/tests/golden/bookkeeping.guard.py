@@ -33,7 +33,7 @@ def __magpy_guard(fn, args, kwargs):
 #   __magpy_k5 = <function exact_token>
 #   __magpy_k6 = <method 'keys' of 'dict' objects>
 #   __magpy_k7 = code_of(bookkeeping)
-#   __magpy_k8 = <code object bookkeeping at 0x?, file "/work/main/packages/magpy-codegen/tests/unit/test_golden.py", line 49>
+#   __magpy_k8 = <code bookkeeping>
 #   __magpy_k9 = <class History>
 #   __magpy_k10 = <class int>
 #   __magpy_k11 = <built-in method check of torch._C._dynamo.guards.TensorGuards object at 0x?>

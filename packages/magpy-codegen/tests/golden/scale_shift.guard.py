@@ -33,5 +33,5 @@ def __magpy_guard(fn, args, kwargs):
 #   __magpy_k6 = <method 'keys' of 'dict' objects>
 #   __magpy_k7 = ((<class 'str'>, 'bias'),)
 #   __magpy_k8 = code_of(scale_shift)
-#   __magpy_k9 = <code object scale_shift at 0x?, file "/work/main/packages/magpy-codegen/tests/unit/test_golden.py", line 29>
+#   __magpy_k9 = <code scale_shift>
 #   __magpy_k10 = <built-in method check of torch._C._dynamo.guards.TensorGuards object at 0x?>

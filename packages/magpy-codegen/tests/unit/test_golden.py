@@ -96,6 +96,8 @@ def describe(obj: Any) -> str:
         return "<module globals>"
     if isinstance(obj, types.ModuleType):
         return f"<module {obj.__name__}>"  # (its file's path depends on the venv)
+    if isinstance(obj, types.CodeType):
+        return f"<code {obj.co_qualname}>"  # (its file's path depends on the checkout)
     return _ADDRESS.sub("0x?", repr(obj))
 
 
