@@ -13,8 +13,11 @@ expression the Python guard runs. Aliases are the engine's object-aliasing guard
 What stays in Python (``generate_guard(..., tree=...)``): grad mode and the ambient state, the
 storage offsets of the tensors checked in C++, reading the graph's inputs, their distinctness
 and the relations between dynamic sizes. The Python guard remains the readable form
-(``MAGPY_LOGS=guards``); the runtime swaps the tree in once a record has served a few calls
-(building it imports TorchDynamo's guard module, which takes seconds, once per process).
+(``MAGPY_LOGS=guards``); the runtime swaps the tree in once a record has served
+``MAGPY_GUARD_TREE`` calls (building it imports TorchDynamo's guard module, which takes seconds,
+once per process). Off by default: without skipping subtrees whose dicts did not change (what
+makes TorchDynamo's trees fast), walking every manager on every call is not faster than the
+Python guard.
 """
 
 from __future__ import annotations
@@ -79,7 +82,6 @@ class _Builder:
         self.managers: dict[Path, Any] = {}
         self.scopes: dict[int, Any] = {}
         self.keep: list[Any] = []  # objects whose ids the tree compares
-        self.names = NameAllocator()
         self.offsets: list[tuple[Path, int]] = []
         self.types: dict[Path, type] = {}  # each path's guarded type, where it has one
 
