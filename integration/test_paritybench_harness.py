@@ -465,6 +465,22 @@ def test_cli_runs_files_in_subprocesses_and_resumes(
     assert "running 0 files (2 already done)" in capsys.readouterr().out
 
 
+def test_cli_cases_per_file_runs_each_files_first_cases(
+    gen_dir: Path, tmp_path: Path, worker_path: None
+) -> None:
+    """``--cases-per-file 2``: a sample for slow backends, the first two cases of each file;
+    a resumed run counts the file as done."""
+    out = tmp_path / "results.jsonl"
+    PB.main(_cli_args(gen_dir, out, "--filter", "good", "--cases-per-file", "2"))
+    recs = _records(out)
+    files = [r for r in recs if r["kind"] == "file"]
+    cases = [r for r in recs if r["kind"] == "case"]
+    assert [f["n_cases"] for f in files] == [2]
+    assert sorted(r["index"] for r in cases) == [0, 1]
+    PB.main(_cli_args(gen_dir, out, "--filter", "good", "--cases-per-file", "2", "--resume"))
+    assert len(_records(out)) == len(recs)  # nothing ran again
+
+
 @pytest.mark.slow
 def test_cli_timeout_kills_the_worker_and_continues(
     gen_dir: Path, tmp_path: Path, worker_path: None
