@@ -106,6 +106,8 @@ class CacheStats:
     # calls no record served because a tensor value read into Python differed from the value a
     # record assumed (the graph ran, then the program ran again)
     assumption_misses: int = 0
+    # calls that ran natively while another thread was recording a call of the same callable
+    busy: int = 0
 
 
 def stats(compiled: Any) -> CacheStats:
@@ -121,6 +123,7 @@ def stats(compiled: Any) -> CacheStats:
         breaks=s.breaks,
         fallbacks=s.fallbacks,
         assumption_misses=s.assumption_misses,
+        busy=s.busy,
     )
 
 

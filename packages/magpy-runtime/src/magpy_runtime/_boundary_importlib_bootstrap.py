@@ -31,10 +31,11 @@ from magpy_monitor import finish, prepare
 from . import _depth
 from ._sites import activate, deactivate
 
-__all__ = ["MISS", "NATIVE", "entry", "run"]
+__all__ = ["AGAIN", "MISS", "NATIVE", "entry", "run"]
 
 MISS = object()  # no record served the call
 NATIVE = object()  # a record's graph raised the program's error: this call runs natively
+AGAIN = object()  # another thread added a record since this call missed: look again
 
 
 def run(state: Any, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
@@ -44,21 +45,31 @@ def run(state: Any, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
     what MagPy adds to the stack meanwhile (see ``_depth``); a hit runs no program code.
     """
     if not state.split and state.eager_reason is None:
+        seen = state.added
         found = state.hit(fn, args, kwargs)
         if found is not MISS and found is not NATIVE:
             return found
-        last = None if found is NATIVE else state.missed(fn, args, kwargs)
+        last = None if found is NATIVE else state.missed(fn, args, kwargs, seen)
+        while last is AGAIN:  # rare: another thread's record came meanwhile, it may serve
+            seen = state.added
+            found = state.hit(fn, args, kwargs)
+            if found is not MISS and found is not NATIVE:
+                return found
+            last = None if found is NATIVE else state.missed(fn, args, kwargs, seen)
         if last is not None:  # monitor this call, and record it
             epoch = state.epoch
-            mon = prepare(entry_fn=entry, **state.capture_options(last))
-            _depth.grow(_depth.MONITORED)
             try:
-                mon.trace_on()
-                value = entry(fn, args, kwargs)
+                mon = prepare(entry_fn=entry, **state.capture_options(last))
+                _depth.grow(_depth.MONITORED)
+                try:
+                    mon.trace_on()
+                    value = entry(fn, args, kwargs)
+                finally:
+                    mon.trace_off()
+                    _depth.shrink(_depth.MONITORED)
+                return state.recorded(finish(mon, value), epoch)
             finally:
-                mon.trace_off()
-                _depth.shrink(_depth.MONITORED)
-            return state.recorded(finish(mon, value), epoch)
+                state.release()
     _depth.grow(_depth.NATIVE)
     try:
         if state.split:  # the program runs on its instrumented code (see ``_sites``)

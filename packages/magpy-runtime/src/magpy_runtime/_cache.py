@@ -16,6 +16,7 @@ import threading
 import types
 import warnings
 import weakref
+from threading import get_ident
 from typing import Any
 
 import attrs
@@ -26,7 +27,7 @@ from magpy_monitor import ambient_state
 from magpy_refgraph import InternalError, MagPyError, SpeculationMiss, Unsupported, dump
 
 from . import _depth
-from ._boundary_importlib_bootstrap import MISS, NATIVE, run
+from ._boundary_importlib_bootstrap import AGAIN, MISS, NATIVE, run
 from ._config import config
 from ._dynamic import changed_on_miss, changed_scalars, promote_all
 from ._errors import FullGraphError, MagPyWarning
@@ -91,6 +92,12 @@ class CacheState:
     uncompiled_reasons: list[str] = attrs.field(factory=list)
     # reset() count: a call that began before a reset records nothing
     epoch: int = 0
+    # calls that ran natively because another thread was monitoring a call of this callable
+    # (one thread records at a time: concurrent first calls make one record, not one each)
+    busy: int = 0
+    _recorder: int | None = None  # the thread monitoring a call now
+    added: int = 0  # records added so far (a call that missed retries if one came meanwhile)
+    _recording: int = 0  # its monitored calls in progress (a recursive call nests)
     _lock: threading.Lock = attrs.field(factory=threading.Lock)
     _warned: bool = False
 
@@ -103,7 +110,7 @@ class CacheState:
         with self._lock:
             self.epoch += 1
             self.records.clear()
-            self.hits = self.misses = self.breaks = self.fallbacks = 0
+            self.hits = self.misses = self.breaks = self.fallbacks = self.busy = 0
             self.split = False
             self.trip_records = 0
             self.speculate = True
@@ -157,9 +164,13 @@ class CacheState:
             self._assumption_missed()
         return MISS
 
-    def missed(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool | None:
+    def missed(
+        self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], seen: int
+    ) -> bool | object | None:
         """After a miss: whether this call is the last one recorded (then it is monitored), or
-        None when it runs natively (the cache went eager, or split into segments)."""
+        None when it runs natively (the cache went eager, or split into segments, or another
+        thread is recording), or ``AGAIN`` when another thread added a record since the call
+        looked (``seen``: ``added`` then), which may serve it."""
         if self.eager_reason is not None:
             return None
         records = self.records
@@ -175,7 +186,24 @@ class CacheState:
                 f"more than {limit} records (max_records); the inputs keep changing", warn=True
             )
             return None
-        return len(records) + 1 >= limit > 1
+        with self._lock:
+            me = get_ident()
+            if self._recorder not in (None, me):
+                self.busy += 1  # another thread records: this call runs as in eager
+                return None
+            if self.added != seen:
+                self.misses -= 1
+                return AGAIN
+            self._recorder = me
+            self._recording += 1
+        return len(self.records) + 1 >= limit > 1
+
+    def release(self) -> None:
+        """A monitored call that ``missed`` let in has ended (recorded or raised)."""
+        with self._lock:
+            self._recording -= 1
+            if not self._recording:
+                self._recorder = None
 
     def capture_options(self, last: bool) -> dict[str, Any]:
         return {
@@ -221,6 +249,7 @@ class CacheState:
             if self.dynamic is not False:
                 self.dynamic_paths |= changed_scalars(rec.plan, self.records)
             self.records.insert(0, rec)
+            self.added += 1
             if result.capture.range_trip:
                 self.trip_records += 1
         self.last_refgraph = dump(result.capture.graph)

@@ -189,7 +189,64 @@ class TestThreads:
         for t in threads:
             t.join(timeout=60)
         assert errors == []
+        # a thread may have run every call natively while others recorded (one records at a
+        # time); a call per shape from here records what is missing, and then all hit
+        assert magpy.stats(fast).records <= 4
+        for i in range(4):
+            fast(torch.randn(i + 1))
         assert magpy.stats(fast).records == 4
+        hits = magpy.stats(fast).hits
+        for i in range(4):
+            x = torch.randn(i + 1)
+            assert torch.equal(fast(x), affine(x))
+        assert magpy.stats(fast).hits == hits + 4
+
+    def test_concurrent_first_calls_make_one_record(self) -> None:
+        """Eight threads call at once with the same shapes: one records, the others run
+        natively meanwhile (counted in ``busy``) or hit its record; never one record each
+        (which would reach ``max_records`` and turn the callable eager)."""
+        fast = magpy.compile(affine, backend="eager", dynamic=False)
+        barrier = threading.Barrier(8)
+        errors: list[BaseException] = []
+
+        def work(i: int) -> None:
+            try:
+                barrier.wait(timeout=30)
+                for _ in range(3):
+                    x = torch.randn(3)
+                    assert torch.equal(fast(x), affine(x))
+            except BaseException as exc:
+                errors.append(exc)
+
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+        assert errors == []
+        s = magpy.stats(fast)
+        assert s.records == 1 and s.fallbacks == 0
+        assert s.hits + s.busy == 8 * 3 - 1
+
+    def test_a_recording_that_raises_lets_other_threads_record(self) -> None:
+        """The user's exception in a monitored call ends that thread's recording: a later call
+        from another thread records."""
+
+        def f(x: torch.Tensor) -> torch.Tensor:
+            if x.shape[0] == 1:
+                raise KeyError("mine")
+            return x * 2
+
+        fast = magpy.compile(f, backend="eager", dynamic=False)
+        with pytest.raises(KeyError, match="mine"):
+            fast(torch.ones(1))
+        out: list[torch.Tensor] = []
+        t = threading.Thread(target=lambda: out.extend(fast(torch.ones(2)) for _ in range(2)))
+        t.start()
+        t.join(timeout=60)
+        assert torch.equal(out[1], torch.ones(2) * 2)
+        s = magpy.stats(fast)
+        assert s.records == 1 and s.hits == 1 and s.busy == 0
 
 
 class TestConfig:
