@@ -669,6 +669,10 @@ def test_compiling_logs_on_the_magpy_logger(caplog: pytest.LogCaptureFixture) ->
     assert any("__magpy_guard" in m for m in messages)
     assert any("__magpy_mock" in m for m in messages)
     caplog.clear()
+    compiled(torch.randn(3))  # the first hit logs the guard with its memo (issue 18), once
+    messages = [r.getMessage() for r in caplog.records if r.name == "magpy"]
+    assert len(messages) == 1 and "__magpy_m" in messages[0], messages
+    caplog.clear()
     compiled(torch.randn(3))  # a hit logs nothing
     assert [r for r in caplog.records if r.name == "magpy"] == []
 

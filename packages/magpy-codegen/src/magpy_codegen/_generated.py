@@ -72,6 +72,8 @@ class GeneratedCode:
     source: str
     globals: dict[str, Any]
     filename: str
+    # a guard's memo (``_memo.Memo``), if it has one
+    memo: Any = None
 
     def load(self) -> dict[str, Any]:
         """Compile and execute the source; returns its namespace.

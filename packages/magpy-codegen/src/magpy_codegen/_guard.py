@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import builtins
 import enum
+import re
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, cast
 
 import torch
@@ -44,6 +45,7 @@ from magpy_refgraph import (
 )
 
 from ._generated import GeneratedCode, NameAllocator, comment
+from ._memo import Memo, MemoPlan
 from ._tensorcheck import TensorBatch
 
 __all__ = ["PathVars", "generate_guard"]
@@ -290,9 +292,12 @@ def check_expr(req: GuardReq, v: str, c: Any) -> str:
     raise InternalError(f"no emitter for guard kind {kind}")
 
 
-def _emit_checks(plan: Plan, pv: PathVars, body: list[str], ind: str, c: Any) -> None:
-    """The requirements' checks, each path evaluated once: the checks of one path in one
-    ``if`` (in order, short-circuiting), the static tensors all in one C++ call at the end."""
+def _emit_checks(
+    reqs: Iterable[tuple[GuardReq, bool]], pv: PathVars, body: list[str], ind: str, c: Any
+) -> None:
+    """The requirements' checks (those paired with True; the others' paths are evaluated
+    only), each path evaluated once: the checks of one path in one ``if`` (in order,
+    short-circuiting), the static tensors all in one C++ call at the end."""
     tensors = TensorBatch()
     pending: list[str] = []
     pending_path: Path | None = None
@@ -303,67 +308,109 @@ def _emit_checks(plan: Plan, pv: PathVars, body: list[str], ind: str, c: Any) ->
             body.append(f"{ind}if not ({exprs}): return None")
             pending.clear()
 
-    for req in plan.guards:
+    for req, check in reqs:
         if req.path != pending_path:
             flush()  # (before the next path's evaluation lines)
             pending_path = req.path
         v = pv.var(req.path)
-        if req.kind is GuardKind.TENSOR_META and tensors.add(v, req.payload):
+        if not check:
+            continue
+        if req.kind is GuardKind.TENSOR_META and tensors.add(v, cast(Any, req.payload)):
             continue  # (checked with the others, below)
         pending.append(check_expr(req, v, c))
     flush()
     body += tensors.lines(c, ind)
 
 
+def _emit_memo(
+    plan: Plan, pv: PathVars, body: list[str], ind: str, c: Any, split: MemoPlan
+) -> Memo:
+    """The guard in two parts (see ``_memo``): the stable part under ``if the memo does not
+    hold``, ending in ``Memo.arm``; then (after a placeholder for taking the memo's variables,
+    see ``_finish_memo``) the per-call part."""
+    reqs = list(plan.guards)
+    inner = ind + "    "
+    memo = Memo()
+    body.append(f"{ind}__magpy_m = {c(memo.valid)}(fn)")
+    body.append(f"{ind}if __magpy_m is None:")
+    pv.lines, pv.indent = body, inner
+    _emit_checks(
+        ((r, i in split.checks) for i, r in enumerate(reqs) if r.path in split.safe),
+        pv, body, inner, c,
+    )  # fmt: skip
+    aliases = [(a, b) for a, b in plan.aliases if a in split.safe and b in split.safe]
+    for a, b in aliases:
+        body.append(f"{inner}if {pv.var(a)} is not {pv.var(b)}: return None")
+    for p in (*plan.inputs, *plan.distinct):
+        if p in split.safe:
+            pv.var(p)
+    names = dict(pv.vars)
+    index = {path: i for i, path in enumerate(names)}
+    memo.entries = [
+        (None, path.root) if path.parent is None else (index[path.parent], path.steps[-1])
+        for path in names
+    ]
+    memo.checks = [(index[r.path], r) for i, r in enumerate(reqs) if i in split.checks]
+    memo.names = list(names.values())
+    memo.paths = list(names)
+    body.append(f"{inner}{c(memo.arm)}(fn, ({', '.join(names.values())},))")
+    body.append(_MEMO_PLACEHOLDER)
+    pv.lines, pv.indent = body, ind
+    _emit_checks(
+        ((r, i not in split.checks) for i, r in enumerate(reqs)), pv, body, ind, c
+    )  # fmt: skip
+    for a, b in plan.aliases:
+        if (a, b) not in aliases:
+            body.append(f"{ind}if {pv.var(a)} is not {pv.var(b)}: return None")
+    return memo
+
+
+_MEMO_PLACEHOLDER = "#memo"
+
+
+def _finish_memo(memo: Memo, body: list[str], ret: str, ind: str) -> None:
+    """Fill the placeholder: the memo's variables that the rest of the guard uses."""
+    at = body.index(_MEMO_PLACEHOLDER)
+    used = set(_NAME.findall("\n".join(body[at + 1 :]) + ret))
+    needed = [i for i, name in enumerate(memo.names) if name in used]
+    memo.needed = needed
+    if not needed:
+        del body[at]
+        return
+    names = ", ".join(memo.names[i] for i in needed)
+    body[at : at + 1] = [f"{ind}else:", f"{ind}    {names}, = __magpy_m"]
+
+
+_NAME = re.compile(r"\bv\d+\b")
+
+
 def _emit_entry_checks(
-    plan: Plan, pv: PathVars, body: list[str], ind: str, c: Any, tree: Any
-) -> None:
-    """The requirements and aliases: in Python, or the C++ ``tree``'s one call (plus the
-    storage offsets it does not check)."""
+    plan: Plan, pv: PathVars, body: list[str], ind: str, c: Any, tree: Any, memo: Any
+) -> Memo | None:
+    """The requirements and aliases: in Python (in two parts where ``memo``, a ``MemoPlan``,
+    says what is stable), or the C++ ``tree``'s one call (plus the storage offsets it does not
+    check)."""
     if any(isinstance(req.payload, ModuleCall) for req in plan.guards):
         body.append(f"{ind}if not ({_global_hooks_check(c)}): return None")
+    if tree is None and memo is not None:
+        return _emit_memo(plan, pv, body, ind, c, memo)
     if tree is None:
-        _emit_checks(plan, pv, body, ind, c)
+        _emit_checks(((r, True) for r in plan.guards), pv, body, ind, c)
         for a, b in plan.aliases:
             body.append(f"{ind}if {pv.var(a)} is not {pv.var(b)}: return None")
-        return
+        return None
     roots = "(fn, args, kwargs)" if pv.roots == "call" else "(L, S)"
     body.append(f"{ind}if not {c(tree.check)}({roots}): return None")
     offsets = [f"{pv.var(p)}.storage_offset() == {k}" for p, k in tree.offsets]
     if offsets:
         body.append(f"{ind}if not ({' and '.join(offsets)}): return None")
+    return None
 
 
-def generate_guard(
-    plan: Plan,
-    names: NameAllocator,
-    *,
-    grad_enabled: bool,
-    qualname: str = "",
-    roots: str = "call",
-    shape_check: Any = None,
-    ambient: tuple[Any, Any] | None = None,
-    tree: Any = None,
-) -> GeneratedCode:
-    """The guard of ``plan`` as generated source (function ``__magpy_guard``).
-
-    ``roots="call"``: ``__magpy_guard(fn, args, kwargs)`` for whole calls; ``roots="frame"``:
-    ``__magpy_guard(L, S)`` for sites (the frame's locals and the stack values at the site).
-    ``shape_check``: ``check(*inputs) -> bool`` over the graph inputs, the relations between
-    dynamic sizes the compiled graph relies on (see ``magpy_codegen.shape_guard``).
-    ``ambient``: ``(state_fn, value)``: thread state the record was made under (autocast, the
-    default dtype...), compared as ``state_fn() == value``.
-    ``tree``: the plan's ``GuardTree`` (``_cguard``): its C++ check stands for the requirements
-    and aliases, and the source reads what the graph needs.
-    """
-    body: list[str] = []
-    ind = "        "
-    pv = PathVars(names, body, ind, roots)
-    c = names.const
-    body.append(f"{ind}if {c(torch.is_grad_enabled)}() is not {grad_enabled}: return None")
-    if ambient is not None:
-        body.append(f"{ind}if {c(ambient[0])}() != {c(ambient[1])}: return None")
-    _emit_entry_checks(plan, pv, body, ind, c, tree)
+def _emit_inputs(
+    plan: Plan, pv: PathVars, body: list[str], ind: str, c: Any, shape_check: Any
+) -> str:
+    """The distinctness check, and the graph's inputs: the expression the guard returns."""
     distinct = [pv.var(p) for p in plan.distinct]
     if len(distinct) > 1:
         body.append(
@@ -378,6 +425,45 @@ def generate_guard(
         body.append(f"{ind}__magpy_inputs = {ret}")
         body.append(f"{ind}if not {c(shape_check)}(*__magpy_inputs): return None")
         ret = "__magpy_inputs"
+    return ret
+
+
+def generate_guard(
+    plan: Plan,
+    names: NameAllocator,
+    *,
+    grad_enabled: bool,
+    qualname: str = "",
+    roots: str = "call",
+    shape_check: Any = None,
+    ambient: tuple[Any, Any] | None = None,
+    tree: Any = None,
+    memo: MemoPlan | None = None,
+) -> GeneratedCode:
+    """The guard of ``plan`` as generated source (function ``__magpy_guard``).
+
+    ``roots="call"``: ``__magpy_guard(fn, args, kwargs)`` for whole calls; ``roots="frame"``:
+    ``__magpy_guard(L, S)`` for sites (the frame's locals and the stack values at the site).
+    ``shape_check``: ``check(*inputs) -> bool`` over the graph inputs, the relations between
+    dynamic sizes the compiled graph relies on (see ``magpy_codegen.shape_guard``).
+    ``ambient``: ``(state_fn, value)``: thread state the record was made under (autocast, the
+    default dtype...), compared as ``state_fn() == value``.
+    ``tree``: the plan's ``GuardTree`` (``_cguard``): its C++ check stands for the requirements
+    and aliases, and the source reads what the graph needs.
+    ``memo``: what ``_memo.classify`` found stable (whole-call guards): the guard skips that
+    part while its ``Memo`` (``GeneratedCode.memo``) holds.
+    """
+    body: list[str] = []
+    ind = "        "
+    pv = PathVars(names, body, ind, roots)
+    c = names.const
+    body.append(f"{ind}if {c(torch.is_grad_enabled)}() is not {grad_enabled}: return None")
+    if ambient is not None:
+        body.append(f"{ind}if {c(ambient[0])}() != {c(ambient[1])}: return None")
+    memo_obj = _emit_entry_checks(plan, pv, body, ind, c, tree, memo if roots == "call" else None)
+    ret = _emit_inputs(plan, pv, body, ind, c, shape_check)
+    if memo_obj is not None:
+        _finish_memo(memo_obj, body, ret, ind)
     src = [
         comment(f"guard of {qualname}"),
         "def __magpy_guard(fn, args, kwargs):" if roots == "call" else "def __magpy_guard(L, S):",
@@ -388,4 +474,4 @@ def generate_guard(
         "        return None",
         "",
     ]
-    return GeneratedCode("\n".join(src), dict(names.consts), "guard")
+    return GeneratedCode("\n".join(src), dict(names.consts), "guard", memo=memo_obj)

@@ -15,6 +15,7 @@ from ._backend import UNCOMPILED, Backend, compile_graph, shape_guard
 from ._cguard import build_tree
 from ._generated import GeneratedCode, NameAllocator
 from ._guard import generate_guard
+from ._memo import classify
 from ._mock import PROGRAM_FAILED, generate_mock
 
 __all__ = ["Record", "build_record"]
@@ -40,6 +41,11 @@ class Record:
     upgrade: Callable[[], None] | None = None
     # the generated source of the tree-backed guard, once it is in place
     tree_guard_code: GeneratedCode | None = None
+    # ``memoize(fn, args, kwargs)`` on a call the guard passed: swaps ``guard`` for one that
+    # skips its stable part while nothing it depends on changed (``_memo``); None once tried
+    memoize: Callable[[Any, Any, Any], None] | None = None
+    # the generated source of the memoizing guard, once it is in place
+    memo_guard_code: GeneratedCode | None = None
 
     @staticmethod
     def program_failed(miss: SpeculationMiss) -> bool:
@@ -164,7 +170,30 @@ def _assemble(
         uncompiled=gm.meta.get(UNCOMPILED) if gm is not None else None,
     )
     rec.upgrade = _upgrader(rec, guard_options)
+    if roots == "call":
+        rec.memoize = _memoizer(rec, guard_options)
     return rec
+
+
+def _memoizer(rec: Record, guard_options: dict[str, Any]) -> Callable[[Any, Any, Any], None]:
+    """``rec.memoize``: find the stable part of ``rec``'s guard on a call it passed, and put
+    the guard with the memo in place, armed."""
+
+    def memoize(fn: Any, args: Any, kwargs: Any) -> None:
+        rec.memoize = None
+        found = classify(rec.plan, fn)
+        if found is None:
+            return
+        split, values = found
+        code = generate_guard(rec.plan, NameAllocator(), memo=split, **guard_options)
+        memo = code.memo
+        if memo is None:
+            return
+        guard = code.load()["__magpy_guard"]
+        memo.arm(fn, tuple(values[path] for path in memo.paths))
+        rec.guard, rec.memo_guard_code = guard, code
+
+    return memoize
 
 
 def _upgrader(rec: Record, guard_options: dict[str, Any]) -> Callable[[], None]:

@@ -1,5 +1,6 @@
 """MagPy's monitor: watches CPython 3.11 run a program and captures its RefGraph and fx graph."""
 
+from .bytecode.variables import Defines
 from .core.ambient import ambient_state
 from .core.annotations import TABLE, Annotation, AnnotationTable, Kind, classify
 from .core.calls import ORIGINAL_CODE, CodeOf
@@ -26,6 +27,7 @@ __all__ = [
     "CaptureResult",
     "CodeInfo",
     "CodeOf",
+    "Defines",
     "Kind",
     "Segment",
     "SegmentHost",

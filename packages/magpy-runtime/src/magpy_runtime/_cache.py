@@ -33,7 +33,7 @@ from ._dynamic import changed_on_miss, changed_scalars, promote_all
 from ._errors import FullGraphError, MagPyWarning
 from ._logging import log_topic
 from ._sites import ensure_entry_site, split_loops_of, user_function
-from ._tree import upgrade_guard
+from ._tree import memoize_guard, upgrade_guard
 
 __all__ = ["BreakReason", "CacheState", "all_states"]
 
@@ -139,6 +139,8 @@ class CacheState:
                 inputs = rec.guard(fn, args, kwargs)
                 if inputs is None:
                     continue
+                if rec.memoize is not None:
+                    memoize_guard(rec, fn, args, kwargs)
                 try:
                     result = rec.mock(fn, args, kwargs, inputs)
                 except SpeculationMiss as miss:

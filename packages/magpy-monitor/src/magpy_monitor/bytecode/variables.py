@@ -18,7 +18,7 @@ from ..core.valuetypes import FROZEN_MODULE_ROOTS
 from ..cpython.frameio import NULL
 from .closures import store_outer_cell
 
-__all__ = ["global_value", "load_deref"]
+__all__ = ["Defines", "global_value", "load_deref"]
 
 _MUTABLE = (list, dict, set, bytearray)
 
@@ -105,7 +105,7 @@ def global_value(m: FrameMonitor, globals_: dict[str, Any], name: str, obj: Any)
     return m.cap.root(Builtin(name), obj)
 
 
-class _Defines:
+class Defines:
     """``name in scope``: the check that a module global does not shadow a builtin."""
 
     __slots__ = ("name",)
@@ -117,10 +117,10 @@ class _Defines:
         return self.name in scope
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is _Defines and other.name == self.name
+        return type(other) is Defines and other.name == self.name
 
     def __hash__(self) -> int:
-        return hash((_Defines, self.name))
+        return hash((Defines, self.name))
 
     def __repr__(self) -> str:
         return f"defines({self.name!r})"
@@ -135,7 +135,7 @@ def _not_shadowed(m: FrameMonitor, globals_: dict[str, Any], name: str) -> None:
         return  # a namespace the run made
     node = cap.root(Const(globals_), globals_).node
     if node is not None:
-        cap.graph.observe(node, GuardKind.CUSTOM, Outcome(_Defines(name), False))
+        cap.graph.observe(node, GuardKind.CUSTOM, Outcome(Defines(name), False))
 
 
 @opcode("STORE_GLOBAL")

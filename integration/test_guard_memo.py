@@ -1,0 +1,257 @@
+"""The guard's memo (issue 18, ``magpy_codegen/_memo.py``): a hit skips the walk of the module
+tree, globals and closures while nothing they depend on changed, and every change the full
+guard would catch is still caught.
+
+Each mutation below happens after the memo is armed; the call after it must equal eager (a new
+record, or a hit whose guard re-checked in full and found the change harmless), and where the
+change invalidates the recorded graph, the stats must show a miss.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+
+import magpy
+from magpy_codegen._memo import MAX_ARMS
+
+
+class _Deep(nn.Module):
+    def __init__(self, depth: int) -> None:
+        super().__init__()
+        self.blocks = nn.Sequential(
+            *(nn.Sequential(nn.Linear(8, 8), nn.LayerNorm(8)) for _ in range(depth))
+        )
+        self.scale = 2.0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.blocks(x)) * self.scale
+
+
+def _warm(model: Any, make: Callable[[], Any] = lambda: torch.randn(2, 8)) -> Any:
+    compiled = magpy.compile(model, backend="eager")
+    for _ in range(3):
+        x = make()
+        torch.testing.assert_close(compiled(x), model(x))
+    rec = compiled._magpy_state.records[0]
+    assert rec.memo_guard_code is not None, "no memo after the first hit"
+    memo = rec.memo_guard_code.memo
+    assert memo.state is not None and memo.off is None, memo.off
+    return compiled
+
+
+def _same(compiled: Any, model: Any, x: torch.Tensor) -> None:
+    torch.testing.assert_close(compiled(x), model(x))
+
+
+def _lines(fn: Callable[[], Any]) -> int:
+    """Python lines MagPy runs in ``fn()``: in its packages and its generated guard and mock
+    (the operator graph the eager backend runs in Python is the program's work)."""
+    count = [0]
+
+    def tracer(frame: Any, event: str, arg: Any) -> Any:
+        name = frame.f_code.co_filename
+        if event == "line" and ("magpy" in name or "<magpy-" in name):
+            count[0] += 1
+        return tracer
+
+    sys.settrace(tracer)
+    try:
+        fn()
+    finally:
+        sys.settrace(None)
+    return count[0]
+
+
+def test_lines_per_hit_do_not_grow_with_depth() -> None:
+    """A 2-block and a 24-block model run the same number of Python lines on a hit, and
+    few: the module walk is skipped (the parameters are checked in one C++ call)."""
+    counts = []
+    for depth in (2, 24):
+        torch.manual_seed(0)
+        model = _Deep(depth).eval()
+        compiled = _warm(model)
+        x = torch.randn(2, 8)
+        hits = magpy.stats(compiled).hits
+        counts.append(_lines(lambda: compiled(x)))  # noqa: B023
+        assert magpy.stats(compiled).hits == hits + 1
+    assert counts[0] == counts[1], counts
+    assert counts[1] < 80, counts
+
+
+_MUTATIONS: dict[str, Callable[[_Deep], Any]] = {
+    "submodule replaced": lambda m: m.blocks[0].__setitem__(1, nn.Identity()),
+    "parameter replaced, other shape": lambda m: setattr(
+        m.blocks[1][0], "bias", nn.Parameter(torch.zeros(1))
+    ),
+    "parameter replaced, same shape": lambda m: setattr(
+        m.blocks[1][0], "weight", nn.Parameter(torch.ones(8, 8))
+    ),
+    "forward hook": lambda m: m.blocks[0][0].register_forward_hook(lambda mod, a, o: o * 3),
+    "forward pre-hook": lambda m: m.blocks[1].register_forward_pre_hook(lambda mod, a: a[0] + 1),
+    "plain attribute": lambda m: setattr(m, "scale", 5.0),
+    "requires_grad off": lambda m: m.blocks[0][0].weight.requires_grad_(False),
+    "data swapped, offset": lambda m: setattr(m.blocks[0][0].weight, "data", torch.randn(9, 8)[1:]),
+    "instance forward": lambda m: setattr(m.blocks[1][1], "forward", lambda x: x - 1),
+    "class changed": lambda m: setattr(m.blocks[0][1], "__class__", _Norm2),
+    "instance dict replaced": lambda m: setattr(m.blocks[1][1], "__dict__", _swapped(m)),
+    "block removed": lambda m: m.blocks.__delitem__(1),
+}
+
+
+class _Norm2(nn.LayerNorm):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(x) * 10
+
+
+def _swapped(m: _Deep) -> dict[str, Any]:
+    d = dict(m.blocks[1][1].__dict__)
+    d["eps"] = 1.0
+    return d
+
+
+@pytest.mark.parametrize("name", list(_MUTATIONS))
+def test_a_change_under_the_memo_is_caught(name: str) -> None:
+    torch.manual_seed(0)
+    model = _Deep(3).eval()
+    compiled = _warm(model)
+    with torch.no_grad():
+        _MUTATIONS[name](model)
+    for _ in range(2):
+        _same(compiled, model, torch.randn(2, 8))
+
+
+def _shifted(x: torch.Tensor) -> torch.Tensor:
+    return x + 1
+
+
+SCALE = 2.0
+
+
+def test_globals_closures_and_function_slots_under_the_memo() -> None:
+    """What a function reads from outside: a global rebound, a global defined that shadows a
+    builtin, a closure cell rebound, a helper's ``__code__`` and ``__defaults__`` swapped, a
+    module attribute monkeypatched, a class method replaced."""
+    global SCALE
+    offset = 1.0
+
+    def helper(x: torch.Tensor, k: float = 1.0) -> torch.Tensor:
+        return x * k
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return helper(_shifted(torch.nn.functional.relu(x)), 2.0) * SCALE + offset + abs(-1)
+
+    compiled = _warm(f, lambda: torch.randn(3))
+    changes: list[Callable[[], Any]] = []
+
+    def rebind_global() -> None:
+        global SCALE
+        SCALE = 3.0
+
+    def rebind_cell() -> None:
+        nonlocal offset
+        offset = 7.0
+
+    changes += [rebind_global, rebind_cell]
+    changes.append(lambda: setattr(helper, "__code__", (lambda x, k=1.0: x - k).__code__))
+    changes.append(lambda: setattr(helper, "__defaults__", (4.0,)))
+    changes.append(lambda: globals().__setitem__("abs", lambda v: 100))
+    old_relu = torch.nn.functional.relu
+    changes.append(lambda: setattr(torch.nn.functional, "relu", torch.sigmoid))
+    try:
+        for change in changes:
+            change()
+            for _ in range(2):
+                x = torch.randn(3)
+                torch.testing.assert_close(compiled(x), f(x))
+    finally:
+        torch.nn.functional.relu = old_relu
+        globals().pop("abs", None)
+        SCALE = 2.0
+
+
+class _Config:
+    def __init__(self) -> None:
+        self.width = 2.0
+
+
+class _WithConfig(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.config = _Config()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lin(x) * self.config.width + self.bonus()
+
+    def bonus(self) -> float:
+        return 0.5
+
+
+def test_plain_objects_and_classes_under_the_memo() -> None:
+    """An attribute of a plain object the module holds, a method replaced on the class, a
+    class attribute added that shadows nothing read... each call equals eager."""
+    model = _WithConfig().eval()
+    compiled = _warm(model, lambda: torch.randn(2, 4))
+    old = _WithConfig.bonus
+    try:
+        for change in (
+            lambda: setattr(model.config, "width", 3.0),
+            lambda: setattr(_WithConfig, "bonus", lambda self: 9.0),
+            lambda: setattr(_Config, "unrelated", 1),
+            lambda: setattr(model, "config", _Config()),
+        ):
+            change()
+            for _ in range(2):
+                _same(compiled, model, torch.randn(2, 4))
+    finally:
+        _WithConfig.bonus = old  # type: ignore[method-assign]
+
+
+class _Counting(nn.Module):
+    """Writes an attribute of itself on every call: its ``__dict__`` changes every call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.calls = 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        return self.lin(x)
+
+
+def test_a_memo_that_keeps_changing_turns_itself_off() -> None:
+    """Re-armed on every call (the module's ``__dict__`` changes each time): after
+    ``MAX_ARMS`` the memo is off, the full guard runs, results and writes stay eager's."""
+    model = _Counting().eval()
+    twin = _Counting().eval()
+    twin.load_state_dict(model.state_dict())
+    compiled = magpy.compile(model, backend="eager")
+    for _ in range(MAX_ARMS + 4):
+        x = torch.randn(2, 4)
+        torch.testing.assert_close(compiled(x), twin(x))
+    assert model.calls == twin.calls
+    memo = compiled._magpy_state.records[0].memo_guard_code.memo
+    assert memo.off is not None and "re-armed" in memo.off
+    assert magpy.stats(compiled).hits >= MAX_ARMS
+
+
+def test_inductor_through_the_memo() -> None:
+    """The same through Inductor: hits served by the memo, a parameter swap caught."""
+    torch.manual_seed(0)
+    model = _Deep(2).eval()
+    compiled = magpy.compile(model, backend="inductor")
+    with torch.no_grad():
+        for _ in range(3):
+            x = torch.randn(2, 8)
+            torch.testing.assert_close(compiled(x), model(x))
+        assert compiled._magpy_state.records[0].memo_guard_code is not None
+        model.blocks[0][0].weight = nn.Parameter(torch.randn(8, 8))
+        x = torch.randn(2, 8)
+        torch.testing.assert_close(compiled(x), model(x))
