@@ -242,6 +242,35 @@ def test_a_memo_that_keeps_changing_turns_itself_off() -> None:
     assert magpy.stats(compiled).hits >= MAX_ARMS
 
 
+class _Square(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(4, 4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            x.mul_(2)  # an in-place write to the input: it matters whether it is the weight
+        return x @ self.weight
+
+
+def test_an_argument_that_is_a_parameter_under_the_memo() -> None:
+    """The parameters' distinctness is checked once by the stable part; an argument that is
+    one of them is still told apart on every call (a miss, and eager's result and writes)."""
+    model, twin = _Square(), _Square()
+    twin.load_state_dict(model.state_dict())
+    compiled = magpy.compile(model, backend="eager")
+    for _ in range(3):
+        x = torch.randn(4, 4)
+        torch.testing.assert_close(compiled(x.clone()), twin(x.clone()))
+    assert compiled._magpy_state.records[0].memo_guard_code.memo.state is not None
+    misses = magpy.stats(compiled).misses
+    got = compiled(model.weight)
+    want = twin(twin.weight)
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(model.weight, twin.weight)
+    assert magpy.stats(compiled).misses > misses
+
+
 def test_inductor_through_the_memo() -> None:
     """The same through Inductor: hits served by the memo, a parameter swap caught."""
     torch.manual_seed(0)

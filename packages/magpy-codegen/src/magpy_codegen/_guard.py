@@ -344,6 +344,11 @@ def _emit_memo(
     for p in (*plan.inputs, *plan.distinct):
         if p in split.safe:
             pv.var(p)
+    memo.distinct = [p for p in plan.distinct if p in split.safe]
+    if memo.distinct:  # (distinct from each other once: the per-call part checks the rest)
+        ids = ", ".join(f"id({pv.var(p)})" for p in memo.distinct)
+        body.append(f"{inner}__magpy_ids = frozenset(({ids},))")
+        body.append(f"{inner}if len(__magpy_ids) != {len(memo.distinct)}: return None")
     names = dict(pv.vars)
     index = {path: i for i, path in enumerate(names)}
     memo.entries = [
@@ -353,7 +358,8 @@ def _emit_memo(
     memo.checks = [(index[r.path], r) for i, r in enumerate(reqs) if i in split.checks]
     memo.names = list(names.values())
     memo.paths = list(names)
-    body.append(f"{inner}{c(memo.arm)}(fn, ({', '.join(names.values())},))")
+    ids_arg = ", __magpy_ids" if memo.distinct else ""
+    body.append(f"{inner}{c(memo.arm)}(fn, ({', '.join(names.values())},){ids_arg})")
     body.append(_MEMO_PLACEHOLDER)
     pv.lines, pv.indent = body, ind
     _emit_checks(
@@ -374,10 +380,11 @@ def _finish_memo(memo: Memo, body: list[str], ret: str, ind: str) -> None:
     used = set(_NAME.findall("\n".join(body[at + 1 :]) + ret))
     needed = [i for i, name in enumerate(memo.names) if name in used]
     memo.needed = needed
-    if not needed:
+    unpacked = [memo.names[i] for i in needed] + (["__magpy_ids"] if memo.distinct else [])
+    if not unpacked:
         del body[at]
         return
-    names = ", ".join(memo.names[i] for i in needed)
+    names = ", ".join(unpacked)
     body[at : at + 1] = [f"{ind}else:", f"{ind}    {names}, = __magpy_m"]
 
 
@@ -408,11 +415,22 @@ def _emit_entry_checks(
 
 
 def _emit_inputs(
-    plan: Plan, pv: PathVars, body: list[str], ind: str, c: Any, shape_check: Any
+    plan: Plan, pv: PathVars, body: list[str], ind: str, c: Any, shape_check: Any, memo: Any
 ) -> str:
-    """The distinctness check, and the graph's inputs: the expression the guard returns."""
-    distinct = [pv.var(p) for p in plan.distinct]
-    if len(distinct) > 1:
+    """The distinctness check, and the graph's inputs: the expression the guard returns.
+    With a ``memo`` whose stable part checked its own paths distinct (``__magpy_ids``), the
+    others are checked against those."""
+    stable = memo.distinct if memo is not None else []
+    distinct = [pv.var(p) for p in plan.distinct if p not in stable]
+    if stable and len(distinct) == 1:
+        body.append(f"{ind}if id({distinct[0]}) in __magpy_ids: return None")
+    elif stable and distinct:
+        ids = ", ".join(f"id({x})" for x in distinct)
+        body.append(
+            f"{ind}if len({{{ids}}}) != {len(distinct)} or not "
+            f"__magpy_ids.isdisjoint(({ids},)): return None"
+        )
+    elif len(distinct) > 1:
         body.append(
             f"{ind}if len({{{', '.join(f'id({x})' for x in distinct)}}}) != "
             f"{len(distinct)}: return None"
@@ -461,7 +479,7 @@ def generate_guard(
     if ambient is not None:
         body.append(f"{ind}if {c(ambient[0])}() != {c(ambient[1])}: return None")
     memo_obj = _emit_entry_checks(plan, pv, body, ind, c, tree, memo if roots == "call" else None)
-    ret = _emit_inputs(plan, pv, body, ind, c, shape_check)
+    ret = _emit_inputs(plan, pv, body, ind, c, shape_check, memo_obj)
     if memo_obj is not None:
         _finish_memo(memo_obj, body, ret, ind)
     src = [

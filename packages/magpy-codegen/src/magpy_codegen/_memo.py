@@ -519,6 +519,7 @@ class Memo:
         self.names: list[str] = []
         self.paths: list[Path] = []
         self.needed: list[int] = []
+        self.distinct: list[Path] = []  # stable paths that must reach distinct objects
         self.state: tuple[Any, ...] | None = None
         self.arms = 0
         self.off: str | None = None  # why the memo is off for good
@@ -541,8 +542,9 @@ class Memo:
             return None
         return s[19]
 
-    def arm(self, fn: Any, values: tuple[Any, ...]) -> None:
-        """The stable part passed with ``values``: snapshot what it depended on."""
+    def arm(self, fn: Any, values: tuple[Any, ...], ids: frozenset[int] | None = None) -> None:
+        """The stable part passed with ``values`` (and ``ids``, those of the ``distinct``
+        paths' objects): snapshot what it depended on."""
         self.state = None
         if self.off is not None:
             return
@@ -564,4 +566,12 @@ class Memo:
         except (_Unsafe, LookupError, AttributeError) as exc:
             self.off = str(exc) or type(exc).__name__
             return
-        self.state = s.frozen(fn, tuple(values[i] for i in self.needed))
+        kept = tuple(values[i] for i in self.needed)
+        self.state = s.frozen(fn, (*kept, ids) if self.distinct else kept)
+
+    def arm_first(self, fn: Any, values: dict[Path, Any]) -> None:
+        """Arm from the values ``classify`` read (where the stable part would pass: its
+        distinct paths reach distinct objects)."""
+        ids = frozenset(id(values[p]) for p in self.distinct)
+        if len(ids) == len(self.distinct):
+            self.arm(fn, tuple(values[p] for p in self.paths), ids)

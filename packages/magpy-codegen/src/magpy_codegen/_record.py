@@ -190,7 +190,7 @@ def _memoizer(rec: Record, guard_options: dict[str, Any]) -> Callable[[Any, Any,
         if memo is None:
             return
         guard = code.load()["__magpy_guard"]
-        memo.arm(fn, tuple(values[path] for path in memo.paths))
+        memo.arm_first(fn, values)
         rec.guard, rec.memo_guard_code = guard, code
 
     return memoize
