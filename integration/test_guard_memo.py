@@ -18,7 +18,20 @@ import torch
 from torch import nn
 
 import magpy
+from magpy_codegen import _cbuild, _memo
 from magpy_codegen._memo import MAX_ARMS
+
+
+@pytest.fixture(params=["c", "python"], autouse=True)
+def snapcheck(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test with the snapshot check in C (``_snapcheck.c``, built on first use) and in
+    Python: they must agree."""
+    _memo._load_holds()
+    if request.param == "python":
+        monkeypatch.setattr(_memo, "_HOLDS", [_memo.holds_python])
+    else:
+        assert _memo._HOLDS[0] is not _memo.holds_python, _cbuild.reason
+    return str(request.param)
 
 
 class _Deep(nn.Module):
@@ -269,6 +282,24 @@ def test_an_argument_that_is_a_parameter_under_the_memo() -> None:
     torch.testing.assert_close(got, want)
     torch.testing.assert_close(model.weight, twin.weight)
     assert magpy.stats(compiled).misses > misses
+
+
+def test_the_two_checks_agree_on_changed_snapshots() -> None:
+    """After each kind of change, the C and the Python check give the same answer."""
+    torch.manual_seed(0)
+    model = _Deep(2).eval()
+    compiled = _warm(model)
+    memo = compiled._magpy_state.records[0].memo_guard_code.memo
+    state = memo.state
+    check_c = _memo._HOLDS[0]
+    for change in (
+        lambda: None,
+        lambda: setattr(model, "scale", 3.0),
+        lambda: model.blocks[0][0].register_forward_hook(lambda mod, a, o: o),
+        lambda: setattr(model.blocks[1][1], "__class__", _Norm2),
+    ):
+        change()
+        assert check_c(state, _memo._ABSENT) == _memo.holds_python(state, _memo._ABSENT)
 
 
 def test_inductor_through_the_memo() -> None:

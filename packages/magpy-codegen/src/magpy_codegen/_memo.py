@@ -48,6 +48,7 @@ import gc
 import itertools
 import operator
 import types
+from collections.abc import Callable
 from typing import Any, cast
 
 import attrs
@@ -67,6 +68,8 @@ from magpy_refgraph import (
     Path,
     immutable_value,
 )
+
+from ._cbuild import load_snapcheck
 
 __all__ = ["MAX_ARMS", "Memo", "MemoPlan", "classify", "stable_check", "stable_path"]
 
@@ -503,6 +506,31 @@ def _entry(s: _Snapshot, base: Any, path: Path, fn: Any) -> Any:
     return _item_step(s, base, step.key)
 
 
+def holds_python(s: tuple[Any, ...], absent: Any) -> bool:
+    """Whether snapshot ``s`` holds (``_snapcheck.c`` computes the same in C)."""
+    return (
+        all(map(_is, map(dict.get, s[1], s[2], itertools.repeat(absent)), s[3]))
+        and list(map(dict_version, s[4])) == s[5]
+        and all(map(_is, map(type, s[6]), s[7]))
+        and all(map(_is, map(_getdict, s[8]), s[9]))
+        and all(map(_is, map(_getmro, s[10]), s[11]))
+        and all(map(_is, map(getattr, s[12], s[13]), s[14]))
+        and all(map(_is, map(_getcontents, s[16]), s[17]))
+        and not any(map(len, s[18]))
+    )
+
+
+# the snapshot check in use: the compiled one where it builds (``_cbuild``), else Python's
+_HOLDS: list[Callable[[tuple[Any, ...], Any], bool]] = [holds_python]
+_LOADED = [False]
+
+
+def _load_holds() -> None:
+    if not _LOADED[0]:
+        _LOADED[0] = True
+        _HOLDS[0] = load_snapcheck() or holds_python
+
+
 class Memo:
     """The stable part's snapshot and variables of one guard (see the module docstring).
 
@@ -527,18 +555,7 @@ class Memo:
     def valid(self, fn: Any) -> tuple[Any, ...] | None:
         """The needed variables, where the snapshot holds; else None."""
         s = self.state
-        if s is None or fn is not s[0]:
-            return None
-        if not (
-            all(map(_is, map(dict.get, s[1], s[2], itertools.repeat(_ABSENT)), s[3]))
-            and list(map(dict_version, s[4])) == s[5]
-            and all(map(_is, map(type, s[6]), s[7]))
-            and all(map(_is, map(_getdict, s[8]), s[9]))
-            and all(map(_is, map(_getmro, s[10]), s[11]))
-            and all(map(_is, map(getattr, s[12], s[13]), s[14]))
-            and all(map(_is, map(_getcontents, s[16]), s[17]))
-            and not any(map(len, s[18]))
-        ):
+        if s is None or fn is not s[0] or not _HOLDS[0](s, _ABSENT):
             return None
         return s[19]
 
@@ -548,6 +565,7 @@ class Memo:
         self.state = None
         if self.off is not None:
             return
+        _load_holds()
         self.arms += 1
         if self.arms > MAX_ARMS:
             self.off = f"re-armed more than {MAX_ARMS} times: what it depends on keeps changing"

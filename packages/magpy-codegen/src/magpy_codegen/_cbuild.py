@@ -1,0 +1,85 @@
+"""The guard memo's snapshot check in C (``_snapcheck.c``), compiled on first use.
+
+Checking a memo's snapshot is one pass over flat lists (``_memo.Memo.valid``); in Python each
+element costs a C call through ``map`` (a dict version tag through pybind11 costs ~60 ns), in
+C a few nanoseconds. The extension is built the way Inductor builds its CPU kernels: with the
+system C compiler (``sysconfig``'s ``CC``, else ``cc``), into a cache directory
+(``MAGPY_CACHE_DIR``, else ``~/.cache/magpy``) under a name keyed by the source and the
+interpreter, written atomically (concurrent processes may race: the last rename wins, both
+files are the same). Where it cannot be built or loaded (no compiler, another interpreter,
+``MAGPY_SNAPCHECK=python``), the Python check serves, exactly as well, and ``reason`` says
+why.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.machinery
+import importlib.util
+import os
+import shlex
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+__all__ = ["load_snapcheck", "reason"]
+
+_SOURCE = Path(__file__).with_name("_snapcheck.c")
+_NAME = "_magpy_snapcheck"
+reason: str | None = None  # why the C check is not in use, once that was decided
+
+
+def _cache_dir() -> Path:
+    root = os.environ.get("MAGPY_CACHE_DIR") or os.path.join(
+        os.path.expanduser("~"), ".cache", "magpy"
+    )
+    return Path(root)
+
+
+def _build(target: Path) -> None:
+    cc = shlex.split(sysconfig.get_config_var("CC") or "cc")[:1] or ["cc"]
+    include = sysconfig.get_paths()["include"]
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(suffix=target.suffix, dir=target.parent)
+    os.close(fd)
+    try:
+        cmd = [*cc, "-shared", "-fPIC", "-O2", f"-I{include}", str(_SOURCE), "-o", tmp]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+        if done.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)} failed: {done.stderr.strip()[-500:]}")
+        os.replace(tmp, target)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def load_snapcheck() -> Callable[[Any, Any], bool] | None:
+    """``holds(state, absent)`` from the compiled extension, or None (see ``reason``)."""
+    global reason
+    if os.environ.get("MAGPY_SNAPCHECK", "").strip().lower() == "python":
+        reason = "MAGPY_SNAPCHECK=python"
+        return None
+    if sys.implementation.name != "cpython" or sys.version_info[:2] != (3, 11):
+        reason = f"the C check is for CPython 3.11, not {sys.version.split()[0]}"
+        return None
+    suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+    key = hashlib.sha256(_SOURCE.read_bytes() + sys.version.encode()).hexdigest()[:16]
+    target = _cache_dir() / f"snapcheck-{key}{suffix}"
+    try:
+        if not target.exists():
+            _build(target)
+        loader = importlib.machinery.ExtensionFileLoader(_NAME, str(target))
+        spec = importlib.util.spec_from_file_location(_NAME, target, loader=loader)
+        assert spec is not None
+        module = importlib.util.module_from_spec(spec)
+        loader.exec_module(module)
+    except Exception as exc:
+        reason = f"{type(exc).__name__}: {exc}"
+        return None
+    reason = None
+    holds: Callable[[Any, Any], bool] = module.holds
+    return holds
