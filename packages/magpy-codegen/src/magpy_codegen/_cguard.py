@@ -224,7 +224,7 @@ class _Builder:
                 self._empty(mgr, name, text)
             return True
         if kind is ModuleCall:
-            for name in ("_backward_hooks", "_backward_pre_hooks"):
+            for name in () if payload.grad_off else ("_backward_hooks", "_backward_pre_hooks"):
                 self._empty(mgr, name, text)
             if not payload.own_forward:
                 own = mgr.getattr_manager("__dict__", "__dict__", None, self.kind)

@@ -204,10 +204,10 @@ def _global_hooks_check(c: Any) -> str:
 
 
 def _module_call_check(v: str, payload: ModuleCall, c: Any) -> str:
-    hooks = f"not ({v}._backward_hooks or {v}._backward_pre_hooks)"
-    if payload.own_forward:
-        return hooks  # (the instance's forward is guarded by identity on its own path)
-    return f"{hooks} and 'forward' not in {v}.__dict__"
+    checks = [] if payload.grad_off else [f"not ({v}._backward_hooks or {v}._backward_pre_hooks)"]
+    if not payload.own_forward:  # (else the instance's forward is guarded on its own path)
+        checks.append(f"'forward' not in {v}.__dict__")
+    return " and ".join(checks) or "True"
 
 
 def _module_no_hooks_check(v: str, payload: ModuleNoHooks, c: Any) -> str:

@@ -408,7 +408,7 @@ def _check(s: _Snapshot, req: GuardReq, value: Any) -> None:
     elif kind in (GuardKind.HASATTR, GuardKind.NOT_HASATTR):
         _hasattr(s, value, payload)
     elif isinstance(payload, ModuleCall):
-        _hooks(s, value, ("_backward_hooks", "_backward_pre_hooks"))
+        _hooks(s, value, () if payload.grad_off else ("_backward_hooks", "_backward_pre_hooks"))
         if not payload.own_forward:
             s.item(s.obj(value), "forward")
     elif isinstance(payload, ModuleNoHooks):

@@ -34,11 +34,14 @@ class CustomPayload:
 
 @attrs.frozen
 class ModuleCall(CustomPayload):
-    """A module is called the way the record called it: no backward hooks on it, no global
-    module hooks, and (unless ``own_forward``: the instance's ``forward`` is guarded on its own
-    path) no ``forward`` in the instance's ``__dict__``."""
+    """A module is called the way the record called it: no backward hooks on it (unless
+    ``grad_off``: called with gradients off and a result its backward hooks leave alone, they
+    cannot run, so whether it has any does not matter), no global module hooks, and (unless
+    ``own_forward``: the instance's ``forward`` is guarded on its own path) no ``forward`` in
+    the instance's ``__dict__``."""
 
     own_forward: bool = False
+    grad_off: bool = False
 
 
 @attrs.frozen

@@ -161,7 +161,7 @@ class TestCustomPayloads:
         assert str(_custom(ModuleNoHooks())) == "L.x: CUSTOM ModuleNoHooks()"
         assert str(_custom(IterLen(False, 2))) == "L.x: CUSTOM IterLen(exact=False, n=2)"
         assert str(_custom(ModuleCall(own_forward=True))) == (
-            "L.x: CUSTOM ModuleCall(own_forward=True)"
+            "L.x: CUSTOM ModuleCall(own_forward=True, grad_off=False)"
         )
 
     def test_payloads_are_frozen(self) -> None:

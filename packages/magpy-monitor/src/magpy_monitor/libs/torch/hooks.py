@@ -36,8 +36,8 @@ from .modctor import MODULE_INTERNALS
 __all__ = ["module_call"]
 
 
-def _unsupported_hooks(mod: torch.nn.Module) -> str | None:
-    if mod._backward_hooks or mod._backward_pre_hooks:
+def _unsupported_hooks(mod: torch.nn.Module, grad_off: bool = False) -> str | None:
+    if (mod._backward_hooks or mod._backward_pre_hooks) and not grad_off:
         return "backward hooks"
     if (
         mm._global_backward_pre_hooks
@@ -99,10 +99,16 @@ def module_call(
     ):
         opaque_module_call(m, inst, fn_val, pos, kwargs)
         return
-    why = _unsupported_hooks(mod)
+    # with gradients off, the module's backward hooks cannot run (``_call_impl`` sets them up
+    # on tensors that need no grad: nothing happens), so long as the result is one they leave
+    # alone (see ``_HookedCall``): a call under ``torch.no_grad()`` is followed regardless
+    grad_off = not torch.is_grad_enabled() and bool(mod._backward_hooks or mod._backward_pre_hooks)
+    why = _unsupported_hooks(mod, grad_off)
     if why is not None:
         raise m.unsupported(f"{type(mod).__name__} has {why}")
     if "forward" in mod.__dict__:
+        if grad_off:
+            raise m.unsupported(f"{type(mod).__name__} has backward hooks and its own forward")
         _own_forward_call(m, inst, fn_val, pos, kwargs)
         return
     forward = type(mod).forward
@@ -122,14 +128,14 @@ def module_call(
             return
         raise m.unsupported("calling a module created during the run")
     cap.observe_type(fn_val)
-    cap.graph.observe(fn_val.node, GuardKind.CUSTOM, ModuleCall())
-    if not (mod._forward_pre_hooks or mod._forward_hooks):
+    cap.graph.observe(fn_val.node, GuardKind.CUSTOM, ModuleCall(grad_off=grad_off))
+    if not (mod._forward_pre_hooks or mod._forward_hooks) and not grad_off:
         cap.graph.observe(fn_val.node, GuardKind.CUSTOM, ModuleNoHooks())
         inline(m, inst, cap.const(forward), [*self_args, *pos], kwargs)
         return
     pre = _hook_vals(m, fn_val, "_forward_pre_hooks")
     post = _hook_vals(m, fn_val, "_forward_hooks")
-    _HookedCall(m, inst, fn_val, forward, pre, post, pos, kwargs).start()
+    _HookedCall(m, inst, fn_val, forward, pre, post, pos, kwargs, grad_off).start()
 
 
 def _own_forward_call(
@@ -156,6 +162,15 @@ def _own_forward_call(
     dispatch_call(m, inst, fwd_val, pos, kwargs)
 
 
+def _inert_result(result: Any) -> bool:
+    """A module result that ``_call_impl``'s backward-hook handling leaves alone with gradients
+    off: a tensor, or a tuple whose first item is one (no warning, and the non-full hooks'
+    search for a tensor stops at once)."""
+    if isinstance(result, torch.Tensor):
+        return True
+    return isinstance(result, tuple) and bool(result) and isinstance(result[0], torch.Tensor)
+
+
 def _static_forward(cls: type) -> bool:
     for klass in cls.__mro__:
         if "forward" in klass.__dict__:
@@ -176,8 +191,9 @@ class _HookedCall:
         post: list[Val],
         pos: list[Val],
         kwargs: dict[str, Val],
+        grad_off: bool = False,
     ) -> None:
-        self.m, self.mod_val = m, mod_val
+        self.m, self.mod_val, self.grad_off = m, mod_val, grad_off
         self.steps: list[tuple[str, Val]] = [("pre", h) for h in pre]
         self.steps.append(("forward", m.cap.const(forward)))
         self.steps += [("post", h) for h in post]
@@ -243,3 +259,7 @@ class _HookedCall:
         self.i += 1
         if self.i < len(self.steps):
             self.arm()
+        elif self.grad_off and not _inert_result(cast(Val, self.result).obj):
+            # (``_call_impl`` warns about such a result of a module with backward hooks, and
+            # its handling of non-full hooks may fail on it: eager's behaviour, run natively)
+            raise self.m.unsupported("a module with backward hooks returned a result they read")
