@@ -315,3 +315,33 @@ def test_inductor_through_the_memo() -> None:
         model.blocks[0][0].weight = nn.Parameter(torch.randn(8, 8))
         x = torch.randn(2, 8)
         torch.testing.assert_close(compiled(x), model(x))
+
+
+class _Meta(type):
+    reads = 0
+
+    def __getattribute__(cls, name: str) -> Any:
+        if name == "factor":
+            _Meta.reads += 1
+        return super().__getattribute__(name)
+
+
+class _Scaled(metaclass=_Meta):
+    factor = 3.0
+
+
+def test_a_metaclass_that_looks_attributes_up_itself_runs_every_call() -> None:
+    """A class attribute read through a metaclass ``__getattribute__`` is user code: the memo
+    leaves it to the per-call part, which reads it on every call as the guard did before."""
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return x * _Scaled.factor
+
+    compiled = _warm(f, lambda: torch.randn(3))
+    _Scaled.factor = 5.0
+    x = torch.randn(3)
+    torch.testing.assert_close(compiled(x), f(x))
+    before = _Meta.reads
+    compiled(x)
+    assert _Meta.reads > before
+    _Scaled.factor = 3.0

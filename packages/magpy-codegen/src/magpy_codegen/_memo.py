@@ -320,6 +320,8 @@ def _attr_step(s: _Snapshot, base: Any, name: str) -> Any:
 
 
 def _class_attr(s: _Snapshot, cls: type, name: str) -> Any:
+    if _static(type(cls), "__getattribute__") is not type.__dict__["__getattribute__"]:
+        raise _Unsafe(f"the metaclass of {cls.__qualname__} has its own __getattribute__")
     meta = _static(type(cls), name)
     if meta is not _ABSENT and _data_descriptor(meta):
         if name not in _SLOTS_KEPT[type]:
@@ -429,8 +431,12 @@ def _check(s: _Snapshot, req: GuardReq, value: Any) -> None:
 def _hasattr(s: _Snapshot, value: Any, name: Any) -> None:
     kind = type(value)
     if isinstance(value, type):
-        if _static(type(value), "__getattr__") is not _ABSENT:
-            raise _Unsafe("hasattr on a class whose metaclass has __getattr__")
+        meta = type(value)
+        if (
+            _static(meta, "__getattr__") is not _ABSENT
+            or _static(meta, "__getattribute__") is not type.__dict__["__getattribute__"]
+        ):
+            raise _Unsafe("hasattr on a class whose metaclass looks attributes up itself")
         s.obj(value)
         return
     if not _generic_getattr(kind):
