@@ -42,18 +42,10 @@ taken right after the checks it stands for.
 
 from __future__ import annotations
 
-import builtins
-import collections
-import gc
-import itertools
-import operator
-import types
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any
 
 import attrs
-import torch
-from torch._C._dynamo.guards import dict_version
 
 from magpy_monitor import CodeOf, Defines
 from magpy_refgraph import (
@@ -70,15 +62,29 @@ from magpy_refgraph import (
 )
 
 from ._cbuild import load_snapcheck
+from ._snapshot import (
+    _ABSENT,
+    _attr_step,
+    _check,
+    _entry,
+    _item_step,
+    _root,
+    _Snapshot,
+    _Unsafe,
+    holds_python,
+)
 
-__all__ = ["MAX_ARMS", "Memo", "MemoPlan", "classify", "stable_check", "stable_path"]
+__all__ = [
+    "MAX_ARMS",
+    "Memo",
+    "MemoPlan",
+    "classify",
+    "holds_python",
+    "stable_check",
+    "stable_path",
+]
 
 MAX_ARMS = 16
-_ABSENT = object()  # dict.get's default: the key must stay absent
-_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class whose dict and bases can change
-_DICTS = (dict, collections.OrderedDict, collections.defaultdict)
-_CONTAINERS = (torch.nn.Sequential, torch.nn.ModuleList, torch.nn.ModuleDict)
-_MODULE_SLOTS = ("_parameters", "_buffers", "_modules")  # Module.__getattr__'s order
 _STABLE_ROOTS = (AccessKind.GLOBAL, AccessKind.BUILTIN, AccessKind.CELL, AccessKind.CONST)
 _STABLE_STEPS = (AccessKind.ATTR, AccessKind.ITEM)
 _STABLE_KINDS = (
@@ -92,27 +98,6 @@ _STABLE_KINDS = (
     GuardKind.NOT_HASATTR,
 )
 # assignable attributes that live outside any dict: their values are in the snapshot
-_SLOTS_KEPT = {
-    types.FunctionType: ("__code__", "__defaults__", "__kwdefaults__", "__name__", "__qualname__"),
-    type: ("__name__", "__qualname__"),
-}
-_READONLY = {
-    types.FunctionType: ("__closure__", "__globals__"),
-    types.MethodType: ("__func__", "__self__"),
-}
-_PLAIN_DESCRIPTORS = (
-    types.FunctionType,
-    staticmethod,
-    classmethod,
-    types.BuiltinFunctionType,
-    types.MethodDescriptorType,
-    types.WrapperDescriptorType,
-    types.ClassMethodDescriptorType,
-)
-_getdict = operator.attrgetter("__dict__")
-_getmro = operator.attrgetter("__mro__")
-_getcontents = operator.attrgetter("cell_contents")
-_is = operator.is_
 
 
 def stable_path(path: Path) -> bool:
@@ -139,322 +124,6 @@ def stable_check(req: GuardReq) -> bool:
             return type(payload.fn) in (CodeOf, Defines)
         return isinstance(payload, (ModuleCall, ModuleNoHooks, NotInInstanceDict))
     return False
-
-
-class _Unsafe(Exception):
-    """A step or check whose result the snapshot cannot vouch for."""
-
-
-def _static(cls: type, name: str) -> Any:
-    for k in cls.__mro__:
-        d = k.__dict__
-        if name in d:
-            return d[name]
-    return _ABSENT
-
-
-# builtin types whose attribute lookup is CPython's generic one (PyObject_GenericGetAttr)
-_GENERIC_GETATTR = tuple(
-    k.__dict__["__getattribute__"]
-    for k in (object, dict, tuple, list, set, frozenset, types.CodeType, types.MethodType)
-)
-
-
-def _generic_getattr(kind: type) -> bool:
-    """Whether ``obj.name`` of a ``kind`` looks in the class and the instance dict only."""
-    return any(_static(kind, "__getattribute__") is g for g in _GENERIC_GETATTR)
-
-
-def _data_descriptor(desc: Any) -> bool:
-    kind = type(desc)
-    return hasattr(kind, "__set__") or hasattr(kind, "__delete__")
-
-
-def _real_dict(cls: type) -> dict[str, Any]:
-    """The dict behind ``cls.__dict__`` (a mappingproxy), whose version tag tells changes."""
-    (d,) = gc.get_referents(cls.__dict__)
-    if type(d) is not dict:
-        raise _Unsafe(f"the namespace of {cls.__qualname__} is not a dict")
-    return d
-
-
-class _Snapshot:
-    """The dependencies being collected by one ``arm``."""
-
-    def __init__(self) -> None:
-        self.items: dict[tuple[int, Any], tuple[Any, Any, Any]] = {}
-        self.versions: dict[int, dict[Any, Any]] = {}
-        self.types: dict[int, tuple[Any, type]] = {}
-        self.owners: dict[int, tuple[Any, Any]] = {}
-        self.mros: dict[int, type] = {}
-        self.slots: dict[tuple[int, str], tuple[Any, str, Any]] = {}
-        self.cells: dict[int, Any] = {}
-        self.empties: dict[int, Any] = {}
-        self.namespaces: set[int] = set()  # ids of the modules' ``__dict__``s met
-
-    def item(self, d: Any, key: Any) -> None:
-        """What ``d[key]`` holds (or that it holds nothing) decides a result: a module's
-        namespace (globals change for many reasons: one entry is checked), else the whole
-        dict (one version tag stands for all its entries)."""
-        if d is builtins.__dict__ or id(d) in self.namespaces:
-            self.items[(id(d), key)] = (d, key, dict.get(d, key, _ABSENT))
-        else:
-            self.version(d)
-
-    def slot(self, obj: Any, name: str) -> None:
-        self.slots[(id(obj), name)] = (obj, name, getattr(obj, name))
-
-    def version(self, d: Any) -> None:
-        self.versions[id(d)] = d
-
-    def cls(self, kind: type) -> None:
-        """Lookups through class ``kind``: its MRO and the namespaces of its mutable classes."""
-        if id(kind) in self.mros:
-            return
-        self.mros[id(kind)] = kind
-        for k in kind.__mro__:
-            if k.__flags__ & _HEAPTYPE:
-                self.version(_real_dict(k))
-
-    def obj(self, obj: Any) -> Any:
-        """``obj``'s class (and its lookups); its ``__dict__`` (returned) if it has one."""
-        kind = type(obj)
-        if kind.__flags__ & _HEAPTYPE or isinstance(obj, types.ModuleType):
-            self.types[id(obj)] = (obj, kind)
-        self.cls(kind)
-        if isinstance(obj, type):
-            self.cls(obj)
-            return None
-        try:
-            inst = object.__getattribute__(obj, "__dict__")
-        except AttributeError:
-            return None
-        if type(inst) is not dict:
-            raise _Unsafe(f"a {kind.__name__} whose __dict__ is not a dict")
-        self.owners[id(obj)] = (obj, inst)
-        if not isinstance(obj, torch.nn.Module):
-            # (a module's attributes rarely change: one version tag for its whole dict; other
-            # objects often keep state that changes per call: the entries read are checked)
-            self.namespaces.add(id(inst))
-        return inst
-
-    def frozen(self, fn: Any, values: tuple[Any, ...]) -> tuple[Any, ...]:
-        items = list(self.items.values())
-        slots = list(self.slots.values())
-        cells = list(self.cells.values())
-        versions = list(self.versions.values())
-        types_ = list(self.types.values())
-        owners = list(self.owners.values())
-        mros = list(self.mros.values())
-        return (
-            fn,
-            [d for d, _, _ in items],
-            [k for _, k, _ in items],
-            [v for _, _, v in items],
-            versions,
-            list(map(dict_version, versions)),
-            [o for o, _ in types_],
-            [t for _, t in types_],
-            [o for o, _ in owners],
-            [d for _, d in owners],
-            mros,
-            list(map(_getmro, mros)),
-            [o for o, _, _ in slots],
-            [n for _, n, _ in slots],
-            [v for _, _, v in slots],
-            None,
-            cells,
-            list(map(_getcontents, cells)),
-            list(self.empties.values()),
-            values,
-        )
-
-
-def _attr_step(s: _Snapshot, base: Any, name: str) -> Any:
-    """``base.name``, read where it is stored once the lookup is known to run no user code,
-    with what decides it in the snapshot; ``_Unsafe`` (before reading) where that is not so."""
-    kind = type(base)
-    if isinstance(base, types.ModuleType):
-        if _static(kind, "__getattribute__") is not types.ModuleType.__getattribute__:
-            raise _Unsafe("a module type with its own __getattribute__")
-        s.obj(base)
-        s.namespaces.add(id(base.__dict__))
-        if name not in base.__dict__:
-            raise _Unsafe(f"module attribute {name!r} not in the module's dict")
-        s.item(base.__dict__, name)
-        return base.__dict__[name]
-    if isinstance(base, type):
-        return _class_attr(s, base, name)
-    if not _generic_getattr(kind):
-        raise _Unsafe(f"{kind.__name__} has its own __getattribute__")
-    desc = _static(kind, name)
-    if desc is not _ABSENT and _data_descriptor(desc):
-        if kind is types.FunctionType and name in _SLOTS_KEPT[kind]:
-            s.obj(base)
-            s.slot(base, name)
-        elif name == "__class__" and desc is object.__dict__["__class__"]:
-            s.obj(base)  # (its class is in the snapshot where it can change)
-        elif not (name in _READONLY.get(kind, ()) or kind is types.CodeType):
-            raise _Unsafe(f"{kind.__name__}.{name} is a data descriptor (a property or slot)")
-        return getattr(base, name)  # (a code object never changes)
-    inst = s.obj(base)
-    if inst is not None:
-        s.item(inst, name)  # (if absent: an instance attribute set later would win)
-        if name in inst:
-            return inst[name]
-    if desc is not _ABSENT:
-        if hasattr(type(desc), "__get__") and not isinstance(desc, _PLAIN_DESCRIPTORS):
-            raise _Unsafe(f"{kind.__name__}.{name} is a descriptor of its own")
-        return getattr(base, name)
-    if isinstance(base, torch.nn.Module) and kind.__getattr__ is torch.nn.Module.__getattr__:
-        assert inst is not None
-        for slot in _MODULE_SLOTS:
-            s.item(inst, slot)
-            table = inst.get(slot)
-            if type(table) is not dict:
-                raise _Unsafe(f"module {slot} is not a dict")
-            s.item(table, name)
-            if name in table:
-                return table[name]
-    raise _Unsafe(f"{kind.__name__}.{name} found by __getattr__")
-
-
-def _class_attr(s: _Snapshot, cls: type, name: str) -> Any:
-    if _static(type(cls), "__getattribute__") is not type.__dict__["__getattribute__"]:
-        raise _Unsafe(f"the metaclass of {cls.__qualname__} has its own __getattribute__")
-    meta = _static(type(cls), name)
-    if meta is not _ABSENT and _data_descriptor(meta):
-        if name not in _SLOTS_KEPT[type]:
-            raise _Unsafe(f"class attribute {name!r} through a metaclass descriptor")
-        s.obj(cls)
-        s.slot(cls, name)
-        return getattr(cls, name)
-    desc = _static(cls, name)
-    if desc is _ABSENT:
-        raise _Unsafe(f"class attribute {name!r} not in the class")
-    if hasattr(type(desc), "__get__") and not isinstance(desc, (*_PLAIN_DESCRIPTORS, property)):
-        raise _Unsafe(f"class attribute {name!r} is a descriptor of its own")
-    s.obj(cls)
-    return getattr(cls, name)
-
-
-def _container(s: _Snapshot, obj: Any) -> None:
-    """A module container's ``[...]`` and ``len()``: what its ``_modules`` holds, in order."""
-    kind = type(obj)
-    base = next(k for k in kind.__mro__ if k in _CONTAINERS)
-    for name in ("__getitem__", "__len__"):
-        if _static(kind, name) is not base.__dict__[name]:
-            raise _Unsafe(f"{kind.__name__} overrides {name}")
-    inst = s.obj(obj)
-    s.item(inst, "_modules")
-    s.version(inst["_modules"])
-
-
-def _item_step(s: _Snapshot, base: Any, key: Any) -> Any:
-    """``base[key]``, with what decides it in the snapshot (``_Unsafe`` before reading where
-    the lookup could run user code)."""
-    kind = type(base)
-    if kind in _DICTS:
-        s.item(base, key)
-        return dict.__getitem__(base, key)
-    if kind is tuple:
-        return base[key]
-    if isinstance(base, _CONTAINERS):
-        _container(s, base)
-        return base[key]
-    raise _Unsafe(f"an item of a {kind.__name__}")
-
-
-def _root(s: _Snapshot, access: Access, fn: Any) -> Any:
-    kind, key = access.kind, access.key
-    if kind is AccessKind.GLOBAL:
-        s.namespaces.add(id(access.scope))
-        s.item(access.scope, key)
-        return dict.__getitem__(cast(dict[Any, Any], access.scope), key)
-    if kind is AccessKind.BUILTIN:
-        s.item(builtins.__dict__, key)
-        return builtins.__dict__[cast(str, key)]
-    if kind is AccessKind.CELL:
-        func = access.scope
-        assert isinstance(func, types.FunctionType) and func.__closure__ is not None
-        cell = func.__closure__[func.__code__.co_freevars.index(cast(str, key))]
-        s.cells[id(cell)] = cell
-        return cell.cell_contents
-    if kind is AccessKind.CONST:
-        return key
-    return fn  # (the root ``fn``, see ``stable_path``)
-
-
-def _hooks(s: _Snapshot, obj: Any, names: tuple[str, ...]) -> None:
-    inst = s.obj(obj)
-    for name in names:
-        s.item(inst, name)
-        s.empties[id(inst[name])] = inst[name]
-
-
-def _check(s: _Snapshot, req: GuardReq, value: Any) -> None:
-    """What stable requirement ``req`` on ``value`` depends on, besides the value itself."""
-    kind, payload = req.kind, req.payload
-    if kind is GuardKind.TYPE:
-        s.obj(value)
-    elif kind is GuardKind.VALUE:
-        if not immutable_value(value):
-            raise _Unsafe("a value check of a mutable object")
-    elif kind in (GuardKind.LEN, GuardKind.KEYS):
-        if type(value) in _DICTS:
-            s.version(value)
-        elif isinstance(value, _CONTAINERS) and kind is GuardKind.LEN:
-            _container(s, value)
-        elif kind is GuardKind.KEYS or type(value) not in (tuple, str, bytes, frozenset):
-            raise _Unsafe(f"{kind.name} of a {type(value).__name__}")
-    elif kind in (GuardKind.HASATTR, GuardKind.NOT_HASATTR):
-        _hasattr(s, value, payload)
-    elif isinstance(payload, ModuleCall):
-        _hooks(s, value, () if payload.grad_off else ("_backward_hooks", "_backward_pre_hooks"))
-        if not payload.own_forward:
-            s.item(s.obj(value), "forward")
-    elif isinstance(payload, ModuleNoHooks):
-        _hooks(s, value, ("_forward_hooks", "_forward_pre_hooks"))
-    elif isinstance(payload, NotInInstanceDict):
-        s.item(s.obj(value), payload.name)
-    elif isinstance(payload, Outcome) and type(payload.fn) is CodeOf:
-        if not isinstance(value, types.FunctionType):
-            raise _Unsafe("the code of a callable that is not a function")
-        s.slot(value, "__code__")
-    elif isinstance(payload, Outcome) and type(payload.fn) is Defines:
-        if type(value) not in _DICTS:
-            raise _Unsafe("a namespace that is not a dict")
-        s.namespaces.add(id(value))  # (a module's globals: one entry is checked)
-        s.item(value, payload.fn.name)
-
-
-def _hasattr(s: _Snapshot, value: Any, name: Any) -> None:
-    kind = type(value)
-    if isinstance(value, type):
-        meta = type(value)
-        if (
-            _static(meta, "__getattr__") is not _ABSENT
-            or _static(meta, "__getattribute__") is not type.__dict__["__getattribute__"]
-        ):
-            raise _Unsafe("hasattr on a class whose metaclass looks attributes up itself")
-        s.obj(value)
-        return
-    if not _generic_getattr(kind):
-        raise _Unsafe(f"hasattr on a {kind.__name__} with its own __getattribute__")
-    getattr_ = _static(kind, "__getattr__")
-    desc = _static(kind, name)
-    if desc is not _ABSENT and _data_descriptor(desc):
-        raise _Unsafe(f"hasattr of {kind.__name__}.{name}, a data descriptor")
-    inst = s.obj(value)
-    if inst is not None:
-        s.item(inst, name)
-    if getattr_ is _ABSENT:
-        return
-    if getattr_ is not torch.nn.Module.__getattr__:
-        raise _Unsafe(f"hasattr on a {kind.__name__} with __getattr__")
-    for slot in _MODULE_SLOTS:
-        s.item(inst, slot)
-        s.item(inst[slot], name)
 
 
 @attrs.frozen
@@ -503,30 +172,6 @@ def classify(plan: Any, fn: Any) -> tuple[MemoPlan, dict[Path, Any]] | None:
     return MemoPlan(frozenset(values), frozenset(checks)), values
 
 
-def _entry(s: _Snapshot, base: Any, path: Path, fn: Any) -> Any:
-    if path.parent is None:
-        return _root(s, path.root, fn)
-    step = path.steps[-1]
-    if step.kind is AccessKind.ATTR:
-        return _attr_step(s, base, str(step.key))
-    return _item_step(s, base, step.key)
-
-
-def holds_python(s: tuple[Any, ...], absent: Any) -> bool:
-    """Whether snapshot ``s`` holds (``_snapcheck.c`` computes the same in C)."""
-    return (
-        all(map(_is, map(dict.get, s[1], s[2], itertools.repeat(absent)), s[3]))
-        and list(map(dict_version, s[4])) == s[5]
-        and all(map(_is, map(type, s[6]), s[7]))
-        and all(map(_is, map(_getdict, s[8]), s[9]))
-        and all(map(_is, map(_getmro, s[10]), s[11]))
-        and all(map(_is, map(getattr, s[12], s[13]), s[14]))
-        and all(map(_is, map(_getcontents, s[16]), s[17]))
-        and not any(map(len, s[18]))
-    )
-
-
-# the snapshot check in use: the compiled one where it builds (``_cbuild``), else Python's
 _HOLDS: list[Callable[[tuple[Any, ...], Any], bool]] = [holds_python]
 _LOADED = [False]
 
