@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import threading
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -133,33 +134,43 @@ class TestFallback:
         assert info.value.lineno == prints.__code__.co_firstlineno + 1
 
 
+def _in_threads(n: int, work: Callable[[int], None]) -> None:
+    """``work(i)`` for i in range(n), each in its own thread, started together; the errors
+    they raise are re-raised here (the first), and every thread must have ended."""
+    barrier = threading.Barrier(n)
+    errors: list[BaseException] = []
+
+    def body(i: int) -> None:
+        try:
+            barrier.wait(timeout=30)
+            work(i)
+        except BaseException as exc:  # reported by the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=body, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not any(t.is_alive() for t in threads)
+    assert errors == []
+
+
 class TestThreads:
     def test_four_threads_get_correct_results(self) -> None:
         """A compiled function called from 4 threads at once returns eager's results."""
         fast = magpy.compile(lambda x, y: x * y + y, backend="eager")
-        barrier = threading.Barrier(4)
-        errors: list[BaseException] = []
         leftover_tracers: list[Any] = []
 
         def work(i: int) -> None:
-            try:
-                barrier.wait(timeout=30)
-                for j in range(15):
-                    x = torch.full((3,), float(i))
-                    y = torch.full((3,), float(j))
-                    out = fast(x, y)
-                    assert torch.equal(out, x * y + y), (i, j)
-                leftover_tracers.append(sys.gettrace())
-            except BaseException as exc:  # reported by the main thread
-                errors.append(exc)
+            for j in range(15):
+                x = torch.full((3,), float(i))
+                y = torch.full((3,), float(j))
+                out = fast(x, y)
+                assert torch.equal(out, x * y + y), (i, j)
+            leftover_tracers.append(sys.gettrace())
 
-        threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=60)
-        assert not any(t.is_alive() for t in threads)
-        assert errors == []
+        _in_threads(4, work)
         assert leftover_tracers == [None] * 4
         s = magpy.stats(fast)
         assert 1 <= s.records <= 4
@@ -171,24 +182,13 @@ class TestThreads:
         ``dynamic=False``: otherwise whether sizes 2..4 share one symbolic record depends on
         which thread misses first (3 or 4 records)."""
         fast = magpy.compile(affine, backend="eager", dynamic=False)
-        barrier = threading.Barrier(4)
-        errors: list[BaseException] = []
 
         def work(i: int) -> None:
-            try:
-                barrier.wait(timeout=30)
-                for _ in range(10):
-                    x = torch.randn(i + 1)
-                    assert torch.equal(fast(x), affine(x))
-            except BaseException as exc:
-                errors.append(exc)
+            for _ in range(10):
+                x = torch.randn(i + 1)
+                assert torch.equal(fast(x), affine(x))
 
-        threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=60)
-        assert errors == []
+        _in_threads(4, work)
         # a thread may have run every call natively while others recorded (one records at a
         # time); a call per shape from here records what is missing, and then all hit
         assert magpy.stats(fast).records <= 4
@@ -206,24 +206,13 @@ class TestThreads:
         natively meanwhile (counted in ``busy``) or hit its record; never one record each
         (which would reach ``max_records`` and turn the callable eager)."""
         fast = magpy.compile(affine, backend="eager", dynamic=False)
-        barrier = threading.Barrier(8)
-        errors: list[BaseException] = []
 
         def work(i: int) -> None:
-            try:
-                barrier.wait(timeout=30)
-                for _ in range(3):
-                    x = torch.randn(3)
-                    assert torch.equal(fast(x), affine(x))
-            except BaseException as exc:
-                errors.append(exc)
+            for _ in range(3):
+                x = torch.randn(3)
+                assert torch.equal(fast(x), affine(x))
 
-        threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=60)
-        assert errors == []
+        _in_threads(8, work)
         s = magpy.stats(fast)
         assert s.records == 1 and s.fallbacks == 0
         assert s.hits + s.busy == 8 * 3 - 1
