@@ -50,6 +50,10 @@ def example(meta: tuple[Any, ...]) -> torch.Tensor:
     return t.requires_grad_(requires_grad)
 
 
+def _same_but_offset(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
+    return a[:6] == b[:6] and len(a) == len(b) == 7 and a[6][1:] == b[6][1:]
+
+
 class TensorBatch:
     """The static tensors of one guard, collected in order and checked in one call."""
 
@@ -61,6 +65,13 @@ class TensorBatch:
         """Take the check of variable ``v`` (False: it cannot be batched; check it in Python)."""
         if not batchable(meta):
             return False
+        if v in self.vars:  # checked again with its storage offset (the program read one)
+            i = self.vars.index(v)
+            if not _same_but_offset(self.metas[i], meta):
+                return False
+            if meta[6][0] is not None:
+                self.metas[i] = meta
+            return True
         self.vars.append(v)
         self.metas.append(meta)
         return True

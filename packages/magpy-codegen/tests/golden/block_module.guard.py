@@ -34,7 +34,6 @@ def __magpy_guard(fn, args, kwargs):
         # v9: Parameter torch.float32 [2, 4] stride [4, 1] cpu requires_grad=True
         # v10: Parameter torch.float32 [2] stride [1] cpu requires_grad=True
         if not __magpy_k18(v5, v9, v10): return None
-        if not (v5.storage_offset() == 0 and v9.storage_offset() == 0 and v10.storage_offset() == 0): return None
         v11 = v1.forward
         if v0 is not v11: return None
         if len({id(v5), id(v9), id(v10)}) != 3: return None

@@ -19,7 +19,6 @@ def __magpy_guard(fn, args, kwargs):
         if not (type(v2) is __magpy_k10): return None
         # v1: Tensor torch.float32 [3] stride [1] cpu requires_grad=False
         if not __magpy_k11(v1): return None
-        if not (v1.storage_offset() == 0): return None
         return (v1,)
     except Exception:
         return None

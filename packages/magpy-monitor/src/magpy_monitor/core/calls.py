@@ -129,6 +129,10 @@ def _as_op(
     m.expect_outputs(inst, 1, make)
 
 
+# metadata reads whose result depends on where a tensor starts in its storage
+_OFFSET_READS = frozenset({"storage_offset", "is_set_to"})
+
+
 def _meta_call(
     m: FrameMonitor, inst: Inst, pos: list[Val], kwargs: dict[str, Val], name: str = ""
 ) -> None:
@@ -138,6 +142,8 @@ def _meta_call(
         and _symbolic_size_call(m, inst, name, pos, kwargs)
     ):
         return
+    if name in _OFFSET_READS:
+        m.cap.read_offsets()
     for v in (*pos, *kwargs.values()):
         if isinstance(v.obj, torch.Tensor):
             m.cap.guard_meta(v, sizes=name not in SIZE_FREE_READS)

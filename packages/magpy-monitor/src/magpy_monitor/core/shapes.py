@@ -41,7 +41,7 @@ import torch.fx as fx
 from torch._guards import GuardSource, Source
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from magpy_refgraph import Attr, GuardKind, Item, Path
+from magpy_refgraph import Attr, Item, Path
 
 from .values import ScalarFx, Val
 from .valuetypes import tensor_flags
@@ -103,18 +103,22 @@ def _layout(t: torch.Tensor) -> str | None:
     return None
 
 
-def tensor_meta(t: torch.Tensor, dynamic: Collection[int] = ()) -> tuple[Any, ...]:
+def tensor_meta(
+    t: torch.Tensor, dynamic: Collection[int] = (), *, offset: bool = False
+) -> tuple[Any, ...]:
     """The TENSOR_META payload of ``t``: ``(class, dtype, device, shape, stride, requires_grad,
-    flags)`` (``flags``: :func:`~.valuetypes.tensor_flags`).
+    flags)`` (``flags``: :func:`~.valuetypes.tensor_flags`, with the storage offset where
+    ``offset``).
 
     With ``dynamic`` dims the shape has ``None`` there and the stride is the layout's name
     (``"contiguous"``/``"channels_last"``) instead of numbers.
     """
     if not dynamic:
         meta = (type(t), t.dtype, t.device, tuple(t.shape), tuple(t.stride()), t.requires_grad)
-        return (*meta, tensor_flags(t))
+        return (*meta, tensor_flags(t, offset=offset))
     shape = tuple(None if d in dynamic else n for d, n in enumerate(t.shape))
-    return (type(t), t.dtype, t.device, shape, _layout(t), t.requires_grad, tensor_flags(t))
+    flags = tensor_flags(t, offset=offset)
+    return (type(t), t.dtype, t.device, shape, _layout(t), t.requires_grad, flags)
 
 
 def dynamic_dims(
@@ -289,7 +293,7 @@ class ShapeTracker:
             return
         entry[1].difference_update(dims)
         if val.node is not None:
-            cap.graph.observe(val.node, GuardKind.TENSOR_META, tensor_meta(val.obj, entry[1]))
+            cap.observe_meta(val, entry[1])
 
     def specialise_all(self, cap: Capture) -> None:
         """Guard every dynamic size of the capture by value (nothing stays symbolic)."""

@@ -119,12 +119,13 @@ def fx_constant_ok(obj: Any) -> bool:
     )
 
 
-def tensor_flags(t: torch.Tensor) -> tuple[Any, ...]:
+def tensor_flags(t: torch.Tensor, *, offset: bool = False) -> tuple[Any, ...]:
     """The properties of ``t`` beyond class, dtype, device, sizes and strides that a program
     may read as constants: ``(storage_offset, is_leaf, is_inference, is_conj, is_neg, layout,
-    names)`` (the end of a TENSOR_META payload, guarded with the rest)."""
+    names)`` (the end of a TENSOR_META payload, guarded with the rest); the storage offset is
+    None unless ``offset`` (the program read an offset: ``Capture.read_offsets``)."""
     names = getattr(t, "names", None)  # (a fake tensor has none)
     if names is not None and all(n is None for n in names):
         names = None
-    offset = t.storage_offset() if t.layout is torch.strided else None
-    return (offset, t.is_leaf, t.is_inference(), t.is_conj(), t.is_neg(), t.layout, names)
+    at = t.storage_offset() if offset and t.layout is torch.strided else None
+    return (at, t.is_leaf, t.is_inference(), t.is_conj(), t.is_neg(), t.layout, names)
