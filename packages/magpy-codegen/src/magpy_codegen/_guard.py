@@ -185,6 +185,12 @@ def _value_check(v: str, value: Any, c: Any) -> str:
 def _keys_check(v: str, keys: tuple[Any, ...], c: Any) -> str:
     # the keys of a dict in order, each of the same type and value exactly
     c(keys)
+    if not keys:
+        return f"{c(dict.__len__)}({v}) == 0"
+    if all(type(k) in (str, int, bytes) for k in keys):  # (their == is the builtin one)
+        types = tuple(type(k) for k in keys)
+        listed = f"{c(dict.keys)}({v})"
+        return f"tuple(map(type, {listed})) == {c(types)} and tuple({listed}) == {c(keys)}"
     token = tuple(exact_token(k) for k in keys)
     return f"tuple(map({c(exact_token)}, {c(dict.keys)}({v}))) == {c(token)}"
 

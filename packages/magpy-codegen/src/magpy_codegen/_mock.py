@@ -106,7 +106,8 @@ class _MockWriter:
 
     def writeback(self, w: Any) -> str:
         if isinstance(w, SetAttr):
-            return f"    setattr({self.expr(w.target)}, {w.name!r}, {self.expr(w.value)})"
+            value = self.expr(w.value)
+            return f"    {self.c(set_attribute)}({self.expr(w.target)}, {w.name!r}, {value})"
         if isinstance(w, DelAttr):
             return f"    delattr({self.expr(w.target)}, {w.name!r})"
         if isinstance(w, SetItem):
@@ -287,3 +288,33 @@ def fresh_outputs_of(outs: Any, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
     if ids.isdisjoint(map(id, outs)):
         return tuple(outs)
     return tuple(o.clone() if id(o) in ids else o for o in outs)
+
+
+_MODULE = torch.nn.Module
+_MODULE_SETATTR = torch.nn.Module.__setattr__
+_OBJECT_SETATTR = object.__setattr__
+# values ``Module.__setattr__`` stores as plain attributes (not None: it unregisters)
+_PLAIN_VALUES = frozenset({int, float, bool, str, bytes, complex})
+
+
+def set_attribute(obj: Any, name: str, value: Any) -> None:
+    """``setattr(obj, name, value)``. A plain value stored on a module whose class has
+    ``Module.__setattr__`` (and nothing but ``object`` after ``Module`` in its MRO) where the
+    module registers nothing of that name is what ``Module.__setattr__`` ends in:
+    ``object.__setattr__``, without its Python (a model setting ``self.shift_size = 0`` on
+    every call); everything else goes through ``setattr``."""
+    cls = type(obj)
+    if (
+        cls.__setattr__ is _MODULE_SETATTR
+        and type(value) in _PLAIN_VALUES
+        and cls.__mro__[-2] is _MODULE
+    ):
+        d = obj.__dict__
+        if (
+            name not in d.get("_parameters", ())
+            and name not in d.get("_modules", ())
+            and name not in d.get("_buffers", ())
+        ):
+            _OBJECT_SETATTR(obj, name, value)
+            return
+    setattr(obj, name, value)

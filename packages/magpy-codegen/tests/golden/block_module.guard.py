@@ -13,27 +13,27 @@ def __magpy_guard(fn, args, kwargs):
         if not (type(args) is __magpy_k7): return None
         if not (type(kwargs) is __magpy_k8): return None
         if not (len(args) == 1): return None
-        if not (tuple(map(__magpy_k10, __magpy_k11(kwargs))) == __magpy_k9): return None
+        if not (__magpy_k10(kwargs) == 0): return None
         v1 = __magpy_k6
-        if not (not hasattr(v1, __magpy_k12)): return None
+        if not (not hasattr(v1, __magpy_k11)): return None
         if not ((not (fn._backward_hooks or fn._backward_pre_hooks) and 'forward' not in fn.__dict__) and (not (fn._forward_hooks or fn._forward_pre_hooks)) and ('lin' not in fn.__dict__)): return None
-        if not ((v0.__code__ is __magpy_k14 or __magpy_k13(v0) is True)): return None
-        v2 = __magpy_k15
+        if not ((v0.__code__ is __magpy_k13 or __magpy_k12(v0) is True)): return None
+        v2 = __magpy_k14
         v3 = v2.linear
-        if not (v3 is __magpy_k16): return None
+        if not (v3 is __magpy_k15): return None
         v4 = fn.k
         if not (type(v4) is int and v4 == 3): return None
         v5 = args[0]
         v6 = fn._modules
         v7 = v6['lin']
-        if not ((type(v7) is __magpy_k17) and (not (v7._backward_hooks or v7._backward_pre_hooks) and 'forward' not in v7.__dict__) and (not (v7._forward_hooks or v7._forward_pre_hooks)) and ('weight' not in v7.__dict__) and ('bias' not in v7.__dict__)): return None
+        if not ((type(v7) is __magpy_k16) and (not (v7._backward_hooks or v7._backward_pre_hooks) and 'forward' not in v7.__dict__) and (not (v7._forward_hooks or v7._forward_pre_hooks)) and ('weight' not in v7.__dict__) and ('bias' not in v7.__dict__)): return None
         v8 = v7._parameters
         v9 = v8['weight']
         v10 = v8['bias']
         # v5: Tensor torch.float32 [5, 4] stride [4, 1] cpu requires_grad=False
         # v9: Parameter torch.float32 [2, 4] stride [4, 1] cpu requires_grad=True
         # v10: Parameter torch.float32 [2] stride [1] cpu requires_grad=True
-        if not __magpy_k18(v5, v9, v10): return None
+        if not __magpy_k17(v5, v9, v10): return None
         v11 = v1.forward
         if v0 is not v11: return None
         if len({id(v5), id(v9), id(v10)}) != 3: return None
@@ -51,13 +51,11 @@ def __magpy_guard(fn, args, kwargs):
 #   __magpy_k6 = <class Block>
 #   __magpy_k7 = <class tuple>
 #   __magpy_k8 = <class dict>
-#   __magpy_k9 = ()
-#   __magpy_k10 = <function exact_token>
-#   __magpy_k11 = <method 'keys' of 'dict' objects>
-#   __magpy_k12 = 'lin'
-#   __magpy_k13 = code_of(Block.forward)
-#   __magpy_k14 = <code Block.forward>
-#   __magpy_k15 = <module torch.nn.functional>
-#   __magpy_k16 = <built-in function linear>
-#   __magpy_k17 = <class torch.nn.modules.linear.Linear>
-#   __magpy_k18 = <built-in method check of torch._C._dynamo.guards.TensorGuards object at 0x?>
+#   __magpy_k10 = <slot wrapper '__len__' of 'dict' objects>
+#   __magpy_k11 = 'lin'
+#   __magpy_k12 = code_of(Block.forward)
+#   __magpy_k13 = <code Block.forward>
+#   __magpy_k14 = <module torch.nn.functional>
+#   __magpy_k15 = <built-in function linear>
+#   __magpy_k16 = <class torch.nn.modules.linear.Linear>
+#   __magpy_k17 = <built-in method check of torch._C._dynamo.guards.TensorGuards object at 0x?>
