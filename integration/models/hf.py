@@ -190,6 +190,30 @@ def llama() -> tuple[torch.nn.Module, MakeKwargs]:
     return _finish(t.LlamaForCausalLM(config)), _text()
 
 
+def gpt2_cache() -> tuple[torch.nn.Module, MakeKwargs]:
+    """GPT-2 as users run it: the default config (``use_cache=True``, a ``DynamicCache``)."""
+    t = _transformers()
+    torch.manual_seed(0)
+    config = t.GPT2Config(vocab_size=VOCAB, n_embd=32, n_layer=2, n_head=4, n_positions=64)
+    return _finish(t.GPT2LMHeadModel(config)), _text()
+
+
+def llama_cache() -> tuple[torch.nn.Module, MakeKwargs]:
+    """Llama with its default ``use_cache=True``."""
+    t = _transformers()
+    torch.manual_seed(0)
+    config = t.LlamaConfig(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+    )
+    return _finish(t.LlamaForCausalLM(config)), _text()
+
+
 def t5() -> tuple[torch.nn.Module, MakeKwargs]:
     t = _transformers()
     torch.manual_seed(0)
@@ -309,6 +333,8 @@ HF_MODELS: dict[str, HFBuilder] = {
     "deberta": deberta,
     "deberta_v2": deberta_v2,
     "gpt2": gpt2,
+    "gpt2_cache": gpt2_cache,
+    "llama_cache": llama_cache,
     "t5": t5,
     "llama": llama,
     "vit": vit,
@@ -326,6 +352,8 @@ HF_OUTPUTS: dict[str, tuple[str, ...]] = {
     "deberta": ("last_hidden_state",),
     "deberta_v2": ("last_hidden_state",),
     "gpt2": ("logits",),
+    "gpt2_cache": ("logits", "past_key_values"),
+    "llama_cache": ("logits", "past_key_values"),
     "t5": ("last_hidden_state", "encoder_last_hidden_state"),
     "llama": ("logits",),
     "vit": ("last_hidden_state", "pooler_output"),

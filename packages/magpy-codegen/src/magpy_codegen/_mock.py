@@ -291,7 +291,7 @@ def fresh_outputs_of(outs: Any, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
 
 
 _MODULE = torch.nn.Module
-_MODULE_SETATTR = torch.nn.Module.__setattr__
+_MODULE_SETATTR: Any = torch.nn.Module.__setattr__
 _OBJECT_SETATTR = object.__setattr__
 # values ``Module.__setattr__`` stores as plain attributes (not None: it unregisters)
 _PLAIN_VALUES = frozenset({int, float, bool, str, bytes, complex})
@@ -303,7 +303,7 @@ def set_attribute(obj: Any, name: str, value: Any) -> None:
     module registers nothing of that name is what ``Module.__setattr__`` ends in:
     ``object.__setattr__``, without its Python (a model setting ``self.shift_size = 0`` on
     every call); everything else goes through ``setattr``."""
-    cls = type(obj)
+    cls: Any = type(obj)
     if (
         cls.__setattr__ is _MODULE_SETATTR
         and type(value) in _PLAIN_VALUES

@@ -24,6 +24,7 @@ from ..core.calls import GeneratorState, inline
 from ..core.frame import FrameMonitor, Inst, _same_tuple, _same_value
 from ..core.values import Payload, Val
 from ..core.valuetypes import is_value_type
+from .lazyzip import LazyZip, for_iter_lazy
 
 __all__ = [
     "DICT_TYPES",
@@ -347,7 +348,7 @@ def _same(v: Val, real: Any) -> bool:
 
 def get_iter(m: FrameMonitor, inst: Inst, v: Val) -> None:
     """GET_ITER (and ``iter(x)``): the iterator shadow of ``v``."""
-    if is_generator(v) or v.payload(IteratorState) is not None:
+    if is_generator(v) or v.payload(IteratorState) is not None or v.payload(LazyZip) is not None:
         m.push(v)
         return
     if type(v.obj) is range and not v.const and v.expr is not None:
@@ -392,6 +393,9 @@ def for_iter(m: FrameMonitor, inst: Inst) -> None:
 
         p = m.expect_outputs(inst, n_out, make_gen, opaque=True)
         p.gen = it
+        return
+    if it.payload(LazyZip) is not None:
+        for_iter_lazy(m, inst, it, n_out)
         return
     if it.payload(LazyRange) is not None:
         _materialize_range(m, it)

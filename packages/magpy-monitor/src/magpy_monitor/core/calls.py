@@ -22,7 +22,7 @@ from .annotations import Annotation
 from .frame import CellBox, FrameMonitor, Inst, initial_fast
 from .operators import opaque_object
 from .registry import BUILT_OBJECT_TRUTH, OUTSIDE_ARRAY
-from .shapes import SIZE_FREE_READS, numel_val, size_vals
+from .shapes import SIZE_FREE_READS, numel_val, read_offsets, size_vals
 from .speculation import truth_of_tensor
 from .values import UNBOUND, BoundMethod, MadeFunction, PackedArgs, Payload, Val
 from .valuetypes import FROZEN_MODULE_ROOTS, is_value_type
@@ -143,7 +143,7 @@ def _meta_call(
     ):
         return
     if name in _OFFSET_READS:
-        m.cap.read_offsets()
+        read_offsets(m.cap)
     for v in (*pos, *kwargs.values()):
         if isinstance(v.obj, torch.Tensor):
             m.cap.guard_meta(v, sizes=name not in SIZE_FREE_READS)

@@ -34,7 +34,7 @@ from magpy_refgraph import (
 from . import registry, scalars
 from .ambient import ambient_state
 from .recorder import GraphRecorder
-from .shapes import ShapeTracker, SymInt, check_arity, dynamic_dims, sym_node, tensor_meta
+from .shapes import ShapeTracker, SymInt, check_arity, dynamic_dims, observe_meta, sym_node
 from .speculation import (
     Assumption,
     Speculated,
@@ -108,7 +108,7 @@ class Capture:
         # entry tensors whose metadata is guarded (node -> tensor, dynamic dims); their storage
         # offsets join the guard once the program reads an offset (``read_offsets``)
         self.metas: dict[ShadowNode, tuple[torch.Tensor, Collection[int]]] = {}
-        self.offsets_read = False
+        self.offsets_read = False  # (``shapes.read_offsets``)
 
     def mark(self) -> tuple[int, ...]:
         """A cheap marker of how far the capture got (to cut a segment at an earlier point):
@@ -364,7 +364,7 @@ class Capture:
             raise Unsupported(f"tensor of unknown origin ({tuple(val.obj.shape)})")
         path = self.paths[val.node]
         dims = dynamic_dims(val.obj, path, self.dynamic_paths, self.promote_all)
-        self.observe_meta(val, dims)
+        observe_meta(self, val, dims)
         val.fx = self.rec.placeholder(path, val.obj)
         val.fx.meta["dtype"] = val.obj.dtype
         if dims:
@@ -372,22 +372,6 @@ class Capture:
                 self.shapes = ShapeTracker()
             self.shapes.add_input(val, val.fx, dims, str(path))
         return val.fx
-
-    def observe_meta(self, val: Val, dims: Collection[int]) -> None:
-        """Guard entry tensor ``val``'s metadata, its ``dims`` left dynamic."""
-        assert val.node is not None
-        self.metas[val.node] = (val.obj, dims)
-        meta = tensor_meta(val.obj, dims, offset=self.offsets_read)
-        self.graph.observe(val.node, GuardKind.TENSOR_META, meta)
-
-    def read_offsets(self) -> None:
-        """The program read a storage offset: every entry tensor's offset is guarded (an
-        intermediate's offset follows from its inputs'). Until then none is: no operator's
-        result depends on where its input starts in its storage."""
-        if not self.offsets_read:
-            self.offsets_read = True
-            for node, (t, dims) in self.metas.items():
-                self.graph.observe(node, GuardKind.TENSOR_META, tensor_meta(t, dims, offset=True))
 
     def guard_meta(self, val: Val, *, sizes: bool = True) -> None:
         """The program depends on tensor ``val``'s metadata (shape, dtype, ...), not its data.
@@ -398,7 +382,7 @@ class Capture:
         if val.fx is None and val.external and val.node is not None:
             path = self.paths[val.node]
             if not dynamic_dims(val.obj, path, self.dynamic_paths, self.promote_all):
-                self.observe_meta(val, ())
+                observe_meta(self, val, ())
                 return
             self.tensor_node(val)
         elif val.fx is not None and val.fx.meta.get("dyn_shape"):

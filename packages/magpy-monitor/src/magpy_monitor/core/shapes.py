@@ -41,7 +41,7 @@ import torch.fx as fx
 from torch._guards import GuardSource, Source
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from magpy_refgraph import Attr, Item, Path
+from magpy_refgraph import Attr, GuardKind, Item, Path
 
 from .values import ScalarFx, Val
 from .valuetypes import tensor_flags
@@ -59,6 +59,8 @@ __all__ = [
     "dynamic_dims",
     "index_by_promoted_int",
     "is_symbolic",
+    "observe_meta",
+    "read_offsets",
     "symbolic_shapes",
     "tensor_meta",
 ]
@@ -119,6 +121,25 @@ def tensor_meta(
     shape = tuple(None if d in dynamic else n for d, n in enumerate(t.shape))
     flags = tensor_flags(t, offset=offset)
     return (type(t), t.dtype, t.device, shape, _layout(t), t.requires_grad, flags)
+
+
+def observe_meta(cap: Capture, val: Val, dims: Collection[int]) -> None:
+    """Guard entry tensor ``val``'s metadata, its ``dims`` left dynamic (and its storage
+    offset once the program read one)."""
+    assert val.node is not None
+    cap.metas[val.node] = (val.obj, dims)
+    meta = tensor_meta(val.obj, dims, offset=cap.offsets_read)
+    cap.graph.observe(val.node, GuardKind.TENSOR_META, meta)
+
+
+def read_offsets(cap: Capture) -> None:
+    """The program read a storage offset: every entry tensor's offset is guarded (an
+    intermediate's offset follows from its inputs'). Until then none is: no operator's result
+    depends on where its input starts in its storage."""
+    if not cap.offsets_read:
+        cap.offsets_read = True
+        for node, (t, dims) in cap.metas.items():
+            cap.graph.observe(node, GuardKind.TENSOR_META, tensor_meta(t, dims, offset=True))
 
 
 def dynamic_dims(
@@ -293,7 +314,7 @@ class ShapeTracker:
             return
         entry[1].difference_update(dims)
         if val.node is not None:
-            cap.observe_meta(val, entry[1])
+            observe_meta(cap, val, entry[1])
 
     def specialise_all(self, cap: Capture) -> None:
         """Guard every dynamic size of the capture by value (nothing stays symbolic)."""

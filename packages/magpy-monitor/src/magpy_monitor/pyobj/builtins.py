@@ -29,6 +29,7 @@ from ..bytecode.iteration import (
     make_iterator,
     next_value,
 )
+from ..bytecode.lazyzip import lazy_zip
 from ..core import registry
 from ..core.annotations import classify
 from ..core.attributes import load_attr
@@ -241,6 +242,10 @@ def _getattr(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) ->
         # capture, see external_attr_followed)
         if external_attr_followed(m, inst, base, name.obj, method=False):
             return
+        if registry.IS_PYOBJ.impl(base) and registry.LOAD_ATTR_FOLLOWED.impl(
+            m, inst, base, name.obj
+        ):
+            return  # ``getattr(cache, "is_compileable", False)``: a property, object built here
         if len(pos) == 3:  # (asking here would run the getter a second time)
             raise m.unsupported("getattr() with a default of an attribute a Python getter gives")
     if len(pos) == 3 and not hasattr(base.obj, name.obj):
@@ -372,6 +377,8 @@ def _enumerate(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) 
         return
     drawn = draw(m, [pos[0]])
     if drawn is None:
+        if lazy_zip(m, inst, [pos[0]], iter_items, is_generator, start=start):
+            return
         raise m.unsupported(f"enumerate over a {type(pos[0].obj).__name__}")
     rows, feeds = drawn
     pairs = [
@@ -417,6 +424,12 @@ def _zip(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> Non
         return
     drawn = draw(m, list(pos))
     if drawn is None:
+        strict = kw.get("strict")
+        if strict is not None:
+            m.cap.observe(strict)
+        lazy = strict is None or strict.obj is False
+        if lazy and lazy_zip(m, inst, list(pos), iter_items, is_generator):
+            return
         raise m.unsupported("zip over an iterable of unknown contents")
     rows, feeds = drawn
     if "strict" in kw:
