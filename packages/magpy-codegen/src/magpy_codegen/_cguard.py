@@ -138,6 +138,8 @@ class _Builder:
         key = access.key
         if access.kind is AccessKind.ATTR:
             return parent.getattr_manager(key, source, None, self.kind)
+        if access.kind is AccessKind.OBJATTR:  # (PyObject_GenericGetAttr)
+            return parent.generic_getattr_manager(key, source, None, self.kind)
         if access.kind is AccessKind.ITEM:
             return parent.getitem_manager(key, source, None, self.kind)
         if access.kind is AccessKind.ITER:

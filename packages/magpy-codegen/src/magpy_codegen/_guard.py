@@ -29,6 +29,7 @@ from magpy_refgraph import (
     IterLen,
     ModuleCall,
     ModuleNoHooks,
+    NoPlainAttr,
     NotInInstanceDict,
     Outcome,
     Path,
@@ -39,6 +40,7 @@ from magpy_refgraph import (
     immutable_value,
     iter_remaining,
     literal_expr,
+    plain_attr_absent,
     render_step,
     set_contents,
     set_order,
@@ -225,6 +227,10 @@ def _not_in_instance_dict_check(v: str, payload: NotInInstanceDict, c: Any) -> s
     return f"{key} not in {v}.__dict__"
 
 
+def _no_plain_attr_check(v: str, payload: NoPlainAttr, c: Any) -> str:
+    return f"{c(plain_attr_absent)}({v}, {literal_expr(payload.name) or c(payload.name)})"
+
+
 def _iter_len_check(v: str, payload: IterLen, c: Any) -> str:
     # a loop's iterator that the record takes values from: at least that many left, or
     # exactly that many where the record saw the loop end
@@ -256,6 +262,7 @@ _CUSTOM_CHECKS: dict[type[CustomPayload], Callable[[str, Any, Any], str]] = {
     ModuleCall: _module_call_check,
     ModuleNoHooks: _module_no_hooks_check,
     NotInInstanceDict: _not_in_instance_dict_check,
+    NoPlainAttr: _no_plain_attr_check,
     IterLen: _iter_len_check,
     Outcome: _outcome_check,
     SetItems: _set_items_check,

@@ -55,6 +55,7 @@ from magpy_refgraph import (
     GuardReq,
     ModuleCall,
     ModuleNoHooks,
+    NoPlainAttr,
     NotInInstanceDict,
     Outcome,
     Path,
@@ -86,7 +87,7 @@ __all__ = [
 
 MAX_ARMS = 16
 _STABLE_ROOTS = (AccessKind.GLOBAL, AccessKind.BUILTIN, AccessKind.CELL, AccessKind.CONST)
-_STABLE_STEPS = (AccessKind.ATTR, AccessKind.ITEM)
+_STABLE_STEPS = (AccessKind.ATTR, AccessKind.OBJATTR, AccessKind.ITEM)
 _STABLE_KINDS = (
     GuardKind.ID,
     GuardKind.TYPE,
@@ -122,7 +123,7 @@ def stable_check(req: GuardReq) -> bool:
         payload = req.payload
         if isinstance(payload, Outcome):
             return type(payload.fn) in (CodeOf, Defines)
-        return isinstance(payload, (ModuleCall, ModuleNoHooks, NotInInstanceDict))
+        return isinstance(payload, (ModuleCall, ModuleNoHooks, NotInInstanceDict, NoPlainAttr))
     return False
 
 
@@ -226,8 +227,9 @@ class Memo:
             for parent, access in self.entries:  # (the values the guard read are kept)
                 if parent is None:
                     _root(s, access, fn)
-                elif access.kind is AccessKind.ATTR:
-                    _attr_step(s, values[parent], str(access.key))
+                elif access.kind in (AccessKind.ATTR, AccessKind.OBJATTR):
+                    generic = access.kind is AccessKind.OBJATTR
+                    _attr_step(s, values[parent], str(access.key), generic=generic)
                 else:
                     _item_step(s, values[parent], access.key)
             for i, req in self.checks:

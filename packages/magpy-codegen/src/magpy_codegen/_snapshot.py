@@ -24,6 +24,7 @@ from magpy_refgraph import (
     GuardReq,
     ModuleCall,
     ModuleNoHooks,
+    NoPlainAttr,
     NotInInstanceDict,
     Outcome,
     Path,
@@ -189,10 +190,13 @@ class _Snapshot:
         )
 
 
-def _attr_step(s: _Snapshot, base: Any, name: str) -> Any:
+def _attr_step(s: _Snapshot, base: Any, name: str, *, generic: bool = False) -> Any:
     """``base.name``, read where it is stored once the lookup is known to run no user code,
-    with what decides it in the snapshot; ``_Unsafe`` (before reading) where that is not so."""
+    with what decides it in the snapshot; ``_Unsafe`` (before reading) where that is not so.
+    ``generic``: read as ``object.__getattribute__`` does (the class's own hook bypassed)."""
     kind = type(base)
+    if generic and isinstance(base, type | types.ModuleType):
+        raise _Unsafe("object.__getattribute__ of a class or module")
     if isinstance(base, types.ModuleType):
         if _static(kind, "__getattribute__") is not types.ModuleType.__getattribute__:
             raise _Unsafe("a module type with its own __getattribute__")
@@ -204,9 +208,15 @@ def _attr_step(s: _Snapshot, base: Any, name: str) -> Any:
         return base.__dict__[name]
     if isinstance(base, type):
         return _class_attr(s, base, name)
-    if not _generic_getattr(kind):
+    if not (generic or _generic_getattr(kind)):
         raise _Unsafe(f"{kind.__name__} has its own __getattribute__")
+    read: Any = object.__getattribute__ if generic else getattr
     desc = _static(kind, name)
+    if name == "__dict__" and type(desc) is types.GetSetDescriptorType:
+        inst = s.obj(base)  # (the snapshot holds which dict it is)
+        if inst is None:
+            raise _Unsafe(f"a {kind.__name__} without a __dict__")
+        return inst
     if desc is not _ABSENT and _data_descriptor(desc):
         if kind is types.FunctionType and name in _SLOTS_KEPT[kind]:
             s.obj(base)
@@ -215,7 +225,7 @@ def _attr_step(s: _Snapshot, base: Any, name: str) -> Any:
             s.obj(base)  # (its class is in the snapshot where it can change)
         elif not (name in _READONLY.get(kind, ()) or kind is types.CodeType):
             raise _Unsafe(f"{kind.__name__}.{name} is a data descriptor (a property or slot)")
-        return getattr(base, name)  # (a code object never changes)
+        return read(base, name)  # (a code object never changes)
     inst = s.obj(base)
     if inst is not None:
         s.item(inst, name)  # (if absent: an instance attribute set later would win)
@@ -224,7 +234,9 @@ def _attr_step(s: _Snapshot, base: Any, name: str) -> Any:
     if desc is not _ABSENT:
         if hasattr(type(desc), "__get__") and not isinstance(desc, _PLAIN_DESCRIPTORS):
             raise _Unsafe(f"{kind.__name__}.{name} is a descriptor of its own")
-        return getattr(base, name)
+        return read(base, name)
+    if generic:
+        raise _Unsafe(f"{kind.__name__}.{name} not found by object.__getattribute__")
     if isinstance(base, torch.nn.Module) and kind.__getattr__ is torch.nn.Module.__getattr__:
         assert inst is not None
         for slot in _MODULE_SLOTS:
@@ -336,6 +348,10 @@ def _check(s: _Snapshot, req: GuardReq, value: Any) -> None:
         _hooks(s, value, ("_forward_hooks", "_forward_pre_hooks"))
     elif isinstance(payload, NotInInstanceDict):
         s.item(s.obj(value), payload.name)
+    elif isinstance(payload, NoPlainAttr):
+        own = s.obj(value)  # (its class's namespaces are in the snapshot)
+        if own is not None:
+            s.item(own, payload.name)
     elif isinstance(payload, Outcome) and type(payload.fn) is CodeOf:
         if not isinstance(value, types.FunctionType):
             raise _Unsafe("the code of a callable that is not a function")
@@ -380,8 +396,8 @@ def _entry(s: _Snapshot, base: Any, path: Path, fn: Any) -> Any:
     if path.parent is None:
         return _root(s, path.root, fn)
     step = path.steps[-1]
-    if step.kind is AccessKind.ATTR:
-        return _attr_step(s, base, str(step.key))
+    if step.kind in (AccessKind.ATTR, AccessKind.OBJATTR):
+        return _attr_step(s, base, str(step.key), generic=step.kind is AccessKind.OBJATTR)
     return _item_step(s, base, step.key)
 
 

@@ -16,6 +16,7 @@ from ._access import (
     Item,
     IterPos,
     Local,
+    ObjAttr,
     Path,
 )
 from ._algorithms import (
@@ -32,10 +33,12 @@ from ._custom import (
     IterLen,
     ModuleCall,
     ModuleNoHooks,
+    NoPlainAttr,
     NotInInstanceDict,
     Outcome,
     SetItems,
     SetOrder,
+    plain_attr_absent,
 )
 from ._errors import (
     BackendError,
@@ -93,9 +96,11 @@ __all__ = [
     "MockSet",
     "ModuleCall",
     "ModuleNoHooks",
+    "NoPlainAttr",
     "NodeKind",
     "NotCompiledError",
     "NotInInstanceDict",
+    "ObjAttr",
     "Outcome",
     "Path",
     "RefGraph",
@@ -118,6 +123,7 @@ __all__ = [
     "iter_remaining",
     "literal_expr",
     "mock_set",
+    "plain_attr_absent",
     "primary_path",
     "render_path",
     "render_step",

@@ -2,8 +2,9 @@
 
 An :class:`Access` names one reference: a root reference held by the frame's entry state
 (``LOCAL``, ``GLOBAL``, ``BUILTIN``, ``CELL``, ``CONST``) or a reference held by an object
-(``ATTR``, ``ITEM``, ``ITER``).  Keys compare like dict keys (``==`` and ``hash``), except that
-``CONST`` objects and unhashable keys compare by identity; ``scope`` always compares by identity.
+(``ATTR``, ``OBJATTR``, ``ITEM``, ``ITER``).  Keys compare like dict keys (``==`` and
+``hash``), except that ``CONST`` objects and unhashable keys compare by identity; ``scope``
+always compares by identity.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ __all__ = [
     "Item",
     "IterPos",
     "Local",
+    "ObjAttr",
     "Path",
 ]
 
@@ -36,6 +38,9 @@ class AccessKind(enum.Enum):
     BUILTIN = "builtin"
     CELL = "cell"
     ATTR = "attr"
+    # ``object.__getattribute__(obj, name)``: the read a class's own ``__getattribute__`` makes
+    # with ``super().__getattribute__(name)``, bypassing itself
+    OBJATTR = "objattr"
     ITEM = "item"
     ITER = "iter"
     CONST = "const"
@@ -50,7 +55,14 @@ _ROOT_KINDS = frozenset(
     {AccessKind.LOCAL, AccessKind.GLOBAL, AccessKind.BUILTIN, AccessKind.CELL, AccessKind.CONST}
 )
 _NAME_KINDS = frozenset(
-    {AccessKind.LOCAL, AccessKind.GLOBAL, AccessKind.BUILTIN, AccessKind.CELL, AccessKind.ATTR}
+    {
+        AccessKind.LOCAL,
+        AccessKind.GLOBAL,
+        AccessKind.BUILTIN,
+        AccessKind.CELL,
+        AccessKind.ATTR,
+        AccessKind.OBJATTR,
+    }
 )
 _SCOPED_KINDS = frozenset({AccessKind.GLOBAL, AccessKind.CELL})
 _ROOT_PREFIX = {
@@ -59,6 +71,7 @@ _ROOT_PREFIX = {
     AccessKind.BUILTIN: "B.",
     AccessKind.CELL: "C.",
     AccessKind.ATTR: ".",
+    AccessKind.OBJATTR: ".!",
 }
 _CTOR_NAME = {
     AccessKind.LOCAL: "Local",
@@ -66,6 +79,7 @@ _CTOR_NAME = {
     AccessKind.BUILTIN: "Builtin",
     AccessKind.CELL: "Cell",
     AccessKind.ATTR: "Attr",
+    AccessKind.OBJATTR: "ObjAttr",
     AccessKind.ITEM: "Item",
     AccessKind.ITER: "IterPos",
     AccessKind.CONST: "Const",
@@ -209,6 +223,12 @@ def Cell(name: str, scope: object | None = None) -> Access:
 def Attr(name: str) -> Access:
     """Attribute ``name`` of an object."""
     return Access(AccessKind.ATTR, name)
+
+
+def ObjAttr(name: str) -> Access:
+    """Attribute ``name`` as ``object.__getattribute__`` reads it (the class's own
+    ``__getattribute__``, which makes this read, does not run)."""
+    return Access(AccessKind.OBJATTR, name)
 
 
 def Item(key: object) -> Access:

@@ -19,10 +19,12 @@ __all__ = [
     "IterLen",
     "ModuleCall",
     "ModuleNoHooks",
+    "NoPlainAttr",
     "NotInInstanceDict",
     "Outcome",
     "SetItems",
     "SetOrder",
+    "plain_attr_absent",
 ]
 
 
@@ -55,6 +57,25 @@ class NotInInstanceDict(CustomPayload):
     class's ``__getattr__`` found it, e.g. a module's ``_modules``, is not shadowed)."""
 
     name: str
+
+
+@attrs.frozen
+class NoPlainAttr(CustomPayload):
+    """``object.__getattribute__(obj, name)`` finds nothing: no attribute of that name on the
+    object's class (its MRO) nor in its own ``__dict__`` (a class's own ``__getattribute__``
+    raised AttributeError for it)."""
+
+    name: str
+
+
+def plain_attr_absent(obj: object, name: str) -> bool:
+    """What ``NoPlainAttr(name)`` checks of ``obj``, running no code of the object's: ``name``
+    is in no namespace of its class's MRO, and not in its own ``__dict__``."""
+    for cls in type(obj).__mro__:
+        if name in cls.__dict__:
+            return False
+    own = object.__getattribute__(obj, "__dict__") if hasattr(type(obj), "__dict__") else None
+    return not (type(own) is dict and name in own)
 
 
 @attrs.frozen

@@ -134,13 +134,16 @@ def render_step(base: str, access: Access, ctx: RenderContext) -> str:
     """Return the expression for following the derived ``access`` from expression ``base``.
 
     ``base`` must be a Python primary (a name, subscription, call or attribute reference).
-    ATTR renders as ``base.name`` or ``getattr(base, 'name')``; ITEM as ``base[key]``; ITER
+    ATTR renders as ``base.name`` or ``getattr(base, 'name')``; OBJATTR as
+    ``object.__getattribute__(base, 'name')``; ITEM as ``base[key]``; ITER
     ``#k`` as ``iter_remaining(base)[k]``. Raises :class:`InternalError` for root accesses.
     """
     if access.kind is AccessKind.ATTR:
         if _plain_attr(access.key):
             return f"{base}.{access.key}"
         return f"getattr({base}, {_key_expr(access.key, ctx)})"
+    if access.kind is AccessKind.OBJATTR:
+        return f"{ctx.const_expr(object.__getattribute__)}({base}, {_key_expr(access.key, ctx)})"
     if access.kind is AccessKind.ITEM:
         return f"{base}[{_key_expr(access.key, ctx)}]"
     if access.kind is AccessKind.ITER:

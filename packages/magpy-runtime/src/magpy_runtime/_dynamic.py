@@ -123,6 +123,8 @@ def eval_path(path: Any, roots: dict[str, Any]) -> Any:
     for step in path.steps:
         if step.kind is AccessKind.ATTR:
             obj = getattr(obj, step.key)
+        elif step.kind is AccessKind.OBJATTR:
+            obj = object.__getattribute__(obj, step.key)
         elif step.kind is AccessKind.ITER:
             obj = iter_remaining(obj)[step.key]
         else:

@@ -83,11 +83,15 @@ def on_exception(m: FrameMonitor, exc: BaseException) -> bool:
         # StopIteration (CPython reports it to the tracer first); ``pending`` binds the end
         return False
     m.pending = None
-    if pending is not None or m.popped:
+    if pending is not None and pending.on_raise is not None:
+        pending.on_raise(exc)
+    elif pending is not None and pending.raised is not None:
+        pass  # a followed callee raised it: what made it raise is guarded there
+    elif pending is not None or m.popped:
         _observe_cause(m, exc)
     entry = _handler_for(m.code, real_offset(m.code, m.frame.f_lasti))
     if entry is None:
-        m.unwinding = True
+        m.unwinding, m.raised = True, exc
         return False
     _enter_handler(m, entry, m.cap.known(exc) or m.cap.new(exc, const=True))
     return True
@@ -117,7 +121,7 @@ def _reraise(m: FrameMonitor, inst: Inst) -> None:
     (exc,) = m.pop()  # (the lasti below it, if any, is only read)
     entry = _handler_for(m.code, inst.offset)
     if entry is None:
-        m.unwinding = True
+        m.unwinding, m.raised = True, exc.obj
         return
     _enter_handler(m, entry, exc)
 

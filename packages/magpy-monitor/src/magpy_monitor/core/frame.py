@@ -117,8 +117,10 @@ class Pending:
         "inst",
         "make",
         "n_out",
+        "on_raise",
         "on_result",
         "opaque",
+        "raised",
         "result",
         "yields",
     )
@@ -139,6 +141,10 @@ class Pending:
         self.callbacks: dict[types.CodeType, Val] = {}
         self.callback_results: list[Val] = []
         self.on_result: Callable[[Val], None] | None = None
+        # the instruction raising: ``on_raise(exc)`` guards what made it raise; ``raised``: the
+        # exception a followed callee was left by (what made it raise is guarded there)
+        self.on_raise: Callable[[BaseException], None] | None = None
+        self.raised: BaseException | None = None
 
 
 class FrameMonitor:
@@ -167,6 +173,7 @@ class FrameMonitor:
         self.last: Inst | None = None
         self.popped: list[Val] = []
         self.unwinding = False
+        self.raised: BaseException | None = None  # the exception it is left by
         self.stored: set[int] = set()
         self.pre: tuple[Any, ...] | None = None
         self.func: Any = None

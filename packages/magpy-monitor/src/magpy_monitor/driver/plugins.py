@@ -45,6 +45,7 @@ from ..libs.torch import (
     rules as torch_rules,
 )
 from ..pyobj import (
+    attrhooks,
     builtins,
     classes,
     collections,
@@ -74,7 +75,8 @@ LOADED = (
     control, variables, imports, attribute_ops, subscripts, operators, build, calls,
     closures, deletes, exceptions, iteration, match,
     # pyobj
-    builtins, methods, containers, collections, setstate, sets, objects, instances, classes,
+    builtins, methods, containers, collections, setstate, sets, objects, instances, attrhooks,
+    classes,
     special, highorder, iterators, contexts,
     pyobj_rules,
     # libs: stdlib < numpy < torch

@@ -191,6 +191,8 @@ class Monitor:
             if mon.kind is FrameKind.ROOT:
                 self.finished = True
                 self.failure = Unsupported("the program raised an exception")
+            elif frames and frames[-1].pending is not None:
+                frames[-1].pending.raised = mon.raised  # (native code may catch it: hasattr)
             return
         inst = mon.last
         opname = inst.opname if inst is not None else ""

@@ -46,6 +46,7 @@ from ..core.shapes import SymInt, size_vals
 from ..core.speculation import read_value, truth_of_tensor
 from ..core.values import Val
 from ..core.valuetypes import is_value_type
+from .attrhooks import follow_attribute, hooked, hooked_getattr, hooked_hasattr
 from .instances import external_attr_followed, follow, python_descriptor, python_dunder
 
 __all__: list[str] = []
@@ -237,6 +238,11 @@ def _type(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> No
 def _getattr(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
     base, name = pos[0], pos[1]
     m.cap.observe(name)
+    if type(name.obj) is str and hooked(base) is not None:  # its class's own __getattribute__
+        if len(pos) == 3 and hooked_getattr(m, inst, base, name.obj, pos[2]):
+            return
+        if len(pos) == 2 and follow_attribute(m, inst, base, name.obj, method=False):
+            return
     if python_descriptor(base.obj, name.obj) is not None:
         # (a getter that raises AttributeError makes getattr give the default: that stops
         # capture, see external_attr_followed)
@@ -277,6 +283,8 @@ def _hasattr_guard(m: FrameMonitor, base: Val, name: str, present: bool) -> None
 def _hasattr(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
     base, name = pos
     m.cap.observe(name)
+    if type(name.obj) is str and hooked_hasattr(m, inst, base, name.obj):
+        return  # its class's own __getattribute__, followed
     if python_descriptor(base.obj, name.obj) is not None:
         true = m.cap.const(True)  # (once the getter returned)
         if external_attr_followed(

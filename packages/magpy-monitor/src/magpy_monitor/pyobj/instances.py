@@ -31,7 +31,7 @@ from magpy_refgraph import Build, BuildKind, Constant, Recipe, Unsupported
 
 from ..bytecode.subscripts import store_item
 from ..core import registry
-from ..core.attributes import guard_class_attr, load_attr
+from ..core.attributes import guard_class_attr
 from ..core.calls import _closure, _fresh, bind_args, function_source, guard_code
 from ..core.frame import Callback, FrameMonitor, Inst, initial_fast
 from ..core.registry import BUILTIN_HANDLERS, METHOD_HANDLERS
@@ -214,10 +214,12 @@ def follow(
     args: list[Val],
     n_out: int,
     outputs: Callable[[list[Any], Val], list[Val]] | None = None,
+    raised: Callable[[list[Any], BaseException], list[Val]] | None = None,
 ) -> None:
     """Inline ``fn(*args)``, called natively by ``inst`` (a Python ``__setattr__``, a
     property getter, ``__enter__``). ``inst`` pushes ``n_out`` values: ``outputs(real,
-    result)`` gives their shadows (by default: ``fn``'s result when ``n_out`` is 1)."""
+    result)`` gives their shadows (by default: ``fn``'s result when ``n_out`` is 1);
+    ``raised(real, exc)`` where ``fn`` raised and the native caller went on (``hasattr``)."""
     cap = m.cap
     fn_val = cap.const(fn)
     src = function_source(m, fn_val)
@@ -233,6 +235,8 @@ def follow(
         return mon
 
     def make(real: list[Any]) -> list[Val]:
+        if not seen and raised is not None and p.raised is not None:
+            return raised(real, p.raised)
         if not seen:
             raise m.unsupported(f"{fn.__qualname__} was called but its frame was not seen")
         return outputs(real, seen[0]) if outputs is not None else seen[:n_out]
@@ -295,6 +299,7 @@ def _follow_read(
     *,
     method: bool,
     outputs: Callable[[list[Any], Val], list[Val]] | None = None,
+    raised: Callable[[list[Any], BaseException], list[Val]] | None = None,
 ) -> None:
     """Follow ``fn(*args)`` run natively by LOAD_ATTR, or by LOAD_METHOD, which pushes NULL
     and the attribute (there is no method to bind)."""
@@ -302,7 +307,7 @@ def _follow_read(
         null = Val(NULL, const=True)
         follow(m, inst, fn, args, 2, lambda real, got: [null, got])
     else:
-        follow(m, inst, fn, args, 1, outputs)
+        follow(m, inst, fn, args, 1, outputs, raised)
 
 
 @registry.GETATTR_FOLLOWED.provide
@@ -348,7 +353,6 @@ def python_descriptor(obj: Any, name: str) -> Any:
     return (get, (desc,))
 
 
-@registry.EXTERNAL_ATTR_FOLLOWED.provide
 def external_attr_followed(
     m: FrameMonitor,
     inst: Inst,
@@ -482,16 +486,6 @@ def _type_call(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) 
     construct_object(m, inst, pos[0], pos[1:], kw)
 
 
-def _object_getattribute(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
-    """``object.__getattribute__(obj, name)`` (inside a Python ``__getattribute__``): the
-    plain read, with no hook."""
-    if kw or len(pos) != 2 or type(pos[1].obj) is not str:
-        raise m.unsupported("object.__getattribute__ with unusual arguments")
-    m.cap.observe(pos[1])
-    base, name = pos[0], pos[1].obj
-    m.expect_outputs(inst, 1, lambda real: [load_attr(m, base, name, real[0])])
-
-
 def _simple_namespace(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
     """``types.SimpleNamespace(**kw)``: an object whose attributes are the keywords."""
     if pos:
@@ -511,7 +505,6 @@ def _simple_namespace(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str,
 def _register() -> None:
     BUILTIN_HANDLERS[id(types.SimpleNamespace)] = (types.SimpleNamespace, _simple_namespace)
     METHOD_HANDLERS.setdefault((type, "__call__"), _type_call)
-    METHOD_HANDLERS.setdefault((object, "__getattribute__"), _object_getattribute)
     METHOD_HANDLERS.setdefault((object, "__init__"), _object_init)
     METHOD_HANDLERS.setdefault((object, "__setattr__"), _native_setattr)
     for owner in (dict, collections.OrderedDict):

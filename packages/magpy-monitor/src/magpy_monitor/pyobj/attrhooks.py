@@ -1,0 +1,151 @@
+"""Objects from outside whose class has its own Python ``__getattribute__``.
+
+Every attribute read of such an object runs the hook (transformers' configs: an alias map,
+then a check for per-layer attributes, then ``super().__getattribute__(key)``). The hook is
+followed like a call, so what it reads is guarded where it is stored: the plain reads it makes
+through ``object.__getattribute__`` become ``ObjAttr`` paths, which the guard reads the same
+way (no hook runs in the guard, and its memo can keep them), a property it finds is followed,
+and a name it does not find is guarded as absent (``NoPlainAttr``). ``hasattr`` and
+``getattr`` with a default follow it too: where the hook raises ``AttributeError`` and the
+native caller catches it, the result is ``False`` or the default.
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Callable
+from typing import Any
+
+from magpy_refgraph import GuardKind, NoPlainAttr, ObjAttr
+
+from ..core import registry
+from ..core.attributes import guard_class_attr, load_attr
+from ..core.frame import FrameMonitor, Inst
+from ..core.registry import METHOD_HANDLERS
+from ..core.values import BoundMethod, Val
+from .instances import (
+    _follow_getter,
+    _follow_read,
+    external_attr_followed,
+    lookup,
+    python_descriptor,
+)
+
+__all__ = ["attribute_hook", "follow_attribute", "hooked", "hooked_getattr", "hooked_hasattr"]
+
+Outputs = Callable[[list[Any], Val], list[Val]]
+Raised = Callable[[list[Any], BaseException], list[Val]]
+
+
+def attribute_hook(obj: Any) -> types.FunctionType | None:
+    """The Python ``__getattribute__`` reading an attribute of ``obj`` runs, if its class has
+    one and no ``__getattr__`` (which would run when the hook raises)."""
+    if isinstance(obj, type | types.ModuleType):
+        return None
+    cls = type(obj)
+    hook = lookup(cls, "__getattribute__")
+    if not isinstance(hook, types.FunctionType) or lookup(cls, "__getattr__") is not None:
+        return None
+    return hook
+
+
+def hooked(base: Val) -> types.FunctionType | None:
+    """The hook reading an attribute of ``base`` runs, if ``base`` is from outside."""
+    if not base.external or base.node is None:
+        return None
+    return attribute_hook(base.obj)
+
+
+@registry.EXTERNAL_ATTR_FOLLOWED.provide
+def follow_attribute(
+    m: FrameMonitor,
+    inst: Inst,
+    base: Val,
+    name: str,
+    *,
+    method: bool,
+    outputs: Outputs | None = None,
+    raised: Raised | None = None,
+) -> bool:
+    """LOAD_ATTR/LOAD_METHOD/``getattr``/``hasattr`` on an object from outside that runs
+    Python to read ``name``: its class's own ``__getattribute__``, else a property or
+    descriptor's getter (``instances.external_attr_followed``), followed like a call."""
+    hook = hooked(base)
+    if hook is None:
+        return external_attr_followed(m, inst, base, name, method=method, outputs=outputs)
+    m.cap.observe_type(base)
+    guard_class_attr(m.cap, type(base.obj), "__getattribute__")
+    args = [base, m.cap.const(name)]
+    _follow_read(m, inst, hook, args, method=method, outputs=outputs, raised=raised)
+    return True
+
+
+def hooked_hasattr(m: FrameMonitor, inst: Inst, base: Val, name: str) -> bool:
+    """``hasattr(base, name)`` through the class's own ``__getattribute__`` (True: followed)."""
+    if hooked(base) is None:
+        return False
+    true, false = m.cap.const(True), m.cap.const(False)
+
+    def absent(real: list[Any], exc: BaseException) -> list[Val]:
+        if not isinstance(exc, AttributeError) or real[0] is not False:
+            raise m.unsupported(f"hasattr() through a __getattribute__ raising {exc!r}")
+        return [false]
+
+    return follow_attribute(
+        m, inst, base, name, method=False, outputs=lambda r, g: [true], raised=absent
+    )
+
+
+def hooked_getattr(m: FrameMonitor, inst: Inst, base: Val, name: str, default: Val) -> bool:
+    """``getattr(base, name, default)`` through the class's own ``__getattribute__``."""
+    if hooked(base) is None:
+        return False
+
+    def absent(real: list[Any], exc: BaseException) -> list[Val]:
+        if not isinstance(exc, AttributeError) or real[0] is not default.obj:
+            raise m.unsupported(f"getattr() through a __getattribute__ raising {exc!r}")
+        return [default]
+
+    return follow_attribute(m, inst, base, name, method=False, raised=absent)
+
+
+def _object_getattribute(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    """``object.__getattribute__(obj, name)`` (``super().__getattribute__(name)`` inside a
+    Python ``__getattribute__``): the plain read, with no hook."""
+    if kw or len(pos) != 2 or type(pos[1].obj) is not str:
+        raise m.unsupported("object.__getattribute__ with unusual arguments")
+    m.cap.observe(pos[1])
+    base, name = pos[0], pos[1].obj
+    if hooked(base) is None:
+        m.expect_outputs(inst, 1, lambda real: [load_attr(m, base, name, real[0])])
+        return
+    found = python_descriptor(base.obj, name)
+    if found is not None:  # a property the plain read finds: its getter, followed
+        m.cap.observe_type(base)
+        guard_class_attr(m.cap, type(base.obj), name)
+        _follow_getter(m, inst, found, base, m.cap.const(type(base.obj)), method=False)
+        return
+    p = m.expect_outputs(inst, 1, lambda real: [_plain_read(m, base, name, real[0])])
+    p.on_raise = lambda exc: _not_found(m, base, name, exc)
+
+
+def _plain_read(m: FrameMonitor, base: Val, name: str, real: Any) -> Val:
+    """What ``object.__getattribute__(base, name)`` gave: an ``ObjAttr`` path (a method of
+    the class is bound anew on each read: the function is guarded)."""
+    cap = m.cap
+    cap.observe_type(base)
+    if type(real) is types.MethodType and real.__self__ is base.obj:
+        guard_class_attr(cap, type(base.obj), name)
+        return Val(real, payload=BoundMethod(base))
+    return cap.child(base, ObjAttr(name), real)
+
+
+def _not_found(m: FrameMonitor, base: Val, name: str, exc: BaseException) -> None:
+    if not isinstance(exc, AttributeError):
+        raise m.unsupported(f"object.__getattribute__ raised {type(exc).__name__}")
+    assert base.node is not None
+    m.cap.observe_type(base)
+    m.cap.graph.observe(base.node, GuardKind.CUSTOM, NoPlainAttr(name))
+
+
+METHOD_HANDLERS.setdefault((object, "__getattribute__"), _object_getattribute)
