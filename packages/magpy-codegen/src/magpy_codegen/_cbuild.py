@@ -24,9 +24,9 @@ import sysconfig
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-__all__ = ["load_snapcheck", "reason"]
+__all__ = ["load_disjoint", "load_snapcheck", "reason"]
 
 _SOURCE = Path(__file__).with_name("_snapcheck.c")
 _NAME = "_magpy_snapcheck"
@@ -57,29 +57,45 @@ def _build(target: Path) -> None:
             os.unlink(tmp)
 
 
-def load_snapcheck() -> Callable[[Any, Any], bool] | None:
-    """``holds(state, absent)`` from the compiled extension, or None (see ``reason``)."""
+_MODULE: list[Any] = []  # the loaded extension, once it was tried (None: not available)
+
+
+def _load() -> Any:
     global reason
+    if _MODULE:
+        return _MODULE[0]
+    module = None
     if os.environ.get("MAGPY_SNAPCHECK", "").strip().lower() == "python":
         reason = "MAGPY_SNAPCHECK=python"
-        return None
-    if sys.implementation.name != "cpython" or sys.version_info[:2] != (3, 11):
+    elif sys.implementation.name != "cpython" or sys.version_info[:2] != (3, 11):
         reason = f"the C check is for CPython 3.11, not {sys.version.split()[0]}"
-        return None
-    suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
-    key = hashlib.sha256(_SOURCE.read_bytes() + sys.version.encode()).hexdigest()[:16]
-    target = _cache_dir() / f"snapcheck-{key}{suffix}"
-    try:
-        if not target.exists():
-            _build(target)
-        loader = importlib.machinery.ExtensionFileLoader(_NAME, str(target))
-        spec = importlib.util.spec_from_file_location(_NAME, target, loader=loader)
-        assert spec is not None
-        module = importlib.util.module_from_spec(spec)
-        loader.exec_module(module)
-    except Exception as exc:
-        reason = f"{type(exc).__name__}: {exc}"
-        return None
-    reason = None
-    holds: Callable[[Any, Any], bool] = module.holds
-    return holds
+    else:
+        suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+        key = hashlib.sha256(_SOURCE.read_bytes() + sys.version.encode()).hexdigest()[:16]
+        target = _cache_dir() / f"snapcheck-{key}{suffix}"
+        try:
+            if not target.exists():
+                _build(target)
+            loader = importlib.machinery.ExtensionFileLoader(_NAME, str(target))
+            spec = importlib.util.spec_from_file_location(_NAME, target, loader=loader)
+            assert spec is not None
+            module = importlib.util.module_from_spec(spec)
+            loader.exec_module(module)
+            reason = None
+        except Exception as exc:
+            reason = f"{type(exc).__name__}: {exc}"
+            module = None
+    _MODULE.append(module)
+    return module
+
+
+def load_snapcheck() -> Callable[[Any, Any], bool] | None:
+    """``holds(state, absent)`` from the compiled extension, or None (see ``reason``)."""
+    module = _load()
+    return None if module is None else cast("Callable[[Any, Any], bool]", module.holds)
+
+
+def load_disjoint() -> Callable[[Any, Any], bool] | None:
+    """``disjoint(outs, inputs)`` from the compiled extension, or None (see ``reason``)."""
+    module = _load()
+    return None if module is None else cast("Callable[[Any, Any], bool]", module.disjoint)

@@ -9,6 +9,7 @@ program order, and returns the result.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -35,6 +36,7 @@ from magpy_refgraph import (
     literal_expr,
 )
 
+from ._cbuild import load_disjoint
 from ._generated import GeneratedCode, NameAllocator, comment
 from ._guard import PathVars
 
@@ -282,11 +284,29 @@ def same_scalar(now: Any, assumed: Any) -> bool:
     return type(now) is not float or math.copysign(1.0, now) == math.copysign(1.0, assumed)
 
 
+def _disjoint_python(outs: Any, inputs: tuple[Any, ...]) -> bool:
+    return set(map(id, inputs)).isdisjoint(map(id, outs))  # (C loops)
+
+
+def _disjoint_first(outs: Any, inputs: tuple[Any, ...]) -> bool:
+    """The test ``fresh_outputs_of`` makes, chosen on its first use: a pointer comparison in
+    C (``_snapcheck.c``; a model's hundreds of parameters are inputs, its outputs few), else a
+    set of ids."""
+    found = load_disjoint()
+    _DISJOINT[0] = found if found is not None else _disjoint_python
+    return _DISJOINT[0](outs, inputs)
+
+
+_DISJOINT: list[Callable[[Any, tuple[Any, ...]], bool]] = [_disjoint_first]
+
+
 def fresh_outputs_of(outs: Any, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
     """``outs`` with every output that *is* an input tensor replaced by a copy."""
-    ids = set(map(id, inputs))  # (C loops: this runs on every hit)
-    if ids.isdisjoint(map(id, outs)):
+    if type(outs) not in (tuple, list) or type(inputs) is not tuple:
+        outs, inputs = tuple(outs), tuple(inputs)
+    if _DISJOINT[0](outs, inputs):
         return tuple(outs)
+    ids = set(map(id, inputs))
     return tuple(o.clone() if id(o) in ids else o for o in outs)
 
 

@@ -5,6 +5,9 @@
  * dict's version tag, is read from PyDictObject); _cbuild.py compiles it on first use and
  * falls back to the Python check where that is not possible.
  *
+ * disjoint(outs, inputs) -> bool: no object of the sequence outs is one of inputs (by identity):
+ * the mock's test whether a graph gave back an input (see _mock.fresh_outputs_of).
+ *
  * state: (fn, item_dicts, item_keys, item_values, version_dicts, versions, type_objs, types,
  *         owner_objs, owner_dicts, mro_classes, mros, slot_objs, slot_names, slot_values,
  *         None, cells, cell_values, empties, values)
@@ -98,8 +101,24 @@ bad:
 #undef F
 }
 
+static PyObject *disjoint(PyObject *self, PyObject *args) {
+    PyObject *outs, *inputs;
+    if (!PyArg_ParseTuple(args, "OO", &outs, &inputs)) return NULL;
+    if (!PyTuple_Check(inputs) || !(PyTuple_Check(outs) || PyList_Check(outs))) {
+        PyErr_SetString(PyExc_TypeError, "disjoint(tuple or list, tuple)");
+        return NULL;
+    }
+    Py_ssize_t n_out = PySequence_Fast_GET_SIZE(outs), n_in = PyTuple_GET_SIZE(inputs);
+    PyObject **out = PySequence_Fast_ITEMS(outs), **in = &PyTuple_GET_ITEM(inputs, 0);
+    for (Py_ssize_t i = 0; i < n_out; i++)
+        for (Py_ssize_t j = 0; j < n_in; j++)
+            if (out[i] == in[j]) Py_RETURN_FALSE;
+    Py_RETURN_TRUE;
+}
+
 static PyMethodDef methods[] = {
     {"holds", holds, METH_VARARGS, "Whether a guard memo's snapshot holds."},
+    {"disjoint", disjoint, METH_VARARGS, "Whether no output is one of the inputs."},
     {NULL, NULL, 0, NULL},
 };
 

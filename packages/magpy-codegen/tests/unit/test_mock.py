@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import torch
 
 from magpy_codegen import NameAllocator, generate_mock
@@ -243,3 +244,27 @@ class TestGeneratedMockSource:
         ref.discard(1)
         ref.add(17)
         assert list(s) == list(ref)
+
+
+@pytest.mark.parametrize("mode", ["c", "python"])
+def test_fresh_outputs_of_copies_exactly_the_outputs_that_are_inputs(
+    mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The mock's ``fresh_outputs_of``: the C pointer comparison and the Python set of ids
+    agree; an output that *is* an input becomes a copy, every other output stays itself."""
+    from magpy_codegen import _cbuild, _mock
+
+    found = _cbuild.load_disjoint()
+    if mode == "c":
+        assert found is not None, _cbuild.reason
+        monkeypatch.setattr(_mock, "_DISJOINT", [found])
+    else:
+        monkeypatch.setattr(_mock, "_DISJOINT", [_mock._disjoint_python])
+    params = tuple(torch.randn(2) for _ in range(300))
+    x, fresh = torch.randn(3), torch.randn(3)
+    inputs = (x, *params)
+    same = _mock.fresh_outputs_of([fresh, 1.5], inputs)
+    assert type(same) is tuple and same[0] is fresh and same[1] == 1.5
+    out = _mock.fresh_outputs_of((fresh, params[-1], x), inputs)
+    assert out[0] is fresh and out[1] is not params[-1] and out[2] is not x
+    assert torch.equal(out[1], params[-1]) and torch.equal(out[2], x)
