@@ -108,6 +108,11 @@ class CacheStats:
     assumption_misses: int = 0
     # calls that ran natively while another thread was recording a call of the same callable
     busy: int = 0
+    # the share of the run time of the calls served (monitored calls left out) in which the
+    # program's own code ran outside compiled graphs (graph breaks, split mode, eager), and
+    # how many calls ran the program's code at all
+    outside_share: float = 0.0
+    native_calls: int = 0
 
 
 def stats(compiled: Any) -> CacheStats:
@@ -124,6 +129,8 @@ def stats(compiled: Any) -> CacheStats:
         fallbacks=s.fallbacks,
         assumption_misses=s.assumption_misses,
         busy=s.busy,
+        outside_share=s.time_outside / s.time_total if s.time_total else 0.0,
+        native_calls=s.native_calls,
     )
 
 

@@ -24,6 +24,7 @@ function returns ``run``'s frame (eager: the caller's); ``sys._getframe(2)`` is 
 
 from __future__ import annotations
 
+from time import perf_counter
 from typing import Any
 
 from magpy_monitor import finish, prepare
@@ -44,16 +45,19 @@ def run(state: Any, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
     Where the program's code runs (natively, or monitored), the recursion limit is raised by
     what MagPy adds to the stack meanwhile (see ``_depth``); a hit runs no program code.
     """
+    start = perf_counter()
     if not state.split and state.eager_reason is None:
         seen = state.added
         found = state.hit(fn, args, kwargs)
         if found is not MISS and found is not NATIVE:
+            state.time_total += perf_counter() - start
             return found
         last = None if found is NATIVE else state.missed(fn, args, kwargs, seen)
         while last is AGAIN:  # rare: another thread's record came meanwhile, it may serve
             seen = state.added
             found = state.hit(fn, args, kwargs)
             if found is not MISS and found is not NATIVE:
+                state.time_total += perf_counter() - start
                 return found
             last = None if found is NATIVE else state.missed(fn, args, kwargs, seen)
         if last is not None:  # monitor this call, and record it
@@ -71,6 +75,10 @@ def run(state: Any, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
             finally:
                 state.release()
     _depth.grow(_depth.NATIVE)
+    # (a call that runs natively while another thread records, or that records segments of
+    # its own, is compile time: not counted)
+    counted = state.split or state.eager_reason is not None
+    in_graphs, segments = state.graph_time, state.segments_started
     try:
         if state.split:  # the program runs on its instrumented code (see ``_sites``)
             activate(state)
@@ -81,6 +89,8 @@ def run(state: Any, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
         return fn(*args, **kwargs)
     finally:
         _depth.shrink(_depth.NATIVE)
+        if counted and state.segments_started == segments:
+            state.ran_natively(perf_counter() - start, state.graph_time - in_graphs)
 
 
 def entry(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

@@ -61,6 +61,14 @@ def all_states() -> list[CacheState]:
         return list(_states)
 
 
+# MagPy warns (once per callable) when more than this share of the run time is outside
+# compiled graphs, and that is on average more than OUTSIDE_WARN_SECONDS per call that ran the
+# program natively (below that, a program's own Python and MagPy's site checks dominate any
+# small program, and there is no cliff to report)
+OUTSIDE_WARN_SHARE = 0.5
+OUTSIDE_WARN_SECONDS = 1e-3
+
+
 @attrs.define(eq=False)
 class CacheState:
     """Records and counters of one compiled callable."""
@@ -92,6 +100,15 @@ class CacheState:
     uncompiled_reasons: list[str] = attrs.field(factory=list)
     # reset() count: a call that began before a reset records nothing
     epoch: int = 0
+    # wall time of the calls served (monitored calls left out), the part of it the program's
+    # own code ran natively, outside compiled graphs, and the time in site records' graphs
+    # (split mode); calls that ran the program natively (see ``run``)
+    time_total: float = 0.0
+    time_outside: float = 0.0
+    graph_time: float = 0.0
+    native_calls: int = 0
+    segments_started: int = 0  # segments monitored in split mode (their calls are not timed)
+    _warned_outside: bool = False
     # calls that ran natively because another thread was monitoring a call of this callable
     # (one thread records at a time: concurrent first calls make one record, not one each)
     busy: int = 0
@@ -121,7 +138,9 @@ class CacheState:
             self.uncompiled_reasons.clear()
             self.break_reasons.clear()
             self.eager_reason = None
-            self._warned = False
+            self._warned = self._warned_outside = False
+            self.time_total = self.time_outside = self.graph_time = 0.0
+            self.native_calls = 0
 
     # ------------------------------------------------------------------ the call path
     def call(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -352,6 +371,29 @@ class CacheState:
             warnings.warn(
                 f"magpy: a graph of {self.qualname} runs uncompiled (its operations one by "
                 f"one, as in eager): {rec.uncompiled}",
+                MagPyWarning,
+                stacklevel=_depth.user_level(),
+            )
+
+    def ran_natively(self, elapsed: float, in_graphs: float) -> None:
+        """A call ran the program's code natively for ``elapsed`` seconds, ``in_graphs`` of
+        them in compiled graphs (site hits); once most of the time of several calls is
+        outside graphs, one warning says so (a break that leaves the model uncompiled)."""
+        self.native_calls += 1
+        self.time_total += elapsed
+        self.time_outside += max(elapsed - in_graphs, 0.0)
+        share = self.time_outside / self.time_total
+        if (
+            share > OUTSIDE_WARN_SHARE
+            and self.native_calls >= 5
+            and self.time_outside > OUTSIDE_WARN_SECONDS * self.native_calls
+            and not (self._warned_outside or self._warned)
+        ):
+            self._warned_outside = True
+            reasons = "; ".join(dict.fromkeys(str(r) for r in self.break_reasons[:3]))
+            warnings.warn(
+                f"magpy: {self.qualname}: {share:.0%} of its run time is outside compiled "
+                f"graphs ({reasons or 'no graph break recorded'}); see magpy.explain",
                 MagPyWarning,
                 stacklevel=_depth.user_level(),
             )

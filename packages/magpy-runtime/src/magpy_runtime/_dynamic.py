@@ -125,6 +125,8 @@ def eval_path(path: Any, roots: dict[str, Any]) -> Any:
             obj = getattr(obj, step.key)
         elif step.kind is AccessKind.OBJATTR:
             obj = object.__getattribute__(obj, step.key)
+        elif step.kind is AccessKind.DICTITEM:
+            obj = dict.__getitem__(obj, step.key)
         elif step.kind is AccessKind.ITER:
             obj = iter_remaining(obj)[step.key]
         else:

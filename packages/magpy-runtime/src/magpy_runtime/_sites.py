@@ -27,6 +27,7 @@ import threading
 import types
 import warnings
 import weakref
+from time import perf_counter
 from typing import Any
 
 import attrs
@@ -317,14 +318,17 @@ def _at_site(state: Any, key: tuple[int, int, int], stack: tuple[Any, ...]) -> t
         inputs = rec.guard(f_locals, stack)
         if inputs is None or layout not in layouts:
             continue
+        start = perf_counter()
         try:
             out = rec.mock(f_locals, stack, inputs)
         except SpeculationMiss as miss:
+            state.graph_time += perf_counter() - start
             if rec.program_failed(miss):  # the program's error: the frame runs on natively
                 state.misses += 1
                 return _miss(stack)
             assumed_wrong = True  # the graph ran, nothing was written: try on
             continue
+        state.graph_time += perf_counter() - start
         state.hits += 1
         rec.hits += 1
         if rec.hits == config.guard_tree_after and rec.upgrade is not None:
@@ -353,6 +357,7 @@ def _at_site(state: Any, key: tuple[int, int, int], stack: tuple[Any, ...]) -> t
         )
         return _miss(stack)
     _monitoring_headroom()
+    state.segments_started += 1  # (this call records: compile time, not run time)
     start_segment(HOST, frame, key[1], stack)
     return _miss(stack)
 
