@@ -172,15 +172,39 @@ def test_range_over_a_size_specialises_it() -> None:
     assert (st.records, st.hits, st.fallbacks) == (3, 3, 0)
 
 
-def test_branch_on_a_size_specialises_it() -> None:
+def test_a_branch_on_a_size_guards_the_relation_not_the_size() -> None:
+    """``if x.shape[0] > 4``: the record of each side serves every size on that side (the
+    ShapeEnv records ``s0 <= 4`` / ``4 < s0``; the shape guard checks it), as a growing KV
+    cache's length compared with the query's does not make a record per length."""
+
     def fn(x: torch.Tensor) -> torch.Tensor:
         if x.shape[0] > 4:
             return x * 2
         return x - 1
 
-    compiled = _run(fn, [(2, 3), (3, 3), (6, 3), (3, 3), (6, 3)], backend="eager")
+    sizes = [(2, 3), (3, 3), (6, 3), (4, 3), (7, 3), (5, 3), (3, 3), (9, 3)]
+    compiled = _run(fn, sizes, backend="eager")
     st = magpy.stats(compiled)
-    assert st.records == 3 and st.hits == 2
+    assert (st.records, st.hits) == (3, 5), st
+
+
+def test_comparisons_between_sizes_guard_their_outcome() -> None:
+    """``n == m`` of two dynamic sizes and ``x.numel() == 0``: each outcome a record, whatever
+    the sizes (a relation that stops holding misses)."""
+
+    def fn(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        if x.numel() == 0:
+            return y
+        if x.shape[0] == y.shape[0]:
+            return x + y
+        return x.sum() - y
+
+    compiled = magpy.compile(fn, backend="eager")
+    for n, m in [(3, 3), (4, 4), (4, 3), (5, 5), (8, 8), (6, 2), (2, 9), (7, 7), (3, 5)]:
+        x, y = torch.randn(n), torch.randn(m)
+        H.assert_same(compiled(x, y), fn(x, y), f"{n}, {m}")
+    st = magpy.stats(compiled)
+    assert st.records <= 3 and st.hits >= 6 and st.fallbacks == 0, st
 
 
 @pytest.mark.parametrize("backend", ["eager", "aot_eager"])

@@ -100,10 +100,22 @@ class TestSymbolicSizes:
         assert tensor_meta(torch.ones(3, 4), (0, 1)) in metas
         assert tensor_meta(torch.ones(3, 4), (1,)) in metas  # dim 0 now guarded by value
 
-    def test_branch_on_a_computed_size_specialises_its_source(self) -> None:
+    def test_branch_on_a_computed_size_guards_the_relation(self) -> None:
+        """``2 * s0 > 4`` decides the branch: the ShapeEnv guards it, the size stays symbolic."""
+
         def fn(x: torch.Tensor) -> torch.Tensor:
             h = torch.cat([x, x])
             return h * 2 if h.shape[0] > 4 else h
+
+        result = _dynamic(fn, torch.ones(3, 4), dims=(0,))
+        assert _metas(result) == [tensor_meta(torch.ones(3, 4), (0,))]
+
+    def test_branch_on_a_size_and_a_python_int_specialises_it(self) -> None:
+        """A size compared with an int that is not a size of the program's (here: ``%``, not
+        an operation sizes keep symbolic through) is specialised."""
+
+        def fn(x: torch.Tensor) -> torch.Tensor:
+            return x * 2 if (x.shape[0] ** 2) > 4 else x
 
         result = _dynamic(fn, torch.ones(3, 4), dims=(0,))
         assert tensor_meta(torch.ones(3, 4)) in _metas(result)

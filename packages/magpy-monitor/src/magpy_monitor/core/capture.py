@@ -31,7 +31,7 @@ from magpy_refgraph import (
     Unsupported,
 )
 
-from . import registry, scalars
+from . import registry, scalars, shapes
 from .ambient import ambient_state
 from .recorder import GraphRecorder
 from .shapes import ShapeTracker, SymInt, check_arity, dynamic_dims, observe_meta, sym_node
@@ -44,19 +44,10 @@ from .speculation import (
     pin,
     speculated,
 )
-from .values import AppendLog, Instance, Val, plain_container
+from .values import AppendLog, Instance, Val, Write, plain_container
 from .valuetypes import fx_constant_ok, is_value_type, node_kind, plain_scalar
 
 __all__ = ["Capture", "Write"]
-
-
-class Write:
-    """One write into a pre-existing object, in program order (``op`` in setattr/delattr/...)."""
-
-    __slots__ = ("key", "op", "target", "value")
-
-    def __init__(self, op: str, target: Val, key: Any, value: Val | None) -> None:
-        self.op, self.target, self.key, self.value = op, target, key, value
 
 
 class Capture:
@@ -105,10 +96,10 @@ class Capture:
         # tensors of data-dependent shape whose shape is assumed: graph node -> assumption
         self.assumed_shapes: dict[Any, Assumption] = {}
         self.speculate = True  # False: a value read is a graph break (it kept changing)
-        # entry tensors whose metadata is guarded (node -> tensor, dynamic dims); their storage
-        # offsets join the guard once the program reads an offset (``read_offsets``)
+        # entry tensors whose metadata is guarded (node -> tensor, dynamic dims), and whether
+        # their storage offsets are too (once the program reads one: ``shapes.read_offsets``)
         self.metas: dict[ShadowNode, tuple[torch.Tensor, Collection[int]]] = {}
-        self.offsets_read = False  # (``shapes.read_offsets``)
+        self.offsets_read = False
 
     def mark(self) -> tuple[int, ...]:
         """A cheap marker of how far the capture got (to cut a segment at an earlier point):
@@ -271,6 +262,8 @@ class Capture:
             self.shapes.specialise(self, sym.sym)  # a size Python depends on
             val.const = True
             return
+        if val.expr is not None and self.shapes is not None and shapes.relation_guarded(self, val):
+            return  # a comparison of sizes: the relation is guarded (ShapeEnv), not the sizes
         if val.expr is not None:
             fn, args = val.expr
             if fn is len:

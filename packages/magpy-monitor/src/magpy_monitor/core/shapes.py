@@ -61,6 +61,7 @@ __all__ = [
     "is_symbolic",
     "observe_meta",
     "read_offsets",
+    "relation_guarded",
     "symbolic_shapes",
     "tensor_meta",
 ]
@@ -424,6 +425,58 @@ def sym_node(cap: Capture, val: Val) -> fx.Node | None:
     val.set_payload(SymInt(node, sym))
     node.meta[FAKE] = sym
     return node
+
+
+_RELATIONS = frozenset(
+    {operator.eq, operator.ne, operator.lt, operator.le, operator.gt, operator.ge}
+)
+
+
+def relation_guarded(cap: Capture, val: Val) -> bool:
+    """``val``, a comparison involving a symbolic size that Python depends on (a branch on
+    ``kv_length == q_length``, ``x.numel() == 0``): its outcome is decided by the ShapeEnv under
+    the call's sizes, which records the relation as a guard if it is not implied already (the
+    codegen's shape guard checks it); the sizes stay symbolic. False where it is no such
+    comparison or the ShapeEnv cannot decide it (then the sizes are specialised)."""
+    assert val.expr is not None
+    fn, args = val.expr
+    if type(val.obj) is not bool or fn not in _RELATIONS or not any(map(is_symbolic, args)):
+        return False
+    syms = [_sym_of(cap, a) for a in args]
+    if any(s is None for s in syms):
+        return False
+    try:
+        with _quiet():
+            outcome = bool(fn(*syms))  # (ShapeEnv.evaluate_expr: adds the guard it needs)
+    except Exception:
+        return False
+    if outcome is not val.obj:
+        return False
+    val.const = True
+    return True
+
+
+def _sym_of(cap: Capture, val: Val) -> Any:
+    """The ShapeEnv value of int ``val``: its symbol expression, or (guarded) its value."""
+    if not is_symbolic(val):
+        if type(val.obj) is not int:
+            return None
+        cap.observe(val)
+        return val.obj
+    known = val.payload(SymInt)
+    if known is not None:
+        return known.sym
+    assert val.expr is not None
+    fn, args = val.expr
+    if fn not in SYM_OPS:
+        return None
+    parts = [_sym_of(cap, a) for a in args]
+    if any(p is None for p in parts):
+        return None
+    try:
+        return fn(*parts)
+    except Exception:
+        return None
 
 
 def check_arity(cap: Capture, node: fx.Node) -> None:

@@ -29,6 +29,7 @@ __all__ = [
     "Payload",
     "ScalarFx",
     "Val",
+    "Write",
     "plain_container",
 ]
 
@@ -224,3 +225,12 @@ class Construction(Payload):
 
     def __init__(self, cls: type, pos: list[Val], kwargs: dict[str, Val]) -> None:
         self.cls, self.pos, self.kwargs = cls, pos, kwargs
+
+
+class Write:
+    """One write into a pre-existing object, in program order (``op`` in setattr/delattr/...)."""
+
+    __slots__ = ("key", "op", "target", "value")
+
+    def __init__(self, op: str, target: Val, key: Any, value: Val | None) -> None:
+        self.op, self.target, self.key, self.value = op, target, key, value
