@@ -212,3 +212,44 @@ def test_generators_consumed_by_native_code(check: Any) -> None:
     ``zip(*gen)``: the generator's frame is followed as the native consumer resumes it."""
     check(MetaLinear(3, 2), lambda i: ((torch.randn(4, 3),), {}), calls=3)
     assert H.graphs(MetaLinear(3, 2), torch.randn(4, 3)) == (1, [])
+
+
+# ---------------------------------------------------------------------- dict subclasses
+class _Output(collections.OrderedDict):  # type: ignore[type-arg]
+    """Like transformers' ``ModelOutput``: its own ``__getitem__`` (which may disagree with
+    what it stores), the dict's own keys/items/iteration."""
+
+    def __getitem__(self, k: Any) -> Any:
+        return dict(self.items())[k] * 1.0 if isinstance(k, str) else tuple(self.values())[k]
+
+
+OUT = _Output(a=torch.ones(3), b=torch.full((3,), 2.0))
+
+
+def sum_of_output(x: torch.Tensor) -> torch.Tensor:
+    for k, v in OUT.items():
+        x = x + v * (2 if k == "a" else 3)
+    return x + sum(OUT[k] for k in OUT.keys())  # noqa: SIM118  (the view, as ModelOutput does)
+
+
+def test_a_dict_subclass_from_outside_is_read_as_stored_and_guarded() -> None:
+    """Its entries are read where they are stored (``dict.__getitem__``: the guard runs none of
+    its Python); a changed entry or key set misses."""
+    compiled = magpy.compile(sum_of_output, backend="eager")
+    for _ in range(3):
+        x = torch.randn(3)
+        H.assert_same(compiled(x), sum_of_output(x))
+    st = magpy.stats(compiled)
+    assert (st.records, st.hits, st.breaks) == (1, 2, 0), st
+    saved = dict(OUT)
+    try:
+        OUT["a"] = torch.full((3,), 5.0)  # a new tensor object: the record's input path
+        x = torch.randn(3)
+        H.assert_same(compiled(x), sum_of_output(x))
+        OUT["c"] = torch.zeros(3)
+        x = torch.randn(3)
+        H.assert_same(compiled(x), sum_of_output(x))
+    finally:
+        OUT.clear()
+        OUT.update(saved)
+    assert magpy.stats(compiled).records == 2

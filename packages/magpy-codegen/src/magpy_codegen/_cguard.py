@@ -142,6 +142,8 @@ class _Builder:
             return parent.generic_getattr_manager(key, source, None, self.kind)
         if access.kind is AccessKind.ITEM:
             return parent.getitem_manager(key, source, None, self.kind)
+        if access.kind is AccessKind.DICTITEM:  # (PyDict_GetItem: the stored entry)
+            return parent.dict_getitem_manager(key, source, None, self.kind)
         if access.kind is AccessKind.ITER:
             read = lambda it, k=key: iter_remaining(it)[k]  # noqa: E731
             return parent.lambda_manager(read, source, None, self.kind)

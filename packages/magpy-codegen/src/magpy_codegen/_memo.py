@@ -87,7 +87,7 @@ __all__ = [
 
 MAX_ARMS = 16
 _STABLE_ROOTS = (AccessKind.GLOBAL, AccessKind.BUILTIN, AccessKind.CELL, AccessKind.CONST)
-_STABLE_STEPS = (AccessKind.ATTR, AccessKind.OBJATTR, AccessKind.ITEM)
+_STABLE_STEPS = (AccessKind.ATTR, AccessKind.OBJATTR, AccessKind.ITEM, AccessKind.DICTITEM)
 _STABLE_KINDS = (
     GuardKind.ID,
     GuardKind.TYPE,
@@ -231,7 +231,8 @@ class Memo:
                     generic = access.kind is AccessKind.OBJATTR
                     _attr_step(s, values[parent], str(access.key), generic=generic)
                 else:
-                    _item_step(s, values[parent], access.key)
+                    dict_item = access.kind is AccessKind.DICTITEM
+                    _item_step(s, values[parent], access.key, stored=dict_item)
             for i, req in self.checks:
                 _check(s, req, values[i])
         except (_Unsafe, LookupError, AttributeError) as exc:

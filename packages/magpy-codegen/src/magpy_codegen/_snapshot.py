@@ -281,10 +281,13 @@ def _container(s: _Snapshot, obj: Any) -> None:
     s.version(inst["_modules"])
 
 
-def _item_step(s: _Snapshot, base: Any, key: Any) -> Any:
+def _item_step(s: _Snapshot, base: Any, key: Any, *, stored: bool = False) -> Any:
     """``base[key]``, with what decides it in the snapshot (``_Unsafe`` before reading where
-    the lookup could run user code)."""
+    the lookup could run user code); ``stored``: ``dict.__getitem__(base, key)``."""
     kind = type(base)
+    if stored and isinstance(base, dict):
+        s.version(base)  # (any dict's entries change its version tag)
+        return dict.__getitem__(base, key)
     if kind in _DICTS:
         s.item(base, key)
         return dict.__getitem__(base, key)
@@ -398,7 +401,7 @@ def _entry(s: _Snapshot, base: Any, path: Path, fn: Any) -> Any:
     step = path.steps[-1]
     if step.kind in (AccessKind.ATTR, AccessKind.OBJATTR):
         return _attr_step(s, base, str(step.key), generic=step.kind is AccessKind.OBJATTR)
-    return _item_step(s, base, step.key)
+    return _item_step(s, base, step.key, stored=step.kind is AccessKind.DICTITEM)
 
 
 def holds_python(s: tuple[Any, ...], absent: Any) -> bool:

@@ -2,7 +2,7 @@
 
 An :class:`Access` names one reference: a root reference held by the frame's entry state
 (``LOCAL``, ``GLOBAL``, ``BUILTIN``, ``CELL``, ``CONST``) or a reference held by an object
-(``ATTR``, ``OBJATTR``, ``ITEM``, ``ITER``).  Keys compare like dict keys (``==`` and
+(``ATTR``, ``OBJATTR``, ``ITEM``, ``DICTITEM``, ``ITER``).  Keys compare like dict keys (``==`` and
 ``hash``), except that ``CONST`` objects and unhashable keys compare by identity; ``scope``
 always compares by identity.
 """
@@ -21,6 +21,7 @@ __all__ = [
     "Builtin",
     "Cell",
     "Const",
+    "DictItem",
     "Global",
     "Item",
     "IterPos",
@@ -42,6 +43,9 @@ class AccessKind(enum.Enum):
     # with ``super().__getattribute__(name)``, bypassing itself
     OBJATTR = "objattr"
     ITEM = "item"
+    # ``dict.__getitem__(d, key)``: an entry as a dict subclass stores it (its own Python
+    # ``__getitem__``, which the program did not go through, bypassed)
+    DICTITEM = "dictitem"
     ITER = "iter"
     CONST = "const"
 
@@ -81,6 +85,7 @@ _CTOR_NAME = {
     AccessKind.ATTR: "Attr",
     AccessKind.OBJATTR: "ObjAttr",
     AccessKind.ITEM: "Item",
+    AccessKind.DICTITEM: "DictItem",
     AccessKind.ITER: "IterPos",
     AccessKind.CONST: "Const",
 }
@@ -189,6 +194,8 @@ class Access:
             return _ROOT_PREFIX[kind] + name_label(str(self.key))
         if kind is AccessKind.ITEM:
             return f"[{short_repr(self.key)}]"
+        if kind is AccessKind.DICTITEM:
+            return f"[!{short_repr(self.key)}]"
         if kind is AccessKind.ITER:
             return f"#{self.key}"
         return f"K({short_repr(self.key)})"
@@ -234,6 +241,11 @@ def ObjAttr(name: str) -> Access:
 def Item(key: object) -> Access:
     """Item ``key`` of a container (``obj[key]``)."""
     return Access(AccessKind.ITEM, key)
+
+
+def DictItem(key: object) -> Access:
+    """Entry ``key`` of a dict (subclass) as it is stored: ``dict.__getitem__(d, key)``."""
+    return Access(AccessKind.DICTITEM, key)
 
 
 def IterPos(i: int) -> Access:

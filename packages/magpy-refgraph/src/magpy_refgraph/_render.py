@@ -146,6 +146,8 @@ def render_step(base: str, access: Access, ctx: RenderContext) -> str:
         return f"{ctx.const_expr(object.__getattribute__)}({base}, {_key_expr(access.key, ctx)})"
     if access.kind is AccessKind.ITEM:
         return f"{base}[{_key_expr(access.key, ctx)}]"
+    if access.kind is AccessKind.DICTITEM:
+        return f"{ctx.const_expr(dict.__getitem__)}({base}, {_key_expr(access.key, ctx)})"
     if access.kind is AccessKind.ITER:
         return f"{ctx.const_expr(iter_remaining)}({base})[{access.key!r}]"
     raise InternalError(f"render_step got root access {access!r}; use ctx.root_expr")

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from magpy_refgraph import Item, IterPos, iter_remaining
+from magpy_refgraph import DictItem, Item, IterPos, iter_remaining
 
 from ..core import registry
 from ..core.calls import GeneratorState, inline
@@ -105,6 +105,22 @@ class DictView(Payload):
         self.kind, self.base = kind, base
 
 
+_VIEWS = ("keys", "items", "values", "__iter__", "__len__")
+
+
+def native_mapping(obj: Any) -> bool:
+    """A dict read from outside key by key: one of ``DICT_TYPES``, or a subclass whose keys,
+    items, values, iteration and length are the dict's own (transformers' ``ModelOutput``;
+    its entries are then read as stored, ``DictItem``)."""
+    kind = type(obj)
+    if kind in DICT_TYPES:
+        return True
+    if not isinstance(obj, dict):
+        return False
+    base = collections.OrderedDict if isinstance(obj, collections.OrderedDict) else dict
+    return all(getattr(kind, name) is getattr(base, name) for name in _VIEWS)
+
+
 def is_generator(v: Val) -> bool:
     """True for the shadow of a generator the monitor follows."""
     return v.payload(GeneratorState) is not None
@@ -171,7 +187,7 @@ def iter_items(m: FrameMonitor, v: Val) -> list[Val] | None:
     ):
         cap.observe_len(v)
         return [cap.child(v, Item(i), x) for i, x in enumerate(obj)]
-    if v.external and type(obj) in DICT_TYPES:
+    if v.external and native_mapping(obj):
         cap.observe_keys(v)
         return [cap.const(k) for k in obj]
     if v.const and not is_value_type(obj):
@@ -197,9 +213,10 @@ def _view_items(m: FrameMonitor, view: DictView) -> list[Val]:
     kind, base = view.kind, view.base
     if isinstance(base.items, dict):
         pairs = list(base.items.values())
-    elif base.external and type(base.obj) in DICT_TYPES:
+    elif base.external and native_mapping(base.obj):
         cap.observe_keys(base)
-        pairs = [(cap.const(k), cap.child(base, Item(k), x)) for k, x in base.obj.items()]
+        step = Item if type(base.obj) in DICT_TYPES else DictItem  # (a subclass: as stored)
+        pairs = [(cap.const(k), cap.child(base, step(k), x)) for k, x in base.obj.items()]
     elif base.const and type(base.obj) in DICT_TYPES and not _holds_tensor(base.obj):
         # a constant of the program (a class attribute of torch's): so are its items
         pairs = [(cap.const(k), cap.new(x, const=True)) for k, x in base.obj.items()]
