@@ -11,42 +11,34 @@ Tiny random-weight configs, offline. About 30 s on 2 cores.
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 
 import magpy
+from magpy._cli import load_models
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 transformers: Any = pytest.importorskip("transformers")
+load_models(Path(__file__).with_name("models"))
+HF: Any = importlib.import_module("_magpy_bench_models.hf")
 
 VOCAB = 100
 _TOKENS = {"bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0}
 
 
 def gpt2() -> Any:
-    config = transformers.GPT2Config(
-        vocab_size=VOCAB, n_embd=32, n_head=4, n_layer=2, n_positions=128, **_TOKENS
-    )
-    return transformers.GPT2LMHeadModel(config)
+    return HF.gpt2_cache()[0]  # (the suite's GPT-2 with its default config)
 
 
 def llama() -> Any:
-    config = transformers.LlamaConfig(
-        vocab_size=VOCAB,
-        hidden_size=32,
-        intermediate_size=64,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        num_hidden_layers=2,
-        max_position_embeddings=128,
-        **_TOKENS,
-    )
-    return transformers.LlamaForCausalLM(config)
+    return HF.llama_cache()[0]
 
 
 def opt() -> Any:

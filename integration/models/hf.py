@@ -164,45 +164,29 @@ def reformer() -> tuple[torch.nn.Module, MakeKwargs]:
 
 
 # ------------------------------------------------------------------------------ decoders, seq2seq
-def gpt2() -> tuple[torch.nn.Module, MakeKwargs]:
+def _gpt2(**config: Any) -> tuple[torch.nn.Module, MakeKwargs]:
     t = _transformers()
     torch.manual_seed(0)
     config = t.GPT2Config(
-        vocab_size=VOCAB, n_embd=32, n_layer=2, n_head=4, n_positions=64, use_cache=False
+        vocab_size=VOCAB, n_embd=32, n_layer=2, n_head=4, n_positions=64, **config
     )
     return _finish(t.GPT2LMHeadModel(config)), _text()
 
 
-def llama() -> tuple[torch.nn.Module, MakeKwargs]:
-    """A Llama-style decoder: RMSNorm, rotary embeddings, grouped-query attention, SwiGLU."""
-    t = _transformers()
-    torch.manual_seed(0)
-    config = t.LlamaConfig(
-        vocab_size=VOCAB,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=64,
-        use_cache=False,
-    )
-    return _finish(t.LlamaForCausalLM(config)), _text()
+def gpt2() -> tuple[torch.nn.Module, MakeKwargs]:
+    return _gpt2(use_cache=False)
 
 
 def gpt2_cache() -> tuple[torch.nn.Module, MakeKwargs]:
     """GPT-2 as users run it: the default config (``use_cache=True``, a ``DynamicCache``)."""
-    t = _transformers()
-    torch.manual_seed(0)
-    config = t.GPT2Config(vocab_size=VOCAB, n_embd=32, n_layer=2, n_head=4, n_positions=64)
-    return _finish(t.GPT2LMHeadModel(config)), _text()
+    return _gpt2()
 
 
-def llama_cache() -> tuple[torch.nn.Module, MakeKwargs]:
-    """Llama with its default ``use_cache=True``."""
+def _llama(**config: Any) -> tuple[torch.nn.Module, MakeKwargs]:
+    """A Llama-style decoder: RMSNorm, rotary embeddings, grouped-query attention, SwiGLU."""
     t = _transformers()
     torch.manual_seed(0)
-    config = t.LlamaConfig(
+    llama = t.LlamaConfig(
         vocab_size=VOCAB,
         hidden_size=32,
         intermediate_size=64,
@@ -210,8 +194,18 @@ def llama_cache() -> tuple[torch.nn.Module, MakeKwargs]:
         num_attention_heads=4,
         num_key_value_heads=2,
         max_position_embeddings=64,
+        **config,
     )
-    return _finish(t.LlamaForCausalLM(config)), _text()
+    return _finish(t.LlamaForCausalLM(llama)), _text()
+
+
+def llama() -> tuple[torch.nn.Module, MakeKwargs]:
+    return _llama(use_cache=False)
+
+
+def llama_cache() -> tuple[torch.nn.Module, MakeKwargs]:
+    """Llama with its default ``use_cache=True``."""
+    return _llama()
 
 
 def t5() -> tuple[torch.nn.Module, MakeKwargs]:
