@@ -43,10 +43,24 @@ __all__ = ["main", "row"]
 BATCH, CALLS = 2, 3
 
 
+def _cache_tensors(cache: Any) -> list[Any]:
+    """A cache's tensors: keys and values (a state-space layer's conv and recurrent states) of
+    its layers; an encoder-decoder cache's two caches."""
+    if hasattr(cache, "cross_attention_cache"):
+        caches = (cache.self_attention_cache, cache.cross_attention_cache)
+        return [t for c in caches for t in _cache_tensors(c)]
+    out = []
+    for layer in cache.layers:
+        if hasattr(layer, "recurrent_states"):
+            out += [*layer.conv_states.values(), *layer.recurrent_states.values()]
+        else:
+            out += [layer.keys, layer.values]
+    return out
+
+
 def _close(a: Any, b: Any) -> bool:
-    if hasattr(a, "layers"):  # a cache: the key and value tensors of its layers
-        a = [t for layer in a.layers for t in (layer.keys, layer.values)]
-        b = [t for layer in b.layers for t in (layer.keys, layer.values)]
+    if hasattr(a, "layers") or hasattr(a, "cross_attention_cache"):  # a cache
+        a, b = _cache_tensors(a), _cache_tensors(b)
         return len(a) == len(b) and all(map(_close, a, b))
     return bool(torch.allclose(a, b, rtol=1e-4, atol=1e-5))
 
