@@ -501,3 +501,40 @@ def bound_reads(x: torch.Tensor) -> Any:
 def test_methods_read_as_values_from_objects_built_in_the_run(check: Any) -> None:
     check(bound_reads, lambda i: ((torch.randn(3),), {}), calls=3)
     assert H.graphs(bound_reads, torch.randn(3)) == (1, [])
+
+
+# ---------------------------------------------------------------------- hasattr, delattr
+class Crate:
+    """A plain box; ``kind`` is a class attribute a program may look for."""
+
+    kind = "box"
+
+
+def hasattr_and_delattr(x: torch.Tensor) -> torch.Tensor:
+    b = Crate()
+    b.scale = 2.0
+    if hasattr(b, "scale"):
+        x = x * b.scale
+    delattr(b, "scale")
+    x = x + hasattr(b, "scale") + hasattr(b, "kind") + hasattr(b, "missing")
+    return x
+
+
+def test_hasattr_and_delattr_on_an_object_built_in_the_run() -> None:
+    """The object's own attributes are the shadow's (stores and deletions followed); the class
+    decides the rest, and a class that gains or loses the name misses."""
+    compiled = magpy.compile(hasattr_and_delattr, backend="eager")
+    for _ in range(3):
+        x = torch.randn(3)
+        H.assert_same(compiled(x), hasattr_and_delattr(x))
+    st = magpy.stats(compiled)
+    assert (st.records, st.hits, st.breaks) == (1, 2, 0), st
+    Crate.missing = 1  # type: ignore[attr-defined]
+    try:
+        x = torch.randn(3)
+        H.assert_same(compiled(x), hasattr_and_delattr(x))
+    finally:
+        del Crate.missing  # type: ignore[attr-defined]
+    x = torch.randn(3)
+    H.assert_same(compiled(x), hasattr_and_delattr(x))
+    assert magpy.stats(compiled).records == 2

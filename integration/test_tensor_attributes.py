@@ -9,6 +9,9 @@
   flag changed, and clearing the flag of an input that requires grad, are breaks; setting it to
   False on a tensor that does not require grad changes nothing.
 - ``t.shape.__len__()`` is ``len(t.shape)``.
+- Python attributes a program keeps on tensors (``t.stop_gradient = True``, issue 19): set on a
+  tensor the graph makes, the mock sets them on the tensor it hands out; set on an input, a
+  write-back; read from an input that had one, a guarded path (a changed value misses).
 
 The removed ``t.volatile`` (always False, with a warning) is in ``test_warnings.py``.
 """
@@ -298,3 +301,44 @@ def test_dunder_len_of_a_shape(check: Any) -> None:
     check(weighted, H.randn_inputs((2, 4, 3), (2, 4)), calls=3)
     check(weighted, H.randn_inputs((4, 3), (4,)), calls=3)
     assert H.graphs(weighted, torch.randn(4, 3), torch.randn(4)) == (1, [])
+
+
+# ---------------------------------------------------------------------- Python attributes
+def marked(x: torch.Tensor) -> Any:
+    y = x * 2
+    y.stop_gradient = True
+    return y + 1, y, y.stop_gradient
+
+
+def tagged(x: torch.Tensor) -> torch.Tensor:
+    x.tag = "seen"
+    return x + 1
+
+
+def hinted(x: torch.Tensor) -> torch.Tensor:
+    return x * (2 if x.scale_hint > 1 else 3)
+
+
+def test_python_attributes_on_tensors_are_no_break() -> None:
+    cm, ct = magpy.compile(marked, backend="eager"), magpy.compile(tagged, backend="eager")
+    for _ in range(3):
+        x = torch.randn(3)
+        got, want = cm(x), marked(x)
+        H.assert_same(got, want)
+        assert got[1].stop_gradient is True and "stop_gradient" not in vars(got[0])
+        x = torch.randn(3)
+        H.assert_same(ct(x), x + 1)
+        assert x.tag == "seen"
+    for compiled in (cm, ct):
+        st = magpy.stats(compiled)
+        assert (st.records, st.hits, st.breaks) == (1, 2, 0), st
+
+
+def test_a_python_attribute_read_from_an_input_is_guarded() -> None:
+    compiled = magpy.compile(hinted, backend="eager")
+    x = torch.randn(3)
+    for hint in (2, 2, 0, 0, 2):
+        x.scale_hint = hint
+        H.assert_same(compiled(x), hinted(x))
+    st = magpy.stats(compiled)
+    assert (st.records, st.hits, st.breaks) == (2, 3, 0), st

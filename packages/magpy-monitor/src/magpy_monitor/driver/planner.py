@@ -54,6 +54,7 @@ from ..core.values import Val
 from ..core.valuetypes import is_value_type
 from ..cpython.frameio import NULL
 from ..libs.stdlib.pyenv import check_context_vars
+from ..libs.torch.tensorattrs import with_attributes
 from ..pyobj.classes import MadeClass, class_escapes
 from ..pyobj.contexts import ContextExit, PythonExit
 from ..pyobj.instances import is_pyobj, object_recipe
@@ -184,8 +185,20 @@ class _Planner:
             # an entry tensor (possibly updated in place by the graph): the very object
             return FromPath(self.cap.paths[v.node])
         if v.fx is not None:
-            return self.graph_out(v.fx)
+            out = self.graph_out(v.fx)
+            return self._with_attributes(v, out) if v.attrs else out
         raise Unsupported("a tensor of unknown origin reaches the output")
+
+    def _with_attributes(self, v: Val, out: GraphOut) -> Build:
+        """A graph's tensor the run gave Python attributes (``y.stop_gradient = True``)."""
+        done = self.builds.get(id(v))
+        if done is not None:
+            return done
+        assert v.attrs is not None
+        values = tuple(self.recipe(x) for x in v.attrs.values())
+        parts = (Constant(with_attributes), out, Constant(tuple(v.attrs)), *values)
+        built = self.builds[id(v)] = Build(id(v), BuildKind.CALL, parts)
+        return built
 
     def _const(self, obj: Any) -> Recipe:
         if type(obj) in (list, set):

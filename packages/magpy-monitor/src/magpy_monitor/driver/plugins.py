@@ -45,6 +45,7 @@ from ..libs.torch import (
     rules as torch_rules,
 )
 from ..pyobj import (
+    attrcalls,
     attrhooks,
     builtins,
     classes,
@@ -76,7 +77,7 @@ LOADED = (
     closures, deletes, exceptions, iteration, match,
     # pyobj
     builtins, methods, containers, collections, setstate, sets, objects, instances, attrhooks,
-    classes,
+    attrcalls, classes,
     special, highorder, iterators, contexts,
     pyobj_rules,
     # libs: stdlib < numpy < torch

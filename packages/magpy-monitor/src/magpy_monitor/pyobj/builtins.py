@@ -15,9 +15,6 @@ from typing import Any
 
 import torch
 
-from magpy_refgraph import GuardKind
-
-from ..bytecode.attributes import store_attr
 from ..bytecode.iteration import (
     consume_items,
     draw,
@@ -32,7 +29,6 @@ from ..bytecode.iteration import (
 from ..bytecode.lazyzip import lazy_zip
 from ..core import registry
 from ..core.annotations import classify
-from ..core.attributes import load_attr
 from ..core.calls import _as_op, pure_call
 from ..core.frame import FrameMonitor, Inst
 from ..core.operators import scalar_op, tensor_op
@@ -46,8 +42,7 @@ from ..core.shapes import SymInt, size_vals
 from ..core.speculation import read_value, truth_of_tensor
 from ..core.values import Val
 from ..core.valuetypes import is_value_type
-from .attrhooks import follow_attribute, hooked, hooked_getattr, hooked_hasattr
-from .instances import external_attr_followed, follow, python_descriptor, python_dunder
+from .instances import follow, python_dunder
 
 __all__: list[str] = []
 
@@ -232,78 +227,6 @@ def _type(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> No
     else:
         m.cap.observe_type(v)
     m.expect_outputs(inst, 1, lambda real: [m.cap.const(real[0])])
-
-
-@register_builtin(getattr)
-def _getattr(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
-    base, name = pos[0], pos[1]
-    m.cap.observe(name)
-    if type(name.obj) is str and hooked(base) is not None:  # its class's own __getattribute__
-        if len(pos) == 3 and hooked_getattr(m, inst, base, name.obj, pos[2]):
-            return
-        if len(pos) == 2 and follow_attribute(m, inst, base, name.obj, method=False):
-            return
-    if python_descriptor(base.obj, name.obj) is not None:
-        # (a getter that raises AttributeError makes getattr give the default: that stops
-        # capture, see external_attr_followed)
-        if external_attr_followed(m, inst, base, name.obj, method=False):
-            return
-        if registry.IS_PYOBJ.impl(base) and registry.LOAD_ATTR_FOLLOWED.impl(
-            m, inst, base, name.obj
-        ):
-            return  # ``getattr(cache, "is_compileable", False)``: a property, object built here
-        if len(pos) == 3:  # (asking here would run the getter a second time)
-            raise m.unsupported("getattr() with a default of an attribute a Python getter gives")
-    if len(pos) == 3 and not hasattr(base.obj, name.obj):
-        _hasattr_guard(m, base, name.obj, False)
-        m.push(pos[2])
-        m.expect_outputs(inst, 0, lambda real: [])
-        m.pop()
-        m.push(pos[2])
-        return
-    m.expect_outputs(inst, 1, lambda real: [load_attr(m, base, name.obj, real[0])])
-
-
-def _hasattr_guard(m: FrameMonitor, base: Val, name: str, present: bool) -> None:
-    cap = m.cap
-    if base.external and base.node is not None:
-        cap.observe_type(base)
-        cap.graph.observe(base.node, GuardKind.HASATTR if present else GuardKind.NOT_HASATTR, name)
-    elif isinstance(base.obj, torch.Tensor):
-        pass  # a tensor the run computed: its attributes are its type's
-    elif (
-        not base.const
-        and not is_value_type(base.obj)
-        and (base.attrs is None or name not in base.attrs)
-    ):
-        raise m.unsupported("hasattr() on an object created during the run")
-
-
-@register_builtin(hasattr)
-def _hasattr(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
-    base, name = pos
-    m.cap.observe(name)
-    if type(name.obj) is str and hooked_hasattr(m, inst, base, name.obj):
-        return  # its class's own __getattribute__, followed
-    if python_descriptor(base.obj, name.obj) is not None:
-        true = m.cap.const(True)  # (once the getter returned)
-        if external_attr_followed(
-            m, inst, base, name.obj, method=False, outputs=lambda r, g: [true]
-        ):
-            return
-        raise m.unsupported("hasattr() of an attribute a Python getter gives (it would run)")
-    _hasattr_guard(m, base, name.obj, hasattr(base.obj, name.obj))
-    m.expect_outputs(inst, 1, lambda real: [m.cap.const(real[0])])
-
-
-@register_builtin(setattr)
-def _setattr(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
-    """``setattr(obj, name, value)``: like ``obj.name = value`` (STORE_ATTR)."""
-    if len(pos) != 3 or kw or type(pos[1].obj) is not str:
-        raise m.unsupported("setattr() with unusual arguments")
-    m.cap.observe(pos[1])
-    store_attr(m, pos[0], pos[1].obj, pos[2])
-    m.expect_outputs(inst, 1, lambda real: [m.cap.const(None)])
 
 
 @register_builtin(range, slice)

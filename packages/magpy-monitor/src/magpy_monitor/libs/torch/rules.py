@@ -11,6 +11,8 @@ from typing import Any, cast
 
 import torch
 
+from magpy_refgraph import Attr
+
 from ...bytecode.exceptions import GRAD_MODE_CLASSES, GradExit, grad_context, grad_exit
 from ...core.annotations import Kind, classify, tensor_attr_kind
 from ...core.attributes import Read, attr_rule
@@ -25,6 +27,7 @@ from ...pyobj.special import OPAQUE_FORWARDS, opaque_module_call
 from ..stdlib.warn import record_warning
 from .hooks import module_call
 from .modctor import construct_module
+from .tensorattrs import python_attribute
 from .tensorctors import forward_call, forwards
 
 __all__: list[str] = []
@@ -145,6 +148,13 @@ _VOLATILE_REMOVED = "volatile was removed (Variable.volatile is always False)"
 def _tensor_attribute(m: FrameMonitor, r: Read) -> Val:
     """``x.shape``, ``x.T``, ``x.grad``, ``x.add`` (bound), ``x.volatile`` of a tensor."""
     cap, base, name, real = m.cap, r.base, r.name, r.real
+    if base.attrs is not None and name in base.attrs:
+        return base.attrs[name]  # a Python attribute the run set on it
+    if python_attribute(r.obj, name) and name in vars(r.obj):
+        if not (base.external and base.node is not None):
+            raise m.unsupported(f"tensor attribute {name!r} of unknown origin")
+        cap.observe_type(base)
+        return cap.child(base, Attr(name), real)  # one it had before the call
     kind = tensor_attr_kind(name)
     if kind is Kind.META:
         if name == "shape":

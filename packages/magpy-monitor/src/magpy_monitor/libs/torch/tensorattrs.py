@@ -33,7 +33,13 @@ from ...core.capture import Write
 from ...core.frame import FrameMonitor
 from ...core.values import Val
 
-__all__ = ["lower_version", "set_requires_grad", "settle_version", "store_tensor_attr"]
+__all__ = [
+    "lower_version",
+    "python_attribute",
+    "set_requires_grad",
+    "settle_version",
+    "store_tensor_attr",
+]
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 
@@ -45,8 +51,29 @@ def store_tensor_attr(m: FrameMonitor, base: Val, name: str, value: Val) -> None
         _set_data(m, base, value)
     elif name == "requires_grad":
         _set_requires_grad(m, base, value)
+    elif python_attribute(base.obj, name):
+        # a Python attribute the program keeps on a tensor (``t.stop_gradient = True``): it
+        # goes to the tensor's own ``__dict__``; one from outside gets it back by the mock's
+        # write-back, one the graph makes gets it when the mock hands it out
+        m.cap.set_attr(base, name, value)
     else:
         raise m.unsupported(f"setting attribute {name!r} of a tensor")
+
+
+def with_attributes(t: torch.Tensor, names: tuple[str, ...], *values: Any) -> torch.Tensor:
+    """The mock's half of a tensor the graph makes that the run gave Python attributes:
+    ``t`` with them set, in the run's order."""
+    for name, value in zip(names, values, strict=True):
+        setattr(t, name, value)
+    return t
+
+
+def python_attribute(t: torch.Tensor, name: str) -> bool:
+    """Whether ``t.name`` is (or would be) a plain entry of the tensor's own ``__dict__``: a
+    plain tensor, and no attribute of that name on its class (a property, a method)."""
+    if type(t) not in _PLAIN or name.startswith("__"):
+        return False
+    return not any(name in vars(k) for k in type(t).__mro__)
 
 
 # ---------------------------------------------------------------------- p.data = new
