@@ -538,3 +538,35 @@ def test_hasattr_and_delattr_on_an_object_built_in_the_run() -> None:
     x = torch.randn(3)
     H.assert_same(compiled(x), hasattr_and_delattr(x))
     assert magpy.stats(compiled).records == 2
+
+
+class Settings:
+    """An object from outside whose ``__dict__`` the program changes, then reads."""
+
+
+SETTINGS = Settings()
+SETTINGS.a, SETTINGS.b = 1, 2  # type: ignore[attr-defined]
+
+
+def keys_after_a_write(x: torch.Tensor) -> torch.Tensor:
+    SETTINGS.c = 3  # type: ignore[attr-defined]
+    n = sum(1 for k in vars(SETTINGS) if k != "b")
+    del SETTINGS.c  # type: ignore[attr-defined]
+    return x * n + len(SETTINGS.__dict__)
+
+
+def test_the_keys_of_a_dict_the_run_changed_are_guarded_as_they_were() -> None:
+    """Its keys are checked as they were when the call began (the run's own writes replayed),
+    so the record hits; a key added from outside misses."""
+    compiled = magpy.compile(keys_after_a_write, backend="eager")
+    for _ in range(3):
+        x = torch.randn(3)
+        H.assert_same(compiled(x), keys_after_a_write(x))
+    assert (magpy.stats(compiled).records, magpy.stats(compiled).hits) == (1, 2)
+    SETTINGS.d = 4  # type: ignore[attr-defined]
+    try:
+        x = torch.randn(3)
+        H.assert_same(compiled(x), keys_after_a_write(x))
+    finally:
+        del SETTINGS.d  # type: ignore[attr-defined]
+    assert magpy.stats(compiled).records == 2

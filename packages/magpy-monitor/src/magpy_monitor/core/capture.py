@@ -44,7 +44,7 @@ from .speculation import (
     pin,
     speculated,
 )
-from .values import AppendLog, Instance, Val, Write, plain_container
+from .values import AppendLog, Instance, Val, Write, plain_container, remember_dict_keys
 from .valuetypes import fx_constant_ok, is_value_type, node_kind, plain_scalar
 
 __all__ = ["Capture", "Write"]
@@ -230,6 +230,9 @@ class Capture:
         self.paths[node] = path
         val = Val(obj, external=True, node=node)
         node.meta["val"] = val
+        if isinstance(obj, dict):  # (the keys at entry: the run may change them, see KEYS)
+            before = src.meta.get("dict_keys") if access.key == "__dict__" else None
+            node.meta["keys"] = before if before is not None else tuple(dict.keys(obj))
         if not is_value_type(obj):
             self.heap[id(obj)] = val
             self.keep.append(obj)
@@ -341,7 +344,8 @@ class Capture:
         """The program depends on the keys (and their order) of a dict."""
         if val.external and val.node is not None:
             self.observe_type(val)
-            self.graph.observe(val.node, GuardKind.KEYS, tuple(val.obj.keys()))
+            keys = val.node.meta.get("keys", None) or tuple(val.obj.keys())
+            self.graph.observe(val.node, GuardKind.KEYS, keys)
 
     def observe_identity(self, val: Val) -> None:
         """The program depends on *which* object ``val`` is (a function it calls, a class)."""
@@ -534,6 +538,7 @@ class Capture:
     def del_attr(self, base: Val, name: str) -> None:
         """``del base.name`` executed by the program."""
         if base.external and base.node is not None:
+            remember_dict_keys(base)
             self.graph.delete(base.node, Attr(name))
             self.written.add((base.node, Attr(name)))
             self.writes.append(Write("delattr", base, name, None))
@@ -545,6 +550,7 @@ class Capture:
 
     def _store(self, base: Val, access: Access, value: Val, op: str) -> None:
         if base.external and base.node is not None:
+            remember_dict_keys(base)
             self.graph.write(base.node, access, self.node_of(value))
             self.written.add((base.node, access))
             self.writes.append(Write(op, base, access.key, value))

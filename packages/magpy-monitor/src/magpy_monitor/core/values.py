@@ -31,6 +31,7 @@ __all__ = [
     "Val",
     "Write",
     "plain_container",
+    "remember_dict_keys",
 ]
 
 # what reading a container's contents runs: none of it may be Python for observe() to guard
@@ -234,3 +235,16 @@ class Write:
 
     def __init__(self, op: str, target: Val, key: Any, value: Val | None) -> None:
         self.op, self.target, self.key, self.value = op, target, key, value
+
+
+def remember_dict_keys(base: Val) -> None:
+    """Before the run first changes ``base``, an object from outside: the keys of its own
+    ``__dict__`` (what a later read of that dict is guarded against: ``Capture._external``)."""
+    assert base.node is not None
+    if "dict_keys" in base.node.meta or isinstance(base.obj, dict):
+        return
+    try:
+        own = object.__getattribute__(base.obj, "__dict__")  # (no hook of its class runs)
+    except (AttributeError, TypeError):
+        own = None
+    base.node.meta["dict_keys"] = tuple(dict.keys(own)) if type(own) is dict else None

@@ -126,3 +126,14 @@ def _delattr(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) ->
     m.cap.observe(pos[1])
     m.cap.del_attr(pos[0], pos[1].obj)
     m.expect_outputs(inst, 1, lambda real: [m.cap.const(None)])
+
+
+@register_builtin(vars)
+def _vars(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    """``vars(obj)``: ``obj.__dict__`` (through the class's own ``__getattribute__``, if any)."""
+    if len(pos) != 1 or kw:
+        raise m.unsupported("vars() without exactly one argument (the caller's locals)")
+    base = pos[0]
+    if hooked(base) is not None and follow_attribute(m, inst, base, "__dict__", method=False):
+        return
+    m.expect_outputs(inst, 1, lambda real: [load_attr(m, base, "__dict__", real[0])])
