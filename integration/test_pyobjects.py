@@ -570,3 +570,34 @@ def test_the_keys_of_a_dict_the_run_changed_are_guarded_as_they_were() -> None:
     finally:
         del SETTINGS.d  # type: ignore[attr-defined]
     assert magpy.stats(compiled).records == 2
+
+
+class LayeredCache:
+    """Like transformers' caches: a property listing a per-layer flag, looked for by hasattr."""
+
+    def __init__(self, n: int) -> None:
+        self.conv = dict.fromkeys(range(n))  # (a classmethod of dict, bound anew on each read)
+        self.ready = dict.fromkeys(range(n), False)
+
+    @property
+    def is_sliding(self) -> list[bool]:
+        return [i % 2 == 1 for i in self.conv]
+
+
+def use_layered_cache(x: torch.Tensor) -> torch.Tensor:
+    cache = LayeredCache(3)
+    for i in cache.conv:
+        cache.conv[i] = x * i
+        cache.ready[i] = True
+    if hasattr(cache, "is_sliding") and True in cache.is_sliding:
+        x = x + cache.is_sliding.index(True)
+    return x + sum(cache.conv.values()) + sum(cache.ready.values())
+
+
+def test_dict_fromkeys_and_hasattr_of_a_property_of_an_object_built_in_the_run() -> None:
+    compiled = magpy.compile(use_layered_cache, backend="eager")
+    for _ in range(3):
+        x = torch.randn(3)
+        H.assert_same(compiled(x), use_layered_cache(x))
+    st = magpy.stats(compiled)
+    assert (st.records, st.hits, st.breaks) == (1, 2, 0), st

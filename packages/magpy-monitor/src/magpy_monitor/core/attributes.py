@@ -203,8 +203,13 @@ def _from_outside(m: FrameMonitor, r: Read) -> Val:
         # a method of the (guarded) type, bound anew on every read: what the lookup found
         guard_method(cap, base, r.name, real.__func__)
         return Val(real, payload=BoundMethod(base))
-    if type(real) is types.MethodType and isinstance(obj, type) and real.__self__ is obj:
-        return Val(real, payload=BoundMethod(base))  # a classmethod read from a guarded class
+    if (
+        type(real) in (types.MethodType, types.BuiltinMethodType)
+        and isinstance(obj, type)
+        and real.__self__ is obj
+    ):
+        # a classmethod read from a guarded class (``dict.fromkeys``: bound anew on each read)
+        return Val(real, payload=BoundMethod(base))
     return cap.child(base, Attr(r.name), real)
 
 

@@ -9,19 +9,21 @@ decides the rest (its having the name or not guarded).
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from magpy_refgraph import GuardKind
 
 from ..bytecode.attributes import store_attr
 from ..core import registry
-from ..core.attributes import load_attr
+from ..core.attributes import guard_class_attr, load_attr
 from ..core.frame import FrameMonitor, Inst
 from ..core.registry import register_builtin
 from ..core.values import Instance, Val
 from ..core.valuetypes import is_value_type
 from .attrhooks import attribute_hook, follow_attribute, hooked, hooked_getattr, hooked_hasattr
-from .instances import external_attr_followed, lookup, python_descriptor
+from .instances import _follow_getter, external_attr_followed, lookup, python_descriptor
 
 __all__: list[str] = []
 
@@ -103,9 +105,23 @@ def _hasattr(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) ->
             m, inst, base, name.obj, method=False, outputs=lambda r, g: [true]
         ):
             return
+        if _built_getter(m, inst, base, name.obj, lambda r, g: [true]):
+            return  # ``hasattr(cache, "is_sliding")``: a property of an object built here
         raise m.unsupported("hasattr() of an attribute a Python getter gives (it would run)")
     _hasattr_guard(m, base, name.obj, hasattr(base.obj, name.obj))
     m.expect_outputs(inst, 1, lambda real: [m.cap.const(real[0])])
+
+
+def _built_getter(m: FrameMonitor, inst: Inst, base: Val, name: str, outputs: Any) -> bool:
+    """The Python getter of ``name`` on a plain object built in the run, followed (a getter
+    that raises leaves the monitor without a result: capture stops there)."""
+    state = base.payload(Instance)
+    found = python_descriptor(base.obj, name)
+    if state is None or found is None or not registry.IS_PYOBJ.impl(base):
+        return False
+    guard_class_attr(m.cap, type(base.obj), name)  # the descriptor the class holds now
+    _follow_getter(m, inst, found, base, state.cls_val, method=False, outputs=outputs)
+    return True
 
 
 @register_builtin(setattr)

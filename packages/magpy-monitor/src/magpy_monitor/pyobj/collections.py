@@ -246,6 +246,29 @@ def _move_to_end(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]
     m.expect_outputs(inst, 1, make)
 
 
+def _fromkeys(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    """``dict.fromkeys(keys, value=None)`` (``OrderedDict.fromkeys``): every key maps to the
+    one value object (Mamba's cache layers: ``dict.fromkeys(range(n))``)."""
+    cap = m.cap
+    if kw or not 2 <= len(pos) <= 3 or pos[0].obj not in (dict, OrderedDict):
+        raise m.unsupported("fromkeys of another class or with unusual arguments")
+    cap.observe_identity(pos[0])
+    keys = unpack(m, pos[1], None)
+    value = pos[2] if len(pos) == 3 else cap.const(None)
+    items: Items = {}
+    for k in keys:
+        if not (k.obj is None or is_value_type(k.obj)):
+            raise m.unsupported(f"a {type(k.obj).__name__} as a dict key")
+        cap.observe(k)
+        put_item(items, k, value)
+
+    def make(real: list[Any]) -> list[Val]:
+        _check_items(m, real[0], items)
+        return [cap.new(real[0], items=dict(items))]
+
+    m.expect_outputs(inst, 1, make)
+
+
 def _register_dict_methods() -> None:
     for name in ("update", "pop", "setdefault", "clear"):
         handler = METHOD_HANDLERS.get((dict, name))
@@ -256,6 +279,7 @@ def _register_dict_methods() -> None:
     METHOD_HANDLERS[(OrderedDict, "popitem")] = _popitem
     METHOD_HANDLERS.setdefault((dict, "popitem"), _popitem)
     METHOD_HANDLERS[(OrderedDict, "move_to_end")] = _move_to_end
+    METHOD_HANDLERS.setdefault((type, "fromkeys"), _fromkeys)  # (classmethods bound to a class)
 
 
 _register_dict_methods()
