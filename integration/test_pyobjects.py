@@ -504,6 +504,17 @@ def test_methods_read_as_values_from_objects_built_in_the_run(check: Any) -> Non
 
 
 # ---------------------------------------------------------------------- hasattr, delattr
+def _three_calls_one_record(fn: Any) -> Any:
+    """``fn`` compiled, three fresh calls equal to eager, one record serving the last two."""
+    compiled = magpy.compile(fn, backend="eager")
+    for _ in range(3):
+        x = torch.randn(3)
+        H.assert_same(compiled(x), fn(x))
+    st = magpy.stats(compiled)
+    assert (st.records, st.hits, st.breaks) == (1, 2, 0), st
+    return compiled
+
+
 class Crate:
     """A plain box; ``kind`` is a class attribute a program may look for."""
 
@@ -523,12 +534,7 @@ def hasattr_and_delattr(x: torch.Tensor) -> torch.Tensor:
 def test_hasattr_and_delattr_on_an_object_built_in_the_run() -> None:
     """The object's own attributes are the shadow's (stores and deletions followed); the class
     decides the rest, and a class that gains or loses the name misses."""
-    compiled = magpy.compile(hasattr_and_delattr, backend="eager")
-    for _ in range(3):
-        x = torch.randn(3)
-        H.assert_same(compiled(x), hasattr_and_delattr(x))
-    st = magpy.stats(compiled)
-    assert (st.records, st.hits, st.breaks) == (1, 2, 0), st
+    compiled = _three_calls_one_record(hasattr_and_delattr)
     Crate.missing = 1  # type: ignore[attr-defined]
     try:
         x = torch.randn(3)
@@ -558,11 +564,7 @@ def keys_after_a_write(x: torch.Tensor) -> torch.Tensor:
 def test_the_keys_of_a_dict_the_run_changed_are_guarded_as_they_were() -> None:
     """Its keys are checked as they were when the call began (the run's own writes replayed),
     so the record hits; a key added from outside misses."""
-    compiled = magpy.compile(keys_after_a_write, backend="eager")
-    for _ in range(3):
-        x = torch.randn(3)
-        H.assert_same(compiled(x), keys_after_a_write(x))
-    assert (magpy.stats(compiled).records, magpy.stats(compiled).hits) == (1, 2)
+    compiled = _three_calls_one_record(keys_after_a_write)
     SETTINGS.d = 4  # type: ignore[attr-defined]
     try:
         x = torch.randn(3)
@@ -595,9 +597,4 @@ def use_layered_cache(x: torch.Tensor) -> torch.Tensor:
 
 
 def test_dict_fromkeys_and_hasattr_of_a_property_of_an_object_built_in_the_run() -> None:
-    compiled = magpy.compile(use_layered_cache, backend="eager")
-    for _ in range(3):
-        x = torch.randn(3)
-        H.assert_same(compiled(x), use_layered_cache(x))
-    st = magpy.stats(compiled)
-    assert (st.records, st.hits, st.breaks) == (1, 2, 0), st
+    _three_calls_one_record(use_layered_cache)
