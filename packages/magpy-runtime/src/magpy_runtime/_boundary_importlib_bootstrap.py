@@ -27,6 +27,8 @@ from __future__ import annotations
 from time import perf_counter
 from typing import Any
 
+from torch._C._dynamo.eval_frame import _FrameAction, _FrameExecStrategy, set_code_exec_strategy
+
 from magpy_monitor import finish, prepare
 
 from . import _depth
@@ -96,3 +98,15 @@ def run(state: Any, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
 def entry(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """The root frame of a monitored call (the same body as ``magpy_monitor.entry``)."""
     return fn(*args, **kwargs)
+
+
+# TorchDynamo leaves these frames and every frame they call alone (``torch.compile`` of a
+# compiled callable, or one called inside a function TorchDynamo compiles): MagPy then works as
+# without it, instead of TorchDynamo tracing MagPy's own code. What ``torch._dynamo.skip`` does,
+# set in C on the code objects (nothing of TorchDynamo's Python is imported), recursively, and
+# the attribute its inliner reads (a call to them from traced code is a graph break).
+_fn: Any
+for _fn in (run, entry):
+    set_code_exec_strategy(_fn.__code__, _FrameExecStrategy(_FrameAction.SKIP, _FrameAction.SKIP))
+    _fn._torchdynamo_disable = True
+    _fn._torchdynamo_disable_msg = "MagPy compiles it"
