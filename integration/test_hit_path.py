@@ -8,6 +8,7 @@ C++ call) and one check of the global module hooks per guard, not one per module
 
 from __future__ import annotations
 
+import copy
 import re
 import sys
 from collections.abc import Callable, Iterator
@@ -19,6 +20,7 @@ import torch
 from torch import nn
 
 import magpy
+from magpy._cli import load_models
 from magpy_runtime._config import config
 
 
@@ -170,3 +172,58 @@ def test_site_records_in_split_mode_get_the_tree_too() -> None:
     assert state.split and magpy.stats(compiled).hits >= 10
     served = [rec for rec in state.site_records if rec.hits >= 2]
     assert served and all(rec.tree_guard_code is not None for rec in served)
+
+
+def _split_lstm() -> tuple[nn.Module, Callable[..., Any], list[Any]]:
+    """The zoo's LSTM built from cells, in split mode (its loop is one segment per step), warm:
+    the records of the loop's head site have served calls."""
+    model, _ = load_models().MODELS["lstm"]("small")
+    compiled = magpy.compile(model, backend="eager")
+    with torch.no_grad():
+        for n in (4, 5, 6, 7, 4, 5, 6, 7):
+            x = torch.randn(n, 2, 32)
+            torch.testing.assert_close(compiled(x), model(x))
+    state = compiled._magpy_state  # type: ignore[attr-defined]
+    assert state.split
+    served = [rec for rec in state.site_records if rec.hits >= 2]
+    return model, compiled, served
+
+
+def test_a_site_guard_keeps_a_memo_for_self() -> None:
+    """A site in a method keeps its guard's memo for ``self``: the module tree under it is not
+    walked on a site hit (no ``Module.__getattr__`` outside the graph)."""
+    model, compiled, served = _split_lstm()
+    memos = [rec.memo_guard_code.memo for rec in served if rec.memo_guard_code is not None]
+    assert memos and all(m.state is not None and m.off is None for m in memos), memos
+    x = torch.randn(5, 2, 32)
+    with torch.no_grad():
+        before = magpy.stats(compiled)
+        with _python_calls() as calls:
+            out = compiled(x)
+        after = magpy.stats(compiled)
+        torch.testing.assert_close(out, model(x))
+    assert after.hits - before.hits >= 5 and after.misses == before.misses, (before, after)
+    assert nn.Module.__getattr__.__code__ not in calls
+
+
+@pytest.mark.parametrize("change", ["replace_head", "new_weight", "training", "other_instance"])
+def test_a_change_under_a_site_memo_is_caught(change: str) -> None:
+    """What a site guard's memo stands for changes between calls: the next call equals eager
+    (a second instance of the class, at the same sites, gets records of its own)."""
+    model, compiled, _ = _split_lstm()
+    if change == "replace_head":
+        model.head = nn.Linear(64, 32)
+    elif change == "new_weight":
+        model.cells[1].weight_hh = nn.Parameter(torch.randn(256, 64))
+    elif change == "training":
+        model.cells[0].train()
+    else:
+        torch.manual_seed(1)
+        model = copy.deepcopy(model)
+        for p in model.parameters():
+            p.data.normal_()
+        compiled = magpy.compile(model, backend="eager")
+    with torch.no_grad():
+        for n in (5, 6, 4):
+            x = torch.randn(n, 2, 32)
+            torch.testing.assert_close(compiled(x), model(x))

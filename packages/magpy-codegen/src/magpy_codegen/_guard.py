@@ -344,7 +344,8 @@ def _emit_memo(
     reqs = list(plan.guards)
     inner = ind + "    "
     memo = Memo()
-    body.append(f"{ind}__magpy_m = {c(memo.valid)}(fn)")
+    anchor = pv.root_expr(Access(AccessKind.LOCAL, split.anchor))
+    body.append(f"{ind}__magpy_m = {c(memo.valid)}({anchor})")
     body.append(f"{ind}if __magpy_m is None:")
     pv.lines, pv.indent = body, inner
     _emit_checks(
@@ -372,7 +373,7 @@ def _emit_memo(
     memo.names = list(names.values())
     memo.paths = list(names)
     ids_arg = ", __magpy_ids" if memo.distinct else ""
-    body.append(f"{inner}{c(memo.arm)}(fn, ({', '.join(names.values())},){ids_arg})")
+    body.append(f"{inner}{c(memo.arm)}({anchor}, ({', '.join(names.values())},){ids_arg})")
     body.append(_MEMO_PLACEHOLDER)
     pv.lines, pv.indent = body, ind
     _emit_checks(
@@ -481,8 +482,9 @@ def generate_guard(
     default dtype...), compared as ``state_fn() == value``.
     ``tree``: the plan's ``GuardTree`` (``_cguard``): its C++ check stands for the requirements
     and aliases, and the source reads what the graph needs.
-    ``memo``: what ``_memo.classify`` found stable (whole-call guards): the guard skips that
-    part while its ``Memo`` (``GeneratedCode.memo``) holds.
+    ``memo``: what ``_memo.classify`` found stable: the guard skips that part while its
+    ``Memo`` (``GeneratedCode.memo``) holds and the memo's anchor (``fn``, or a site's local)
+    is the object it was armed with.
     """
     body: list[str] = []
     ind = "        "
@@ -491,7 +493,7 @@ def generate_guard(
     body.append(f"{ind}if {c(torch.is_grad_enabled)}() is not {grad_enabled}: return None")
     if ambient is not None:
         body.append(f"{ind}if {c(ambient[0])}() != {c(ambient[1])}: return None")
-    memo_obj = _emit_entry_checks(plan, pv, body, ind, c, tree, memo if roots == "call" else None)
+    memo_obj = _emit_entry_checks(plan, pv, body, ind, c, tree, memo)
     ret = _emit_inputs(plan, pv, body, ind, c, shape_check, memo_obj)
     if memo_obj is not None:
         _finish_memo(memo_obj, body, ret, ind)

@@ -101,11 +101,12 @@ _STABLE_KINDS = (
 # assignable attributes that live outside any dict: their values are in the snapshot
 
 
-def stable_path(path: Path) -> bool:
-    """Whether ``path`` (of a whole-call guard) may belong to the stable part."""
+def stable_path(path: Path, anchor: str = "fn") -> bool:
+    """Whether ``path`` may belong to the stable part: ``anchor`` is the root local that is the
+    memo's fixed object (``fn`` of a whole call; a site's first argument, e.g. ``self``)."""
     root = path.root
     if root.kind is AccessKind.LOCAL:
-        if root.key != "fn":
+        if root.key != anchor:
             return False
     elif root.kind not in _STABLE_ROOTS:
         return False
@@ -130,15 +131,18 @@ def stable_check(req: GuardReq) -> bool:
 @attrs.frozen
 class MemoPlan:
     """Which paths of a plan the stable part evaluates (``safe``) and which requirements it
-    checks (``checks``: indexes into ``plan.guards``), as ``classify`` found them."""
+    checks (``checks``: indexes into ``plan.guards``), as ``classify`` found them; ``anchor``:
+    the root local whose object the memo is kept for."""
 
     safe: frozenset[Path]
     checks: frozenset[int]
+    anchor: str = "fn"
 
 
-def classify(plan: Any, fn: Any) -> tuple[MemoPlan, dict[Path, Any]] | None:
-    """The stable part of ``plan``'s guard on ``fn`` now, and the value of each of its paths
-    (read here, each step only once it is known to run no user code); None if it is empty."""
+def classify(plan: Any, fn: Any, anchor: str = "fn") -> tuple[MemoPlan, dict[Path, Any]] | None:
+    """The stable part of ``plan``'s guard on ``fn`` (the object at root local ``anchor``)
+    now, and the value of each of its paths (read here, each step only once it is known to run
+    no user code); None if it is empty."""
     paths: set[Path] = set()
     wanted = [req.path for req in plan.guards]
     for path in (
@@ -147,7 +151,7 @@ def classify(plan: Any, fn: Any) -> tuple[MemoPlan, dict[Path, Any]] | None:
         *plan.distinct,
         *(p for pair in plan.aliases for p in pair),
     ):
-        while path is not None and stable_path(path) and path not in paths:
+        while path is not None and stable_path(path, anchor) and path not in paths:
             paths.add(path)
             path = path.parent
     s = _Snapshot()
@@ -170,7 +174,7 @@ def classify(plan: Any, fn: Any) -> tuple[MemoPlan, dict[Path, Any]] | None:
             checks.add(i)
     if not values:
         return None
-    return MemoPlan(frozenset(values), frozenset(checks)), values
+    return MemoPlan(frozenset(values), frozenset(checks), anchor), values
 
 
 _HOLDS: list[Callable[[tuple[Any, ...], Any], bool]] = [holds_python]

@@ -74,8 +74,13 @@ def build_record(
     ambient: tuple[Any, Any] | None = None,
     restore_rng: bool = False,
     restore_inputs: tuple[int, ...] = (),
+    anchor: str | None = None,
 ) -> Record:
-    """Generate the guard and mock of ``plan`` and compile ``graph`` with ``backend``."""
+    """Generate the guard and mock of ``plan`` and compile ``graph`` with ``backend``.
+
+    ``anchor``: for a site (``roots="frame"``), the local its guard's memo is kept for (the
+    frame's first argument); ``rec.memoize(L[anchor], None, None)`` on a hit puts it in place.
+    Whole calls always get a memo for ``fn``."""
     op_count = sum(1 for n in graph.nodes if n.op in ("call_function", "call_method"))
     has_graph = op_count > 0 or plan.num_outputs > 0
     gm = None
@@ -85,7 +90,7 @@ def build_record(
     try:
         return _assemble(
             plan, graph, gm, compiled, backend, qualname, roots, grad_enabled, ambient, op_count,
-            restore_rng, restore_inputs,
+            restore_rng, restore_inputs, anchor,
         )  # fmt: skip
     except MagPyError:
         raise
@@ -129,6 +134,7 @@ def _assemble(
     op_count: int,
     restore_rng: bool,
     restore_inputs: tuple[int, ...],
+    anchor: str | None,
 ) -> Record:
     has_graph = compiled is not None
     shape_check = shape_guard(gm if gm is not None else graph)
@@ -171,17 +177,21 @@ def _assemble(
     )
     rec.upgrade = _upgrader(rec, guard_options)
     if roots == "call":
-        rec.memoize = _memoizer(rec, guard_options)
+        rec.memoize = _memoizer(rec, guard_options, "fn")
+    elif anchor is not None:
+        rec.memoize = _memoizer(rec, guard_options, anchor)
     return rec
 
 
-def _memoizer(rec: Record, guard_options: dict[str, Any]) -> Callable[[Any, Any, Any], None]:
-    """``rec.memoize``: find the stable part of ``rec``'s guard on a call it passed, and put
-    the guard with the memo in place, armed."""
+def _memoizer(
+    rec: Record, guard_options: dict[str, Any], anchor: str
+) -> Callable[[Any, Any, Any], None]:
+    """``rec.memoize``: find the stable part of ``rec``'s guard on a call it passed (``fn``:
+    the object at root local ``anchor``), and put the guard with the memo in place, armed."""
 
     def memoize(fn: Any, args: Any, kwargs: Any) -> None:
         rec.memoize = None
-        found = classify(rec.plan, fn)
+        found = classify(rec.plan, fn, anchor)
         if found is None:
             return
         split, values = found

@@ -31,6 +31,7 @@ from time import perf_counter
 from typing import Any
 
 import attrs
+import torch
 
 from magpy_codegen import Instrumented, Layout, Record, build_record, instrument
 from magpy_monitor import (
@@ -49,7 +50,7 @@ from ._config import config
 from ._dynamic import changed_on_miss, changed_scalars
 from ._errors import MagPyWarning
 from ._logging import log_topic
-from ._tree import upgrade_guard
+from ._tree import memoize_guard, upgrade_guard
 
 __all__ = [
     "HOST",
@@ -329,11 +330,7 @@ def _at_site(state: Any, key: tuple[int, int, int], stack: tuple[Any, ...]) -> t
             assumed_wrong = True  # the graph ran, nothing was written: try on
             continue
         state.graph_time += perf_counter() - start
-        state.hits += 1
-        rec.hits += 1
-        if rec.hits == config.guard_tree_after and rec.upgrade is not None:
-            upgrade_guard(rec)
-        log_topic("sites", "hit at %s offset %d", cs.original.co_qualname, key[1])
+        _note_hit(state, rec, cs.original, f_locals, key[1])
         return (layouts.index(layout) + 1, out)
     state.misses += 1
     if assumed_wrong:
@@ -363,6 +360,30 @@ def _at_site(state: Any, key: tuple[int, int, int], stack: tuple[Any, ...]) -> t
 
 
 builtins.__dict__["__magpy_site"] = site_entry
+
+
+def _note_hit(
+    state: Any, rec: Record, code: types.CodeType, f_locals: dict[str, Any], offset: int
+) -> None:
+    """Count a site hit; the record's guard gets its memo on the first, its C++ tree after
+    ``guard_tree_after``."""
+    state.hits += 1
+    rec.hits += 1
+    if rec.memoize is not None:
+        _memoize_site(rec, code, f_locals)
+    if rec.hits == config.guard_tree_after and rec.upgrade is not None:
+        upgrade_guard(rec)
+    log_topic("sites", "hit at %s offset %d", code.co_qualname, offset)
+
+
+def _memoize_site(rec: Any, code: types.CodeType, f_locals: dict[str, Any]) -> None:
+    """A site's guard keeps a memo for the frame's first argument (``self`` of a method: its
+    module tree, parameters and classes), where that is an object that stays, not a tensor."""
+    anchor = f_locals.get(code.co_varnames[0])
+    if isinstance(anchor, torch.Tensor | int | float | str | tuple | list | dict):
+        rec.memoize = None
+        return
+    memoize_guard(rec, anchor, None, None)
 
 
 def _warn_once(msg: str) -> None:
@@ -403,6 +424,7 @@ class _Host:
                 ambient=(ambient_state, seg.capture.ambient),
                 restore_rng=seg.capture.draws_random,
                 restore_inputs=seg.capture.mutated_inputs,
+                anchor=seg.code.co_varnames[0] if seg.code.co_argcount else None,
             )
         except Exception as exc:
             self.on_failure(seg.code, seg.site, exc)
