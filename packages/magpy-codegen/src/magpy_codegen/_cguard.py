@@ -147,6 +147,10 @@ class _Builder:
         if access.kind is AccessKind.ITER:
             read = lambda it, k=key: iter_remaining(it)[k]  # noqa: E731
             return parent.lambda_manager(read, source, None, self.kind)
+        if access.kind is AccessKind.JOINED:
+            fn, dim = cast(tuple[Any, int], key)
+            join = lambda c, f=fn, d=dim: f(c, d)  # noqa: E731
+            return parent.lambda_manager(join, source, None, self.kind)
         raise InternalError(f"no guard-tree step for {access!r}")
 
     # ------------------------------------------------------------------ leaf guards

@@ -10,7 +10,8 @@ always compares by identity.
 from __future__ import annotations
 
 import enum
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
+from typing import Any, cast
 
 import attrs
 
@@ -25,6 +26,7 @@ __all__ = [
     "Global",
     "Item",
     "IterPos",
+    "Joined",
     "Local",
     "ObjAttr",
     "Path",
@@ -47,6 +49,9 @@ class AccessKind(enum.Enum):
     # ``__getitem__``, which the program did not go through, bypassed)
     DICTITEM = "dictitem"
     ITER = "iter"
+    # ``fn(container, dim)``: the tensor a joining function (``torch.stack``/``torch.cat``)
+    # makes of a container's items, computed by the guard (the items are not read one by one)
+    JOINED = "joined"
     CONST = "const"
 
     @property
@@ -87,6 +92,7 @@ _CTOR_NAME = {
     AccessKind.ITEM: "Item",
     AccessKind.DICTITEM: "DictItem",
     AccessKind.ITER: "IterPos",
+    AccessKind.JOINED: "Joined",
     AccessKind.CONST: "Const",
 }
 
@@ -144,6 +150,10 @@ def _check_access(kind: AccessKind, key: object, scope: object) -> None:
             raise TypeError(f"ITER access needs an int position, got {short_repr(key)}")
         if key < 0:
             raise ValueError(f"ITER position must be >= 0, got {key}")
+    if kind is AccessKind.JOINED and not (
+        type(key) is tuple and len(key) == 2 and callable(key[0]) and type(key[1]) is int
+    ):
+        raise TypeError(f"JOINED access needs a (function, dim) key, got {short_repr(key)}")
     if scope is not None and kind not in _SCOPED_KINDS:
         raise ValueError(f"only GLOBAL and CELL accesses take a scope, not {kind.name}")
 
@@ -198,6 +208,9 @@ class Access:
             return f"[!{short_repr(self.key)}]"
         if kind is AccessKind.ITER:
             return f"#{self.key}"
+        if kind is AccessKind.JOINED:
+            fn, dim = cast(tuple[Any, int], self.key)
+            return f"→{getattr(fn, '__name__', 'join')}(dim={dim})"
         return f"K({short_repr(self.key)})"
 
     def __repr__(self) -> str:
@@ -251,6 +264,12 @@ def DictItem(key: object) -> Access:
 def IterPos(i: int) -> Access:
     """The ``i``-th element produced by iterating an object (not renderable as code)."""
     return Access(AccessKind.ITER, i)
+
+
+def Joined(fn: Callable[[Any, int], Any], dim: int) -> Access:
+    """The tensor ``fn(container, dim)`` (``torch.stack``, ``torch.cat``) of a container read
+    from outside: one value in place of its items."""
+    return Access(AccessKind.JOINED, (fn, dim))
 
 
 def Const(obj: object) -> Access:

@@ -12,7 +12,7 @@ import keyword
 import math
 import types
 from collections.abc import Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 import attrs
 
@@ -136,7 +136,8 @@ def render_step(base: str, access: Access, ctx: RenderContext) -> str:
     ``base`` must be a Python primary (a name, subscription, call or attribute reference).
     ATTR renders as ``base.name`` or ``getattr(base, 'name')``; OBJATTR as
     ``object.__getattribute__(base, 'name')``; ITEM as ``base[key]``; ITER
-    ``#k`` as ``iter_remaining(base)[k]``. Raises :class:`InternalError` for root accesses.
+    ``#k`` as ``iter_remaining(base)[k]``; JOINED as ``fn(base, dim)``. Raises
+    :class:`InternalError` for root accesses.
     """
     if access.kind is AccessKind.ATTR:
         if _plain_attr(access.key):
@@ -150,6 +151,9 @@ def render_step(base: str, access: Access, ctx: RenderContext) -> str:
         return f"{ctx.const_expr(dict.__getitem__)}({base}, {_key_expr(access.key, ctx)})"
     if access.kind is AccessKind.ITER:
         return f"{ctx.const_expr(iter_remaining)}({base})[{access.key!r}]"
+    if access.kind is AccessKind.JOINED:
+        fn, dim = cast(tuple[Any, int], access.key)
+        return f"{ctx.const_expr(fn)}({base}, {dim!r})"
     raise InternalError(f"render_step got root access {access!r}; use ctx.root_expr")
 
 

@@ -129,6 +129,8 @@ def eval_path(path: Any, roots: dict[str, Any]) -> Any:
             obj = dict.__getitem__(obj, step.key)
         elif step.kind is AccessKind.ITER:
             obj = iter_remaining(obj)[step.key]
+        elif step.kind is AccessKind.JOINED:
+            obj = step.key[0](obj, step.key[1])
         else:
             obj = obj[step.key]
     return obj

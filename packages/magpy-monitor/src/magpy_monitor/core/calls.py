@@ -20,6 +20,7 @@ from magpy_refgraph import Attr, Const, GuardKind, Item, Outcome
 from ..cpython.code import CO_VARARGS, CO_VARKEYWORDS
 from .annotations import Annotation
 from .frame import CellBox, FrameMonitor, Inst, initial_fast
+from .joined import JOINING, joined_entry
 from .operators import opaque_object
 from .registry import BUILT_OBJECT_TRUTH, OUTSIDE_ARRAY
 from .shapes import SIZE_FREE_READS, numel_val, read_offsets, size_vals
@@ -109,6 +110,9 @@ def _as_op(
     cap = m.cap
 
     def make(real: list[Any]) -> list[Val]:
+        joined = joined_entry(cap, fn, pos, kwargs, real[0]) if fn in JOINING else None
+        if joined is not None:
+            return [joined]
         args = tuple(cap.to_arg(a) for a in pos)
         kw = {k: cap.to_arg(v) for k, v in kwargs.items()}
         if ann.method is not None:

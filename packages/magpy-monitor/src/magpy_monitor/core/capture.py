@@ -33,6 +33,7 @@ from magpy_refgraph import (
 
 from . import registry, scalars, shapes
 from .ambient import ambient_state
+from .joined import refuse_joined_update, storage_key
 from .recorder import GraphRecorder
 from .shapes import ShapeTracker, SymInt, check_arity, dynamic_dims, observe_meta, sym_node
 from .speculation import (
@@ -131,12 +132,12 @@ class Capture:
         return tuple(
             i
             for i, t in enumerate(self.rec.example_inputs)
-            if id(t) in ids or (isinstance(t, torch.Tensor) and _storage(t) in self.updated)
+            if id(t) in ids or (isinstance(t, torch.Tensor) and storage_key(t) in self.updated)
         )
 
     def _note_storage_update(self, t: Any) -> None:
         """An operation of the graph writes into ``t``'s memory."""
-        key = _storage(t) if isinstance(t, torch.Tensor) else None
+        key = storage_key(t) if isinstance(t, torch.Tensor) else None
         if key is None:
             if self.assumptions:
                 raise Unsupported("in-place update of a tensor without storage after a value read")
@@ -472,6 +473,8 @@ class Capture:
 
     def mutate_tensor(self, val: Val, node: Any) -> None:
         """``val``'s tensor was updated in place by ``node``."""
+        if val.external:
+            refuse_joined_update(self.paths.get(cast(ShadowNode, val.node)))
         if val.fx is not None and val.fx.meta.get("copied_view"):
             # x[t] with a promoted index is recorded as a copy (index_select), not a view
             raise Unsupported("in-place update of x[i] indexed by a value that changes per call")
@@ -567,14 +570,6 @@ _SELF_WHEN_ALREADY_SO = frozenset(
 def _target_name(node: fx.Node) -> str:
     target = node.target
     return target if isinstance(target, str) else getattr(target, "__name__", "")
-
-
-def _storage(t: torch.Tensor) -> Any:
-    """An identity of ``t``'s memory (None for tensors without one: sparse, nested...)."""
-    try:
-        return (t.device, t.untyped_storage().data_ptr())
-    except (RuntimeError, NotImplementedError):
-        return None
 
 
 def _dict_view(base: Val) -> dict[Any, Any] | None:
