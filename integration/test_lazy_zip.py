@@ -10,6 +10,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import _integration_helpers as H
+import pytest
 import torch
 
 import magpy
@@ -101,3 +102,28 @@ def test_what_getitem_and_len_read_is_guarded() -> None:
         SCALE["k"], VIEW.n = 2.0, 3
     st = magpy.stats(compiled)
     assert (st.records, st.breaks) == (3, 0), st
+
+
+def _scaled_params(model: torch.nn.Module, factors: list[float]) -> torch.Tensor:
+    total = torch.zeros(())
+    for p, f in zip(model.parameters(), factors, strict=True):
+        total = total + p.sum() * f
+    return total
+
+
+def test_a_strict_zip_over_a_generator_is_followed() -> None:
+    """``zip(model.parameters(), values, strict=True)``: one record; unequal lengths raise
+    eager's ``ValueError``."""
+    model = torch.nn.Linear(3, 2)
+    compiled = magpy.compile(_scaled_params, backend="eager")
+    for i in range(3):
+        H.assert_same(compiled(model, [1.0, 2.0 + i]), _scaled_params(model, [1.0, 2.0 + i]))
+    st = magpy.stats(compiled)
+    assert st.breaks == 0 and st.hits >= 1, st
+    for bad in ([1.0], [1.0, 2.0, 3.0]):
+        try:
+            _scaled_params(model, bad)
+        except ValueError as exc:
+            message = str(exc)
+        with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+            compiled(model, bad)

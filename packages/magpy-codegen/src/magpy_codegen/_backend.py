@@ -41,6 +41,8 @@ from torch.fx.passes.shape_prop import _extract_tensor_metadata
 from magpy_monitor import symbolic_shapes
 from magpy_refgraph import UnknownOptionError
 
+from ._joint import compile_joint, runs_backward
+
 __all__ = [
     "BACKENDS",
     "UNCOMPILED",
@@ -208,6 +210,8 @@ def _compile_or_run(compiler: Backend, gm: fx.GraphModule, inputs: list[Any]) ->
     an operation's output shape depends on tensor values (``nonzero``, ``x[mask]``) runs as is
     instead, its operations one by one as in eager (``gm.meta[UNCOMPILED]`` says why)."""
     try:
+        if compiler in _TORCH_COMPILERS and runs_backward(gm):
+            return compile_joint(compiler, gm, inputs)  # (a training step's backward)
         return compiler(gm, inputs)
     except Exception as exc:
         if compiler not in _TORCH_COMPILERS or not _data_dependent_failure(exc):

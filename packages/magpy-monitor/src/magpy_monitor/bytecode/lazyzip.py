@@ -47,12 +47,13 @@ class _Count:
 
 class LazyZip(Payload):
     """A zip (or enumerate) drawing from ``sources``: ``_Items``, ``_Count`` or the shadow of
-    a generator the monitor follows; ``ended``: it reported exhaustion."""
+    a generator the monitor follows; ``ended``: it reported exhaustion; ``strict``: a
+    ``zip(strict=True)``, whose end must find every source at its end."""
 
-    __slots__ = ("ended", "sources")
+    __slots__ = ("ended", "sources", "strict")
 
-    def __init__(self, sources: list[Any]) -> None:
-        self.sources, self.ended = sources, False
+    def __init__(self, sources: list[Any], strict: bool = False) -> None:
+        self.sources, self.ended, self.strict = sources, False, strict
 
 
 def _python_iter(obj: Any) -> types.FunctionType | None:
@@ -71,6 +72,7 @@ def lazy_zip(
     is_generator: Callable[[Val], bool],
     *,
     start: int | None = None,
+    strict: bool = False,
 ) -> bool:
     """``zip(*sources)`` (``enumerate(sources[0], start)`` where ``start`` is given) about to
     run natively, with some source's values unknown: follow it lazily (True), or False where a
@@ -97,7 +99,7 @@ def lazy_zip(
     def make(real: list[Any]) -> list[Val]:
         inner = real[0].__reduce__()[1]  # zip: its iterators; enumerate: (iterator, index)
         iters = inner if start is None else inner[:1]
-        state = LazyZip([] if start is None else [_Count(start)])
+        state = LazyZip([] if start is None else [_Count(start)], strict)
         for item, it in zip(plan, iters, strict=True):
             state.sources.append(_source(m, item, it))
         return [cap.new(real[0], payload=state)]
@@ -136,6 +138,8 @@ def for_iter_lazy(m: FrameMonitor, inst: Inst, it: Val, n_out: Callable[[int], i
         ):
             raise m.unsupported("a zip gave other rows than its sources")
         if ended:
+            if state.strict and not _all_ended(state, row):
+                raise m.unsupported("zip(strict=True) of sources of unequal lengths")
             state.ended = True
             m.stack.pop()
             return []
@@ -143,6 +147,14 @@ def for_iter_lazy(m: FrameMonitor, inst: Inst, it: Val, n_out: Callable[[int], i
 
     p = m.expect_outputs(inst, n_out, make, opaque=True)
     p.gen = gens[0] if gens else None  # (a generator's return value is reported to the loop)
+
+
+def _all_ended(state: LazyZip, row: list[Val]) -> bool:
+    """A strict zip ended where eager's does without raising: the first source had no value
+    and every other is a container whose values were all taken (a generator's end after the
+    first cannot be told without running it: not followed)."""
+    rest = state.sources[1:]
+    return not row and all(isinstance(s, _Items) and s.pos >= len(s.items) for s in rest)
 
 
 def _take(m: FrameMonitor, state: LazyZip, yields: list[Val]) -> tuple[list[Val], bool]:

@@ -250,6 +250,8 @@ CALL_RULE_ORDER: tuple[str, ...] = (
     "module call",  # libs/torch: module(x), hooks included
     "modelled Function.apply, bound",  # libs/torch: unbinds MyFn.apply, then goes on
     "modelled Function.apply",  # libs/torch: FUNCTION_APPLY_MODELS
+    "autograd backward",  # libs/torch: loss.backward(), torch.autograd.backward
+    "autograd grad",  # libs/torch: torch.autograd.grad
     "bound method",  # core: annotated as a whole, else unbound and dispatched again
     "Function.apply",  # libs/torch: any other autograd Function, one graph node
     "tensor method self",  # core: a bound native tensor method gets its self, then goes on
@@ -271,7 +273,8 @@ CALL_RULES: RuleList[Any] = RuleList("call rules", CALL_RULE_ORDER)
 # ``base.name`` (LOAD_ATTR / LOAD_METHOD and getattr) of a value the monitor knows: the first
 # rule that applies gives the attribute's shadow (``core.dispatch.load_attr``).
 ATTR_RULE_ORDER: tuple[str, ...] = (
-    "tensor attribute",  # libs/torch: x.shape, x.T, x.grad..., x.volatile
+    "tensor grad",  # libs/torch: p.grad of a tensor from outside, or as the run set it
+    "tensor attribute",  # libs/torch: x.shape, x.T, x.volatile
     "frozen module",  # core: an attribute of torch, math, ... is a constant
     "known attribute",  # core: an attribute the run set or read before
     "super()",  # pyobj: super().attr

@@ -32,6 +32,7 @@ from ..libs.numpy import ndarrays
 from ..libs.numpy import rules as numpy_rules
 from ..libs.stdlib import pyenv, warn
 from ..libs.torch import (
+    autograd,
     checkpoint,
     globalstate,
     hooks,
@@ -82,7 +83,8 @@ LOADED = (
     pyobj_rules,
     # libs: stdlib < numpy < torch
     warn, pyenv, ndarrays, numpy_rules,
-    hooks, modattrs, modctor, tensorctors, tensorattrs, tensorrows, globalstate, checkpoint,
+    hooks, modattrs, modctor, tensorctors, autograd, tensorattrs, tensorrows, globalstate,
+    checkpoint,
     torch_rules,
 )  # fmt: skip
 

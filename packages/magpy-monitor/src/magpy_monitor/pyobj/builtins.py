@@ -358,8 +358,8 @@ def _zip(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> Non
         strict = kw.get("strict")
         if strict is not None:
             m.cap.observe(strict)
-        lazy = strict is None or strict.obj is False
-        if lazy and lazy_zip(m, inst, list(pos), iter_items, is_generator):
+        strict_on = strict is not None and bool(strict.obj)
+        if lazy_zip(m, inst, list(pos), iter_items, is_generator, strict=strict_on):
             return
         raise m.unsupported("zip over an iterable of unknown contents")
     rows, feeds = drawn

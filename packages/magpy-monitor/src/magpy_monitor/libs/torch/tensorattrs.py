@@ -32,6 +32,7 @@ from ...core import registry
 from ...core.capture import Write
 from ...core.frame import FrameMonitor
 from ...core.values import Val
+from .autograd import store_grad
 
 __all__ = [
     "lower_version",
@@ -51,6 +52,8 @@ def store_tensor_attr(m: FrameMonitor, base: Val, name: str, value: Val) -> None
         _set_data(m, base, value)
     elif name == "requires_grad":
         _set_requires_grad(m, base, value)
+    elif name == "grad":
+        store_grad(m, base, value)
     elif python_attribute(base.obj, name):
         # a Python attribute the program keeps on a tensor (``t.stop_gradient = True``): it
         # goes to the tensor's own ``__dict__``; one from outside gets it back by the mock's

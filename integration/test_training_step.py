@@ -1,0 +1,226 @@
+"""A training step as one record (issue 20): forward, ``loss.backward()`` and the update.
+
+Each step shape runs eager and compiled side by side from identical initial state over several
+steps; the losses, parameters, buffers and ``.grad``s must stay equal, and once warm every step
+must be one record with one graph and no break (``magpy.stats``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import _integration_helpers as H
+import pytest
+import torch
+from torch import nn
+
+import magpy
+
+Step = Callable[..., Any]
+
+
+def _mlp() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+
+
+def _cnn() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(
+        nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.Flatten(),
+        nn.Linear(4 * 6 * 6, 4),
+    )  # fmt: skip
+
+
+def sgd_by_hand(model: nn.Module) -> Step:
+    def step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        loss = nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        with torch.no_grad():
+            for p in model.parameters():
+                p -= 0.1 * p.grad
+        model.zero_grad()
+        return loss
+
+    return step
+
+
+def accumulate_two(model: nn.Module) -> Step:
+    def step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        total = torch.zeros(())
+        for xs, ys in zip(x.chunk(2), y.chunk(2), strict=True):
+            loss = nn.functional.mse_loss(model(xs), ys) / 2
+            loss.backward()
+            total = total + loss.detach()
+        with torch.no_grad():
+            for p in model.parameters():
+                p.add_(p.grad, alpha=-0.1)
+                p.grad.zero_()  # (zero_grad(set_to_none=False): the next step accumulates)
+        return total
+
+    return step
+
+
+def autograd_grad(model: nn.Module) -> Step:
+    def step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        loss = nn.functional.mse_loss(model(x), y)
+        grads = torch.autograd.grad(loss, list(model.parameters()))
+        with torch.no_grad():
+            for p, g in zip(model.parameters(), grads, strict=True):
+                p.sub_(0.1 * g)
+        return loss
+
+    return step
+
+
+def backward_with_gradient(model: nn.Module) -> Step:
+    def step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        out = model(x)
+        out.backward(y)  # a vector-Jacobian product: the gradient of out is y
+        with torch.no_grad():
+            for p in model.parameters():
+                p -= 0.01 * p.grad
+                p.grad = None
+        return out
+
+    return step
+
+
+def _inputs(model: nn.Module, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    if isinstance(model[0], nn.Conv2d):
+        return torch.randn(4, 3, 6, 6, generator=g), torch.randn(4, 4, generator=g)
+    return torch.randn(4, 8, generator=g), torch.randn(4, 4, generator=g)
+
+
+def _state(model: nn.Module) -> dict[str, Any]:
+    out: dict[str, Any] = dict(model.state_dict())
+    out.update({f"{n}.grad": p.grad for n, p in model.named_parameters()})
+    return out
+
+
+def _run(make_step: Callable[[nn.Module], Step], build: Callable[[], nn.Module], backend: str,
+         steps: int = 8) -> Any:  # fmt: skip
+    model, reference = build(), build()
+    compiled = magpy.compile(make_step(model), backend=backend)
+    eager = make_step(reference)
+    warm: Any = None
+    for i in range(steps):
+        x, y = _inputs(model, i)
+        got, want = compiled(x, y), eager(x, y)
+        H.assert_same(got, want, f"step {i}")
+        H.assert_same(_state(model), _state(reference), f"state after step {i}")
+        if i == 2:
+            warm = magpy.stats(compiled)
+    st = magpy.stats(compiled)
+    assert st.breaks == 0 and st.fallbacks == 0, st
+    assert st.records == warm.records and st.hits - warm.hits == steps - 3, (warm, st)
+    assert st.graphs == st.records, st  # (one graph per record: the whole step)
+    return compiled, st
+
+
+STEPS = [sgd_by_hand, accumulate_two, autograd_grad, backward_with_gradient]
+
+
+@pytest.mark.parametrize("make_step", STEPS, ids=[s.__name__ for s in STEPS])
+def test_a_step_is_one_record_eager_backend(make_step: Callable[[nn.Module], Step]) -> None:
+    _run(make_step, _mlp, "eager")
+
+
+def test_a_cnn_with_batchnorm_in_training() -> None:
+    _, st = _run(sgd_by_hand, lambda: _cnn().train(), "eager")
+    assert st.records <= 2, st
+
+
+@pytest.mark.parametrize("make_step", [sgd_by_hand, accumulate_two], ids=["sgd", "accumulate"])
+def test_a_step_through_inductor(make_step: Callable[[nn.Module], Step]) -> None:
+    _run(make_step, _mlp, "inductor", steps=5)
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_the_returned_loss_is_eagers(backend: str) -> None:
+    """The loss a step returns requires grad and has a ``grad_fn``, whose graph was freed by
+    the step's backward: a second backward raises eager's error."""
+    compiled = magpy.compile(sgd_by_hand(_mlp()), backend=backend)
+    for i in range(3):
+        loss = compiled(*_inputs(_mlp(), i))
+    assert magpy.stats(compiled).hits == 2
+    assert loss.requires_grad and loss.grad_fn is not None
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        loss.backward()
+
+
+def test_a_hook_on_a_parameter_still_runs() -> None:
+    """A hook registered on a parameter makes the backward a graph break: it runs as in eager."""
+    model, reference = _mlp(), _mlp()
+    seen: list[int] = []
+    for m in (model, reference):
+        m[0].weight.register_hook(lambda g: seen.append(1) or g * 2)
+    compiled = magpy.compile(sgd_by_hand(model), backend="eager")
+    eager = sgd_by_hand(reference)
+    for i in range(3):
+        x, y = _inputs(model, i)
+        H.assert_same(compiled(x, y), eager(x, y))
+        H.assert_same(_state(model), _state(reference))
+    assert len(seen) == 6
+    assert magpy.stats(compiled).breaks >= 1
+
+
+def test_backward_through_an_input_with_history() -> None:
+    """The input's history is outside the record: eager's gradient reaches ``w`` through it."""
+
+    def f(h: torch.Tensor) -> torch.Tensor:
+        loss = (h * 2).sum()
+        loss.backward()
+        return loss
+
+    w = torch.randn(3, requires_grad=True)
+    w2 = w.detach().clone().requires_grad_()
+    compiled = magpy.compile(f, backend="eager")
+    for _ in range(3):
+        H.assert_same(compiled(w * 3), f(w2 * 3))
+        H.assert_same(w.grad, w2.grad)
+
+
+def test_grads_that_exist_are_guarded() -> None:
+    """A step recorded with ``.grad`` None is not used when the grads exist (it would drop them):
+    a second record accumulates into them."""
+    model, reference = _mlp(), _mlp()
+    compiled = magpy.compile(autograd_grad_then_backward(model), backend="eager")
+    eager = autograd_grad_then_backward(reference)
+    for i in range(4):
+        x, y = _inputs(model, i)
+        H.assert_same(compiled(x, y), eager(x, y))
+        H.assert_same(_state(model), _state(reference))
+    assert magpy.stats(compiled).records == 2
+
+
+def autograd_grad_then_backward(model: nn.Module) -> Step:
+    def step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        loss = nn.functional.mse_loss(model(x), y)
+        loss.backward()  # (never zeroed: .grad accumulates over the steps)
+        return loss
+
+    return step
+
+
+def test_dropout_draws_as_eager() -> None:
+    def build() -> nn.Module:
+        torch.manual_seed(0)
+        return nn.Sequential(nn.Linear(8, 16), nn.Dropout(0.5), nn.Linear(16, 4)).train()
+
+    torch.manual_seed(1)
+    state = torch.get_rng_state()
+    model, reference = build(), build()
+    compiled = magpy.compile(sgd_by_hand(model), backend="eager")
+    eager = sgd_by_hand(reference)
+    for i in range(5):
+        x, y = _inputs(model, i)
+        torch.set_rng_state(state)
+        got = compiled(x, y)
+        torch.set_rng_state(state)
+        want = eager(x, y)
+        state = torch.get_rng_state()
+        H.assert_same(got, want)
+        H.assert_same(_state(model), _state(reference))

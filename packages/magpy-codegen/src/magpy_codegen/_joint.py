@@ -1,0 +1,98 @@
+"""Graphs that run a backward (``torch.autograd.grad`` nodes, ``magpy_monitor.libs.torch.autograd``)
+for torch's compilers: forward, backward and what follows (an optimizer's update) as one graph.
+
+AOTAutograd, behind Inductor, would trace such a graph more than once and run its backward
+twice on one autograd graph. Instead the graph is traced once with ``make_fx`` on fake
+tensors: autograd runs the backward under the tracer, so its operators land in the traced
+graph next to the forward's (the joint graph, as AOTAutograd builds it, here with the program's
+own use of the gradients after it). That graph needs no autograd: it is compiled for
+inference (grad mode off) and run with grad mode off.
+
+Outputs that required grad in eager (the loss a step returns) come back with a ``grad_fn``
+whose backward raises as eager does once the graph was freed (``_Freed``): the backward
+already ran, inside the record. A ``retain_graph=True`` backward whose outputs keep requiring
+grad cannot be given back that way, and is refused (``BackendError``: the region runs eagerly
+with a warning).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.fx as fx
+from torch.fx.experimental.proxy_tensor import make_fx
+
+from magpy_refgraph import BackendError
+
+__all__ = ["compile_joint", "runs_backward"]
+
+_FREED = (
+    "Trying to backward through the graph a second time (or directly access saved tensors "
+    "after they have already been freed). Saved intermediate values of the graph are freed "
+    "when you call .backward() or autograd.grad(). Specify retain_graph=True if you need to "
+    "backward through the graph a second time or if you need to access saved tensors after "
+    "calling backward."
+)
+
+
+def runs_backward(gm: fx.GraphModule) -> bool:
+    """``gm`` computes gradients with ``torch.autograd.grad``."""
+    return any(n.op == "call_function" and n.target is torch.autograd.grad for n in gm.graph.nodes)
+
+
+def compile_joint(
+    compiler: Callable[[fx.GraphModule, list[Any]], Callable[..., Any]],
+    gm: fx.GraphModule,
+    inputs: list[Any],
+) -> Callable[..., Any]:
+    """``gm`` traced into its joint graph and compiled by ``compiler`` for inference."""
+    if any(_retains(n) for n in gm.graph.nodes):
+        raise BackendError("a backward with retain_graph=True in a compiled graph")
+    needs_grad: list[bool] = []
+
+    def step(*args: Any) -> Any:
+        out = gm(*args)
+        needs_grad[:] = [isinstance(t, torch.Tensor) and t.requires_grad for t in out]
+        return out
+
+    joint = make_fx(step, tracing_mode="fake")(*inputs)
+    plain = [t.detach() if isinstance(t, torch.Tensor) else t for t in inputs]
+    with torch.no_grad():
+        compiled = compiler(joint, plain)
+    flags = tuple(needs_grad)
+
+    def run(*args: Any) -> Any:
+        with torch.no_grad():
+            out = compiled(*args)
+        if not any(flags):
+            return out
+        return type(out)(_Freed.apply(t) if f else t for t, f in zip(out, flags, strict=True))
+
+    return run
+
+
+def _retains(node: fx.Node) -> bool:
+    return (
+        node.op == "call_function"
+        and node.target is torch.autograd.grad
+        and bool(node.kwargs.get("retain_graph"))
+    )
+
+
+class _Freed(torch.autograd.Function):
+    """The identity, with a backward that raises what eager raises on a freed graph."""
+
+    @staticmethod
+    def forward(ctx: Any, t: torch.Tensor) -> torch.Tensor:
+        return t.view_as(t)
+
+    @staticmethod
+    def backward(ctx: Any, *grads: Any) -> Any:
+        raise RuntimeError(_FREED)
+
+    @classmethod
+    def apply(cls, t: torch.Tensor) -> Any:
+        with torch.enable_grad():
+            return super().apply(t.detach().requires_grad_())
