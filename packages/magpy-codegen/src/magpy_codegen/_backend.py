@@ -209,11 +209,18 @@ def _compile_or_run(compiler: Backend, gm: fx.GraphModule, inputs: list[Any]) ->
     """``compiler(gm, inputs)``; a graph that Inductor (or AOTAutograd) cannot compile because
     an operation's output shape depends on tensor values (``nonzero``, ``x[mask]``) runs as is
     instead, its operations one by one as in eager (``gm.meta[UNCOMPILED]`` says why)."""
+    grad_mode = torch.is_grad_enabled()
+    joint = compiler in _TORCH_COMPILERS and runs_backward(gm)
     try:
-        if compiler in _TORCH_COMPILERS and runs_backward(gm):
+        if joint:
             return compile_joint(compiler, gm, inputs)  # (a training step's backward)
         return compiler(gm, inputs)
     except Exception as exc:
+        # a trace that failed between a graph's grad-mode nodes left the mode it set
+        torch._C._set_grad_enabled(grad_mode)
+        if joint:  # (the graph as it is runs the step as eager does: forward, then backward)
+            gm.meta[UNCOMPILED] = f"the training step could not be traced: {_first_line(exc)}"
+            return gm.forward
         if compiler not in _TORCH_COMPILERS or not _data_dependent_failure(exc):
             raise
         ops = sorted(
@@ -229,6 +236,11 @@ def _compile_or_run(compiler: Backend, gm: fx.GraphModule, inputs: list[Any]) ->
             + (f" ({', '.join(ops[:3])})" if ops else "")
         )
         return gm.forward
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"[:200]
 
 
 def _data_dependent_failure(exc: BaseException | None) -> bool:

@@ -17,6 +17,7 @@ with a warning).
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -57,6 +58,7 @@ def compile_joint(
         needs_grad[:] = [isinstance(t, torch.Tensor) and t.requires_grad for t in out]
         return out
 
+    _tensor_scalars(gm)
     joint = make_fx(step, tracing_mode="fake")(*inputs)
     plain = [t.detach() if isinstance(t, torch.Tensor) else t for t in inputs]
     with torch.no_grad():
@@ -71,6 +73,42 @@ def compile_joint(
         return type(out)(_Freed.apply(t) if f else t for t, f in zip(out, flags, strict=True))
 
     return run
+
+
+# ``x.op(a, b, value=s)`` computes ``x + s * (a OP b)``: OP of each method taking a Scalar
+_SCALED = {"addcdiv": operator.truediv, "addcdiv_": operator.truediv,
+           "addcmul": operator.mul, "addcmul_": operator.mul}  # fmt: skip
+_ALPHA = frozenset({"add", "add_", "sub", "sub_"})
+
+
+def _tensor_scalars(gm: fx.GraphModule) -> None:
+    """Scalar arguments the graph computes (a ``value=``/``alpha=`` from a tensor, e.g. the
+    step size of an optimizer whose step count is a tensor) as tensor arithmetic: a traced
+    Scalar argument would have to read the tensor's value (``.item()``), which cannot be
+    traced. ``x.addcdiv_(a, b, value=s)`` becomes ``x.add_(a / b * s)``; ``x.add_(y, alpha=s)``
+    becomes ``x.add_(y * s)`` (the same values, up to the rounding of one more product)."""
+    graph = gm.graph
+    for node in list(graph.nodes):
+        if node.op != "call_method" or not isinstance(node.target, str):
+            continue
+        name, scale = node.target, node.kwargs.get("value", node.kwargs.get("alpha"))
+        if not isinstance(scale, fx.Node) or len(node.args) != (3 if name in _SCALED else 2):
+            continue
+        if name not in _SCALED and name not in _ALPHA:
+            continue
+        with graph.inserting_before(node):
+            if name in _SCALED:
+                both = graph.call_function(_SCALED[name], (node.args[1], node.args[2]))
+                term = graph.call_function(operator.mul, (both, scale))
+                method = "add_" if name.endswith("_") else "add"
+            else:
+                term = graph.call_function(operator.mul, (node.args[1], scale))
+                method = name
+            new = graph.call_method(method, (node.args[0], term))
+        new.meta.update(node.meta)
+        node.replace_all_uses_with(new)
+        graph.erase_node(node)
+    gm.recompile()
 
 
 def _retains(node: fx.Node) -> bool:

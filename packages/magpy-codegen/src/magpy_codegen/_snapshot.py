@@ -287,16 +287,24 @@ def _item_step(s: _Snapshot, base: Any, key: Any, *, stored: bool = False) -> An
     kind = type(base)
     if stored and isinstance(base, dict):
         s.version(base)  # (any dict's entries change its version tag)
-        return dict.__getitem__(base, key)
+        return _entry_of(base, key)
     if kind in _DICTS:
         s.item(base, key)
-        return dict.__getitem__(base, key)
+        return _entry_of(base, key)
     if kind is tuple:
         return base[key]
     if isinstance(base, _CONTAINERS):
         _container(s, base)
         return base[key]
     raise _Unsafe(f"an item of a {kind.__name__}")
+
+
+def _entry_of(d: dict[Any, Any], key: Any) -> Any:
+    """``d[key]`` as stored, without a ``defaultdict``'s ``__missing__`` (which would insert)."""
+    found = dict.get(d, key, _ABSENT)
+    if found is _ABSENT:
+        raise KeyError(key)
+    return found
 
 
 def _root(s: _Snapshot, access: Access, fn: Any) -> Any:

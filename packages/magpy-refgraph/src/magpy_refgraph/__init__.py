@@ -49,6 +49,7 @@ from ._errors import (
     MagPyError,
     NotCompiledError,
     SpeculationMiss,
+    StateNotReady,
     UnknownOptionError,
     Unsupported,
 )
@@ -115,6 +116,7 @@ __all__ = [
     "ShadowVersion",
     "SimpleRenderContext",
     "SpeculationMiss",
+    "StateNotReady",
     "UnknownOptionError",
     "Unsupported",
     "aliases",

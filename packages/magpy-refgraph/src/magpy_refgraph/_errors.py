@@ -14,6 +14,7 @@ __all__ = [
     "MagPyError",
     "NotCompiledError",
     "SpeculationMiss",
+    "StateNotReady",
     "UnknownOptionError",
     "Unsupported",
 ]
@@ -53,6 +54,12 @@ class Unsupported(MagPyError):
             f"{type(self).__name__}({self.reason!r}, filename={self.filename!r}, "
             f"lineno={self.lineno!r})"
         )
+
+
+class StateNotReady(Unsupported):
+    """A break on state the program has not made yet, which its first call makes (a missing
+    key of a container from outside: an optimizer's per-parameter state, a cache filled on
+    first use): the next call may be captured whole."""
 
 
 class InternalError(MagPyError, RuntimeError):

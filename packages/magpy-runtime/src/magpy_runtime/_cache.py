@@ -24,7 +24,14 @@ import torch
 
 from magpy_codegen import Record, build_record
 from magpy_monitor import ambient_state
-from magpy_refgraph import InternalError, MagPyError, SpeculationMiss, Unsupported, dump
+from magpy_refgraph import (
+    InternalError,
+    MagPyError,
+    SpeculationMiss,
+    StateNotReady,
+    Unsupported,
+    dump,
+)
 
 from . import _depth
 from ._boundary_importlib_bootstrap import AGAIN, MISS, NATIVE, run
@@ -85,6 +92,9 @@ class CacheState:
     break_reasons: list[BreakReason] = attrs.field(factory=list)
     eager_reason: str | None = None
     split: bool = False
+    # a break on the first call is tried once more whole before splitting (see _retry_whole)
+    second_chance: bool = True
+    retrying: BreakReason | None = None
     dynamic: bool | None = None
     dynamic_paths: set[Any] = attrs.field(factory=set)
     site_records: list[Record] = attrs.field(factory=list)
@@ -129,6 +139,7 @@ class CacheState:
             self.records.clear()
             self.hits = self.misses = self.breaks = self.fallbacks = self.busy = 0
             self.split = False
+            self.second_chance, self.retrying = True, None
             self.trip_records = 0
             self.speculate = True
             self.assumption_misses = 0
@@ -315,6 +326,9 @@ class CacheState:
     def note_break(self, failure: Unsupported) -> None:
         """A graph break was met (whole-call capture or a segment)."""
         reason = BreakReason(failure.reason, failure.filename, failure.lineno)
+        again, self.retrying = reason == self.retrying, None
+        if again:
+            return  # (the same break, met again by the second whole capture: counted once)
         self.breaks += 1
         self.break_reasons.append(reason)
         log_topic("breaks", "graph break in %s: %s", self.qualname, reason)
@@ -356,10 +370,22 @@ class CacheState:
                     failure.filename,
                     failure.lineno,
                 )
-            if not self._split(chain or []):
+            if not self._retry_whole(failure, reason) and not self._split(chain or []):
                 self._go_eager(str(reason), warn=False)
         else:
             self._go_eager(f"internal error: {failure}", warn=True)
+
+    def _retry_whole(self, failure: Unsupported, reason: BreakReason) -> bool:
+        """A break on the first call on state that call creates (``StateNotReady``: an
+        optimizer's state, made by its first step): the next call is captured whole once more
+        before the callable is split into segments."""
+        if not isinstance(failure, StateNotReady) or not self.second_chance:
+            return False
+        if self.records or self.split:
+            return False
+        self.second_chance = False
+        self.retrying = reason
+        return True
 
     def note_uncompiled(self, rec: Record) -> None:
         """``rec``'s graph runs as is because the backend could not compile it (one warning

@@ -11,6 +11,7 @@ inputs, sizes into symbols, see ``magpy_monitor.core.shapes``). The last record 
 from __future__ import annotations
 
 import builtins
+import inspect
 from typing import Any
 
 import torch
@@ -121,16 +122,37 @@ def eval_path(path: Any, roots: dict[str, Any]) -> Any:
     else:
         obj = key
     for step in path.steps:
-        if step.kind is AccessKind.ATTR:
-            obj = getattr(obj, step.key)
-        elif step.kind is AccessKind.OBJATTR:
-            obj = object.__getattribute__(obj, step.key)
-        elif step.kind is AccessKind.DICTITEM:
-            obj = dict.__getitem__(obj, step.key)
-        elif step.kind is AccessKind.ITER:
-            obj = iter_remaining(obj)[step.key]
-        elif step.kind is AccessKind.JOINED:
-            obj = step.key[0](obj, step.key[1])
-        else:
-            obj = obj[step.key]
+        obj = _step(obj, step)
     return obj
+
+
+_NO = object()
+
+
+def _step(obj: Any, step: Any) -> Any:
+    """One step of ``eval_path``, on an object of a call that missed: it must change nothing
+    and run none of the program's code, so a property, a ``__getitem__`` of the program's or a
+    ``defaultdict``'s ``__missing__`` (which would insert the key) is not run: ``LookupError``
+    (the path does not resolve)."""
+    kind, key = step.kind, step.key
+    if kind in (AccessKind.ATTR, AccessKind.OBJATTR):
+        if isinstance(inspect.getattr_static(type(obj), key, None), property):
+            raise LookupError(f"property {key!r}")
+        return getattr(obj, key) if kind is AccessKind.ATTR else object.__getattribute__(obj, key)
+    if kind is AccessKind.ITER:
+        return iter_remaining(obj)[key]
+    if kind is AccessKind.JOINED:
+        return key[0](obj, key[1])
+    if isinstance(obj, dict):
+        found = dict.get(obj, key, _NO)
+        if found is _NO:
+            raise LookupError(key)
+        return found
+    if type(obj) in (list, tuple) or (kind is AccessKind.ITEM and _plain_getitem(obj)):
+        return obj[key]
+    raise LookupError(f"item of a {type(obj).__name__}")
+
+
+def _plain_getitem(obj: Any) -> bool:
+    """``obj[key]`` runs none of the program's code: torch's module containers."""
+    return isinstance(obj, torch.nn.ModuleList | torch.nn.Sequential | torch.nn.ModuleDict)

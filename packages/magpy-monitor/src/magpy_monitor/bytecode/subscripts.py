@@ -19,7 +19,7 @@ import types
 
 import torch
 
-from magpy_refgraph import Item
+from magpy_refgraph import Item, StateNotReady
 
 from ..core import registry
 from ..core.calls import inline
@@ -61,7 +61,7 @@ def subscr(m: FrameMonitor, inst: Inst, container: Val, key: Val) -> None:
             m.push(container.items[k])
         return
     if isinstance(container.items, dict):
-        cap.observe(key)
+        cap.observe_key(key)
         if key.obj not in container.items:
             MISSING_ITEM.impl(m, inst, container, key)  # defaultdict, Counter; else KeyError
             return
@@ -95,14 +95,16 @@ def _entry_item(m: FrameMonitor, inst: Inst, container: Val, key: Val) -> None:
     path (a slice: a new container whose shadow knows its items)."""
     cap = m.cap
     obj = container.obj
-    cap.observe(key)
+    cap.observe_key(key)
     cap.observe_type(container)
     if type(obj) in _DICT_LIKE:
         # a defaultdict would insert a missing key even while a guard reads it: its keys
         # are checked first (and a missing key is a break)
         cap.observe_keys(container)
         if key.obj not in obj:
-            raise m.unsupported(f"a missing key of a {type(obj).__name__} from outside")
+            where = m.unsupported("")
+            reason = f"a missing key of a {type(obj).__name__} from outside"
+            raise StateNotReady(reason, where.filename, where.lineno)
     if isinstance(key.obj, slice):
         if type(obj) not in (list, tuple) and not isinstance(obj, _MODULE_CONTAINERS):
             raise m.unsupported(f"slicing a {type(obj).__name__} from outside")
@@ -140,7 +142,7 @@ def _store_subscr(m: FrameMonitor, inst: Inst) -> None:
     ):
         return  # an object built in the run: its Python __setitem__, or its own items
     else:
-        cap.observe(key)
+        cap.observe_key(key)
         store_item(m, container, key, value)
     m.expect_outputs(inst, 0, lambda real: [])
 

@@ -118,9 +118,38 @@ def writes_first_argument(name: str) -> bool | None:
     writes = {
         bool(first.alias_info is not None and first.alias_info.is_write)
         for first in (sch.arguments[0] for sch in schemas if sch.arguments)
-        if isinstance(first.type, torch.TensorType) and not first.kwarg_only
+        if _tensors(first.type) and not first.kwarg_only
     }
     return writes.pop() if len(writes) == 1 else None
+
+
+def written_lists(name: str) -> tuple[int, ...]:
+    """The positional arguments of ATen operator ``name`` that are lists of tensors it writes
+    in place (``torch._foreach_mul_(tensors, x)``, ``torch._fused_adam_(params, grads, ...)``),
+    where its schemas agree; () otherwise."""
+    try:
+        schemas = torch._C._jit_get_schemas_for_operator(f"aten::{name}")
+    except RuntimeError:
+        return ()
+    found = {
+        tuple(
+            i
+            for i, arg in enumerate(sch.arguments)
+            if isinstance(arg.type, torch.ListType)
+            and arg.alias_info is not None
+            and arg.alias_info.is_write
+            and not arg.kwarg_only
+        )
+        for sch in schemas
+    }
+    return found.pop() if len(found) == 1 else ()
+
+
+def _tensors(t: Any) -> bool:
+    """A tensor, or a list of tensors (``_foreach_*``)."""
+    if isinstance(t, torch.ListType):
+        return isinstance(t.getElementType(), torch.TensorType)
+    return isinstance(t, torch.TensorType)
 
 
 def _inplace(name: str, by_name: bool) -> bool:
@@ -147,6 +176,9 @@ def _torch_function(fn: Any, name: str) -> Annotation:
         return Annotation(Kind.PURE)
     if name in _TORCH_EFFECT_FUNCS:
         return Annotation(Kind.EFFECT, reason=f"torch.{name} has effects outside the program")
+    lists = written_lists(name)
+    if lists:  # torch._foreach_add_(tensors, ...): each tensor of the list, in place
+        return Annotation(Kind.AS_OP, inplace=lists, returns_arg=None)
     if _inplace(name, name.endswith("_") and not name.startswith("_")):
         return Annotation(Kind.AS_OP, inplace=(0,), returns_arg=0)
     return Annotation(Kind.AS_OP)

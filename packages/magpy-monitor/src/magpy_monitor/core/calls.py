@@ -125,12 +125,27 @@ def _as_op(
             if isinstance(cand.obj, torch.Tensor):
                 target = cand
                 node.meta["effect"] = True
+        for i in ann.inplace if target is None else ():
+            for item in _listed(cap, pos[i]) if i < len(pos) else ():
+                if isinstance(item.obj, torch.Tensor):  # a _foreach_*_ op's list, in place
+                    cap.mutate_tensor(item, node, result=False)
         if target is not None and real[0] is not target.obj:
             cap.mutate_tensor(target, node)
             return [cap.op_result(real[0], node)]
         return [cap.op_result(real[0], node, inplace_of=target)]
 
     m.expect_outputs(inst, 1, make)
+
+
+def _listed(cap: Any, v: Val) -> list[Val]:
+    """The shadows of the items of list (or tuple) ``v``: known, or read from outside as
+    ``Capture.to_arg`` read them."""
+    items = v.items
+    if isinstance(items, list):
+        return items
+    if v.external and type(v.obj) in (list, tuple):
+        return [cap.child(v, Item(k), x) for k, x in enumerate(v.obj)]
+    return []
 
 
 # metadata reads whose result depends on where a tensor starts in its storage

@@ -10,7 +10,6 @@ Python scalars promoted to graph inputs, in ``core.scalars``.
 
 from __future__ import annotations
 
-import operator
 import types
 from collections.abc import Callable, Collection
 from typing import Any, cast
@@ -35,7 +34,15 @@ from . import registry, scalars, shapes
 from .ambient import ambient_state
 from .joined import refuse_joined_update, storage_key
 from .recorder import GraphRecorder
-from .shapes import ShapeTracker, SymInt, check_arity, dynamic_dims, observe_meta, sym_node
+from .shapes import (
+    ShapeTracker,
+    SymInt,
+    check_arity,
+    concatenated,
+    dynamic_dims,
+    observe_meta,
+    sym_node,
+)
 from .speculation import (
     Assumption,
     Speculated,
@@ -45,7 +52,14 @@ from .speculation import (
     pin,
     speculated,
 )
-from .values import AppendLog, Instance, Val, Write, plain_container, remember_dict_keys
+from .values import (
+    AppendLog,
+    Val,
+    Write,
+    dict_view_items,
+    plain_container,
+    remember_dict_keys,
+)
 from .valuetypes import fx_constant_ok, is_value_type, node_kind, plain_scalar
 
 __all__ = ["Capture", "Write"]
@@ -348,6 +362,14 @@ class Capture:
             keys = val.node.meta.get("keys", None) or tuple(val.obj.keys())
             self.graph.observe(val.node, GuardKind.KEYS, keys)
 
+    def observe_key(self, val: Val) -> None:
+        """``val`` is used as a dict key: a tensor hashes by identity (which object it is
+        matters, not its value); anything else is observed."""
+        if isinstance(val.obj, torch.Tensor):
+            self.observe_identity(val)
+        else:
+            self.observe(val)
+
     def observe_identity(self, val: Val) -> None:
         """The program depends on *which* object ``val`` is (a function it calls, a class)."""
         if val.external and val.node is not None:
@@ -408,7 +430,7 @@ class Capture:
         if isinstance(val.items, list) and (type(obj) in (list, tuple) or type(obj) is torch.Size):
             mapped = [self.to_arg(x) for x in val.items]
             return mapped if type(obj) is list else tuple(mapped)
-        if self.shapes is not None and _concatenated(val):  # x.shape[:-1] + (h, d)
+        if self.shapes is not None and concatenated(val):  # x.shape[:-1] + (h, d)
             assert val.expr is not None
             return tuple(
                 x
@@ -471,8 +493,9 @@ class Capture:
             return self.const(None)
         raise Unsupported(f"tensor operation returned a {type(obj).__name__} read into Python")
 
-    def mutate_tensor(self, val: Val, node: Any) -> None:
-        """``val``'s tensor was updated in place by ``node``."""
+    def mutate_tensor(self, val: Val, node: Any, *, result: bool = True) -> None:
+        """``val``'s tensor was updated in place by ``node`` (which gives it back unless not
+        ``result``: an op updating a list of tensors)."""
         if val.external:
             refuse_joined_update(self.paths.get(cast(ShadowNode, val.node)))
         if val.fx is not None and val.fx.meta.get("copied_view"):
@@ -481,7 +504,7 @@ class Capture:
         node.meta["effect"] = True
         self.mutations += 1
         self._note_storage_update(val.obj)
-        val.fx = node
+        val.fx = node if result else val.fx
         if val.external and val.node is not None:
             self.graph.update_in_place(val.node, "in-place tensor op")
             self.mutated_tensors.append(val)
@@ -534,7 +557,7 @@ class Capture:
         if base.attrs is None:
             base.attrs = {}
         base.attrs[name] = value
-        view = _dict_view(base)
+        view = dict_view_items(base)
         if view is not None:  # its __dict__, read before: the same state
             view[name] = (self.const(name), value)
 
@@ -547,7 +570,7 @@ class Capture:
             self.writes.append(Write("delattr", base, name, None))
         if base.attrs is not None:
             base.attrs.pop(name, None)
-        view = _dict_view(base)
+        view = dict_view_items(base)
         if view is not None:
             view.pop(name, None)
 
@@ -570,24 +593,6 @@ _SELF_WHEN_ALREADY_SO = frozenset(
 def _target_name(node: fx.Node) -> str:
     target = node.target
     return target if isinstance(target, str) else getattr(target, "__name__", "")
-
-
-def _dict_view(base: Val) -> dict[Any, Any] | None:
-    """The shadow items of ``base.__dict__`` when the run has read it (``_pyobjects``)."""
-    view = inst.dict_view if (inst := base.payload(Instance)) is not None else None
-    if view is not None:
-        items: dict[Any, Any] = view.items
-        return items
-    return None
-
-
-def _concatenated(val: Val) -> bool:
-    """``val`` is ``a + b`` of two tuples whose items are known (a shape being extended)."""
-    if val.expr is None or val.expr[0] is not operator.add or not isinstance(val.obj, tuple):
-        return False
-    return all(
-        isinstance(a.obj, tuple) and (isinstance(a.items, list) or a.const) for a in val.expr[1]
-    )
 
 
 def _has_tensor(obj: Any) -> bool:

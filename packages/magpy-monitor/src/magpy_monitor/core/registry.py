@@ -262,6 +262,8 @@ CALL_RULE_ORDER: tuple[str, ...] = (
     "tensor value read",  # core: t.item() and the like, speculated
     "dynamic",  # core: VALUE_READ / EFFECT stop the capture
     "opaque forward",  # pyobj: super().forward(x) of an RNN, one node
+    "torch-disabled wrapper",  # libs/torch: torch._disable_dynamo(fn): followed through
+    "torch graph_break hint",  # libs/torch: torch._dynamo.graph_break() in torch's own code
     "python function",  # core: followed into its frame
     "forwarding callable",  # libs/torch: functools.partial, scripted functions
     "compiled callable",  # core: another magpy.compile'd callable is a break

@@ -55,6 +55,7 @@ __all__ = [
     "SYM_OPS",
     "ShapeTracker",
     "SymInt",
+    "concatenated",
     "dim_key",
     "dynamic_dims",
     "index_by_promoted_int",
@@ -519,3 +520,12 @@ def index_by_promoted_int(cap: Any, base: Val, key: Val) -> Any:
     row = rec.call("call_method", "squeeze", (picked, 0), {})
     row.meta["copied_view"] = True  # eager's x[t] is a view: in-place updates of it break
     return row
+
+
+def concatenated(val: Any) -> bool:
+    """``val`` is ``a + b`` of two tuples whose items are known (a shape being extended)."""
+    if val.expr is None or val.expr[0] is not operator.add or not isinstance(val.obj, tuple):
+        return False
+    return all(
+        isinstance(a.obj, tuple) and (isinstance(a.items, list) or a.const) for a in val.expr[1]
+    )

@@ -30,6 +30,7 @@ __all__ = [
     "ScalarFx",
     "Val",
     "Write",
+    "dict_view_items",
     "plain_container",
     "remember_dict_keys",
 ]
@@ -216,6 +217,15 @@ class Instance(Payload):
     def __init__(self, cls_val: Val) -> None:
         self.cls_val = cls_val
         self.dict_view: Val | None = None
+
+
+def dict_view_items(base: Val) -> dict[Any, Any] | None:
+    """The shadow items of ``base.__dict__`` when the run has read it (``pyobj/instances``)."""
+    view = inst.dict_view if (inst := base.payload(Instance)) is not None else None
+    if view is not None:
+        items: dict[Any, Any] = view.items
+        return items
+    return None
 
 
 class Construction(Payload):

@@ -38,6 +38,7 @@ from ..libs.torch import (
     hooks,
     modattrs,
     modctor,
+    optim,
     tensorattrs,
     tensorctors,
     tensorrows,
@@ -84,7 +85,7 @@ LOADED = (
     # libs: stdlib < numpy < torch
     warn, pyenv, ndarrays, numpy_rules,
     hooks, modattrs, modctor, tensorctors, autograd, tensorattrs, tensorrows, globalstate,
-    checkpoint,
+    checkpoint, optim,
     torch_rules,
 )  # fmt: skip
 

@@ -105,8 +105,9 @@ def _ordered_dict(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val
 def _default_dict(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
     cap = m.cap
     factory = pos[0] if pos else cap.const(None)
-    if factory.obj is not None and not any(factory.obj is f for f in _FACTORIES):
-        raise m.unsupported(f"defaultdict with the factory {factory.obj!r}")
+    if factory.obj is not None and not callable(factory.obj):
+        raise m.unsupported(f"defaultdict with the factory {factory.obj!r}")  # (TypeError)
+    # (any factory: a missing key with one the monitor does not model is a break then)
     cap.observe_identity(factory)
     items = _items_from(m, pos[1:], kw)
 

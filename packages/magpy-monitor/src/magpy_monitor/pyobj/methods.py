@@ -74,7 +74,7 @@ def _dict_get(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -
     base, key = pos[0], pos[1]
     default = pos[2] if len(pos) > 2 else m.cap.const(None)
     cap = m.cap
-    cap.observe(key)
+    cap.observe_key(key)
     if isinstance(base.items, dict):
         pair = base.items.get(key.obj)
         m.push(pair[1] if pair is not None else default)
