@@ -318,3 +318,61 @@ def test_foreach_updates_are_kept() -> None:
         H.assert_same(compiled(mine, xs), bump(ts, xs))
         H.assert_same(mine, ts)
     assert magpy.stats(compiled).hits == 2
+
+
+# ---------------------------------------------------------------------- schedules, autocast
+def scheduled_step(model: nn.Module, opt: torch.optim.Optimizer, sched: Any, kind: str) -> Step:
+    def step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        if kind == "autocast":
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                out = model(x)
+            loss = nn.functional.mse_loss(out.float(), y)
+        elif kind == "lstm":
+            out, _ = model(x)
+            loss = nn.functional.mse_loss(out[:, -1, :4], y)
+        else:
+            loss = nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        opt.zero_grad()
+        return loss
+
+    return step
+
+
+def _lstm() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.LSTM(8, 16, batch_first=True)
+
+
+@pytest.mark.parametrize("kind", ["adamw_steplr", "autocast", "lstm"])
+def test_a_scheduled_learning_rate_is_a_promoted_scalar(kind: str) -> None:
+    """AdamW + StepLR + clip_grad_norm_ (also under bf16 autocast), an LSTM with RMSprop +
+    StepLR: the learning rate the scheduler changes every step is a graph input, so the records
+    settle (the first step's break on the optimizer's state, then two or three records)."""
+    build = _lstm if kind == "lstm" else _mlp
+    opt_of = OPTIMIZERS["rmsprop"] if kind == "lstm" else OPTIMIZERS["adamw_foreach"]
+    runs = []
+    for _ in range(2):
+        model = build()
+        opt = opt_of(model.parameters())
+        sched = torch.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
+        runs.append((model, opt, scheduled_step(model, opt, sched, kind)))
+    (model, opt, mine), (reference, ref_opt, theirs) = runs
+    compiled = magpy.compile(mine, backend="eager")
+    g = torch.Generator().manual_seed(0)
+    for i in range(12):
+        shape = (4, 5, 8) if kind == "lstm" else (4, 8)
+        x, y = torch.randn(*shape, generator=g), torch.randn(4, 4, generator=g)
+        tol = {"rtol": 2e-2, "atol": 1e-3} if kind == "autocast" else {}  # (bf16's precision)
+        H.assert_same(compiled(x, y), theirs(x, y), f"step {i}", **tol)
+        H.assert_same(_state(model), _state(reference), f"model after step {i}", **tol)
+        H.assert_same(_optim_state(opt), _optim_state(ref_opt), f"optimizer, step {i}", **tol)
+        H.assert_same(opt.param_groups[0]["lr"], ref_opt.param_groups[0]["lr"])
+        if i == 6:
+            warm = magpy.stats(compiled)
+    st = magpy.stats(compiled)
+    assert st.records == warm.records <= 4 and st.hits - warm.hits == 5, (warm, st)
+    assert st.fallbacks == 0 and st.breaks <= 1, st

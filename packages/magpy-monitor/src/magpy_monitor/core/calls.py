@@ -113,8 +113,10 @@ def _as_op(
         joined = joined_entry(cap, fn, pos, kwargs, real[0]) if fn in JOINING else None
         if joined is not None:
             return [joined]
-        args = tuple(cap.to_arg(a) for a in pos)
-        kw = {k: cap.to_arg(v) for k, v in kwargs.items()}
+        name = ann.method or getattr(fn, "__name__", "")
+        operand = 1 if name in _ARITHMETIC else -1  # (x.mul_(1 - lr * wd): an operand)
+        args = tuple(cap.to_arg(a, promote=i == operand) for i, a in enumerate(pos))
+        kw = {k: cap.to_arg(v, promote=k in _SCALAR_FACTORS) for k, v in kwargs.items()}
         if ann.method is not None:
             node = cap.rec.call("call_method", ann.method, args, kw)
         else:
@@ -135,6 +137,18 @@ def _as_op(
         return [cap.op_result(real[0], node, inplace_of=target)]
 
     m.expect_outputs(inst, 1, make)
+
+
+# Scalar arguments that scale an operand (``x.add_(g, alpha=-lr)``, ``addcdiv_(..., value=s)``):
+# a Python number that changes from call to call (a learning rate an LR scheduler sets) may be
+# a promoted 0-d tensor there, which torch takes for a Scalar
+_SCALAR_FACTORS = frozenset({"alpha", "value"})
+# tensor arithmetic whose second argument is an operand like those of ``+ - * / **``
+_ARITHMETIC = frozenset(
+    "add add_ sub sub_ mul mul_ div div_ true_divide true_divide_ pow pow_ multiply multiply_"
+    " subtract subtract_ divide divide_ _foreach_add _foreach_add_ _foreach_sub _foreach_sub_"
+    " _foreach_mul _foreach_mul_ _foreach_div _foreach_div_".split()
+)
 
 
 def _listed(cap: Any, v: Val) -> list[Val]:

@@ -262,6 +262,7 @@ CALL_RULE_ORDER: tuple[str, ...] = (
     "tensor value read",  # core: t.item() and the like, speculated
     "dynamic",  # core: VALUE_READ / EFFECT stop the capture
     "opaque forward",  # pyobj: super().forward(x) of an RNN, one node
+    "weak reference",  # libs/stdlib: ref() of an object the run knows
     "torch-disabled wrapper",  # libs/torch: torch._disable_dynamo(fn): followed through
     "torch graph_break hint",  # libs/torch: torch._dynamo.graph_break() in torch's own code
     "python function",  # core: followed into its frame

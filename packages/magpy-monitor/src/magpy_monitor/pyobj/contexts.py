@@ -21,9 +21,9 @@ calls it too, before returning). Grad-mode contexts are handled in ``_exceptions
   warning into an exception the graph would not raise).
 - ``torch.autograd.profiler.record_function(name)``: a label for the profiler, nothing the
   operations compute; the record is guarded on the profiler being off.
-- ``torch.autocast(..., enabled=False)`` (and the ``torch.cuda.amp``/``torch.cpu.amp`` forms):
+- ``torch.autocast(...)`` (and the ``torch.cuda.amp``/``torch.cpu.amp`` forms), enabled or not:
   entered and left by ``torch.amp._enter_autocast``/``_exit_autocast`` nodes of the graph, so
-  its operations run with autocast off whatever the caller's state.
+  its operations run with the block's autocast state whatever the caller's.
 
 An exception raised inside a ``with`` block (``WITH_EXCEPT_START``) calls ``__exit__`` with
 it: a Python ``__exit__`` is followed, a grad mode is restored; for the context managers
@@ -308,19 +308,20 @@ def _record_function(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, 
 
 
 class _Autocast:
-    """A disabled ``torch.autocast`` block: entered and left by nodes of the graph."""
+    """A ``torch.autocast`` block: entered and left by nodes of the graph (as TorchDynamo's
+    graphs do), so its operations run with the block's autocast state whatever the caller's."""
 
-    def __init__(self, device: str, dtype: Any, cache: Any) -> None:
-        self.device, self.dtype, self.cache = device, dtype, cache
+    def __init__(self, device: str, dtype: Any, enabled: bool, cache: Any) -> None:
+        self.device, self.dtype, self.enabled, self.cache = device, dtype, enabled, cache
         self.node: Any = None
 
     def enter(self, m: FrameMonitor, inst: Inst, ctx: Val) -> None:
         def make(real: list[Any]) -> list[Val]:
-            block = _Autocast(self.device, self.dtype, self.cache)
+            block = _Autocast(self.device, self.dtype, self.enabled, self.cache)
             block.node = m.cap.rec.call(
                 "call_function",
                 _enter_autocast,
-                (self.device, self.dtype, False, self.cache),
+                (self.device, self.dtype, self.enabled, self.cache),
                 {},
                 effect=True,
             )
@@ -349,9 +350,7 @@ def _autocast(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -
 
     def make(real: list[Any]) -> list[Val]:
         ctx = real[0]
-        if ctx._enabled:
-            raise m.unsupported("torch.autocast enabled (only enabled=False is modelled)")
-        state = _Autocast(ctx.device, ctx.fast_dtype, ctx._cache_enabled)
+        state = _Autocast(ctx.device, ctx.fast_dtype, bool(ctx._enabled), ctx._cache_enabled)
         return [m.cap.new(ctx, payload=ModelledContext(state))]
 
     m.expect_outputs(inst, 1, make)

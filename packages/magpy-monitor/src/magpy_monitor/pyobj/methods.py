@@ -26,7 +26,7 @@ from ..bytecode.iteration import DictView, consume_items
 from ..core.calls import inline, pure_call
 from ..core.frame import FrameMonitor, Inst
 from ..core.registry import BUILTIN_HANDLERS, METHOD_HANDLERS, BuiltinHandler, register_methods
-from ..core.values import Val
+from ..core.values import BoundMethod, Val
 from ..core.valuetypes import is_value_type
 from .containers import plain_data
 
@@ -195,3 +195,17 @@ def _register_pure_methods() -> None:
 
 
 _register_pure_methods()
+
+
+@register_methods(types.FunctionType, "__get__")
+def _function_get(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    """``func.__get__(obj, cls)``: ``func`` bound to ``obj`` (a wrapper binding a method by
+    hand, as an LR scheduler's patched ``optimizer.step`` does)."""
+    if kw or len(pos) not in (2, 3):
+        raise m.unsupported("function.__get__ with other arguments")
+    func, obj = pos[0], pos[1]
+    m.cap.observe_identity(func)
+    if obj.obj is None:
+        m.push(func)  # (unbound: the function itself)
+        return
+    m.expect_outputs(inst, 1, lambda real: [Val(real[0], payload=BoundMethod(obj))])
