@@ -232,6 +232,7 @@ OPTIMIZERS: dict[str, Callable[[Any], torch.optim.Optimizer]] = {
     "sgd_nesterov": lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, nesterov=True),
     "sgd_foreach": lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, foreach=True),
     "adam": lambda p: torch.optim.Adam(p, lr=0.01),
+    "adam_fused": lambda p: torch.optim.Adam(p, lr=0.01, fused=True),
     "adamw_foreach": lambda p: torch.optim.AdamW(p, lr=0.01, weight_decay=0.1, foreach=True),
     "rmsprop": lambda p: torch.optim.RMSprop(p, lr=0.01, momentum=0.5),
     "adagrad": lambda p: torch.optim.Adagrad(p, lr=0.01),
@@ -376,3 +377,14 @@ def test_a_scheduled_learning_rate_is_a_promoted_scalar(kind: str) -> None:
     st = magpy.stats(compiled)
     assert st.records == warm.records <= 4 and st.hits - warm.hits == 5, (warm, st)
     assert st.fallbacks == 0 and st.breaks <= 1, st
+
+
+def test_explain_shows_the_parts_of_a_step() -> None:
+    """``magpy.explain`` of a step: one graph, no break, its forward, backward and update."""
+    text = str(magpy.explain(sgd_by_hand(_mlp()))(*_inputs(_mlp(), 0)))
+    assert "Graph Count: 1" in text and "Graph Break Count: 0" in text, text
+    parts = [line.split(":")[0].strip() for line in text.splitlines() if line.startswith("    ")]
+    assert parts == ["forward", "backward", "update"], text
+    text = str(magpy.explain(accumulate_two(_mlp()))(*_inputs(_mlp(), 0)))
+    parts = [line.split(":")[0].strip() for line in text.splitlines() if line.startswith("    ")]
+    assert parts == ["forward", "backward", "forward", "backward", "update"], text

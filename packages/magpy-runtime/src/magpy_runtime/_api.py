@@ -166,6 +166,9 @@ class ExplainOutput:
         lines.append("Ops per Graph:")
         for i, ops in enumerate(self.ops_per_graph):
             lines.append(f"  Graph {i + 1}: {', '.join(ops)}")
+            parts = step_parts(self.graphs[i]) if i < len(self.graphs) else []
+            if len(parts) > 1:  # a training step: its forward, backward and update
+                lines += [f"    {name}: {len(part)} ops" for name, part in parts]
         return "\n".join(lines)
 
 
@@ -227,6 +230,47 @@ def _explain_output(state: CacheState) -> ExplainOutput:
             for c in r.plan.checks
         ],
     )
+
+
+def step_parts(gm: Any) -> list[tuple[str, list[str]]]:
+    """The parts of a graph that runs a backward (``torch.autograd.grad``): ``forward``
+    before each backward, ``backward`` (the gradients and their ``.grad`` layout), and
+    ``update`` after the last one (an optimizer's step); one ``forward`` part otherwise."""
+    parts: list[tuple[str, list[str]]] = []
+    for node in gm.graph.nodes:
+        if node.op not in ("call_function", "call_method"):
+            continue
+        name = _op_names_of(node)
+        if node.target is torch.autograd.grad or (
+            parts and parts[-1][0] == "backward" and _grad_helper(node, name)
+        ):
+            part = "backward"
+        else:
+            part = "update" if any(p == "backward" for p, _ in parts) else "forward"
+        if not parts or parts[-1][0] != part:
+            parts.append((part, []))
+        parts[-1][1].append(name)
+    if any(p == "backward" for p, _ in parts):  # (a forward again: accumulation)
+        last = max(i for i, (p, _) in enumerate(parts) if p == "backward")
+        parts = [
+            ("forward" if p == "update" and i < last else p, ops)
+            for i, (p, ops) in enumerate(parts)
+        ]
+    return parts
+
+
+def _grad_helper(node: Any, name: str) -> bool:
+    """A node of the backward's own: a gradient taken out, laid out, or accumulated into an
+    existing ``.grad`` (``add_`` of a gradient)."""
+    if name in ("_getitem", "as_grad_layout"):
+        return True
+    args = node.args
+    return name == "add_" and len(args) > 1 and _op_names_of(args[1]) == "_getitem"
+
+
+def _op_names_of(n: Any) -> str:
+    target = getattr(n, "target", None)
+    return str(target if isinstance(target, str) else getattr(target, "__name__", target))
 
 
 def _op_names(gm: Any) -> list[str]:
