@@ -19,6 +19,7 @@ from magpy_refgraph import Attr, Const, GuardKind, Item, Outcome
 
 from ..cpython.code import CO_VARARGS, CO_VARKEYWORDS
 from .annotations import Annotation
+from .foreach import foreach_scalars
 from .frame import CellBox, FrameMonitor, Inst, initial_fast
 from .joined import JOINING, joined_entry
 from .operators import opaque_object
@@ -113,9 +114,11 @@ def _as_op(
         joined = joined_entry(cap, fn, pos, kwargs, real[0]) if fn in JOINING else None
         if joined is not None:
             return [joined]
-        name = ann.method or getattr(fn, "__name__", "")
+        name = str(ann.method or getattr(fn, "__name__", ""))
         operand = 1 if name in _ARITHMETIC else -1  # (x.mul_(1 - lr * wd): an operand)
-        args = tuple(cap.to_arg(a, promote=i == operand) for i, a in enumerate(pos))
+        args = tuple(
+            _arg(cap, name, i, a, promote=i == operand) for i, a in enumerate(pos)
+        )  # fmt: skip
         kw = {k: cap.to_arg(v, promote=k in _SCALAR_FACTORS) for k, v in kwargs.items()}
         if ann.method is not None:
             node = cap.rec.call("call_method", ann.method, args, kw)
@@ -149,6 +152,11 @@ _ARITHMETIC = frozenset(
     " subtract subtract_ divide divide_ _foreach_add _foreach_add_ _foreach_sub _foreach_sub_"
     " _foreach_mul _foreach_mul_ _foreach_div _foreach_div_".split()
 )
+
+
+def _arg(cap: Any, name: str, index: int, v: Val, *, promote: bool) -> Any:
+    stacked = foreach_scalars(cap, name, index, v)
+    return stacked if stacked is not None else cap.to_arg(v, promote=promote)
 
 
 def _listed(cap: Any, v: Val) -> list[Val]:

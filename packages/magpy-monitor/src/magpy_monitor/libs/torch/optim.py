@@ -12,10 +12,12 @@ function, so their updates land in the training step's graph. Around them torch 
   function not be compiled.)
 - ``torch._dynamo.graph_break()`` in torch's own code (``_use_grad_for_differentiable``): a hint
   for TorchDynamo's graphs; here it does nothing. A user's own call is a graph break.
-- Questions with a fixed answer in a process: ``torch.compiler.is_compiling()`` (False: the
-  program runs eagerly while it is recorded, and a hit replays what that run did),
-  ``torch.jit.is_scripting()``, the private-use backend's name, whether CUDA is built and
-  available: pure calls, constants of the record.
+- ``torch.compiler.is_compiling()``: True while MagPy records (``globalstate.set_compiling``),
+  as under torch.compile, so an optimizer takes its compile-friendly path (its step count as a
+  tensor, not read with ``.item()``), a pure call here.
+- Questions with a fixed answer in a process: ``torch.jit.is_scripting()``, the private-use
+  backend's name, the current accelerator, whether CUDA is built and available: pure calls,
+  constants of the record.
 """
 
 from __future__ import annotations
@@ -111,8 +113,7 @@ def _through(m: FrameMonitor, inst: Inst, c: Call) -> None:
 
 
 def _torch_internal(m: FrameMonitor) -> bool:
-    module = m.frame.f_globals.get("__name__", "")
-    return isinstance(module, str) and module.split(".")[0] == "torch"
+    return _module_of(m).split(".")[0] == "torch"
 
 
 def _is_graph_break(fn: Any) -> bool:
@@ -131,6 +132,11 @@ def _graph_break(m: FrameMonitor, inst: Inst, c: Call) -> None:
     m.expect_outputs(inst, 1, lambda real: [m.cap.const(None)])
 
 
+def _module_of(m: FrameMonitor) -> str:
+    module = m.frame.f_globals.get("__name__", "")
+    return module if isinstance(module, str) else ""
+
+
 register_builtin(
     torch.compiler.is_compiling,
     torch.compiler.is_dynamo_compiling,
@@ -141,6 +147,8 @@ register_builtin(
     torch.backends.cuda.is_built,
     torch.cuda.is_available,
     torch.cuda.device_count,
+    torch.accelerator.current_accelerator,
+    torch.accelerator.is_available,
     torch._utils.is_compiling,
 )(_pure)
 
