@@ -355,8 +355,11 @@ def _lstm() -> nn.Module:
     return nn.LSTM(8, 16, batch_first=True)
 
 
-@pytest.mark.parametrize("kind", ["adamw_steplr", "autocast", "lstm"])
-def test_a_scheduled_learning_rate_is_a_promoted_scalar(kind: str) -> None:
+@pytest.mark.parametrize(
+    ("kind", "backend"),
+    [("adamw_steplr", "eager"), ("autocast", "eager"), ("lstm", "eager"), ("autocast", "inductor")],
+)
+def test_a_scheduled_learning_rate_is_a_promoted_scalar(kind: str, backend: str) -> None:
     """AdamW + StepLR + clip_grad_norm_ (also under bf16 autocast), an LSTM with RMSprop +
     StepLR: the learning rate the scheduler changes every step is a graph input, so the records
     settle (the first step's break on the optimizer's state, then two or three records)."""
@@ -369,7 +372,7 @@ def test_a_scheduled_learning_rate_is_a_promoted_scalar(kind: str) -> None:
         sched = torch.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
         runs.append((model, opt, scheduled_step(model, opt, sched, kind)))
     (model, opt, mine), (reference, ref_opt, theirs) = runs
-    compiled = magpy.compile(mine, backend="eager")
+    compiled = magpy.compile(mine, backend=backend)
     g = torch.Generator().manual_seed(0)
     for i in range(12):
         shape = (4, 5, 8) if kind == "lstm" else (4, 8)

@@ -89,6 +89,9 @@ def _tensor_scalars(gm: fx.GraphModule) -> None:
     becomes ``x.add_(y * s)`` (the same values, up to the rounding of one more product)."""
     graph = gm.graph
     for node in list(graph.nodes):
+        if node.op == "call_function" and node.target in _FOREACH_SCALED:
+            _foreach_scaled(graph, node)
+            continue
         if node.op != "call_method" or not isinstance(node.target, str):
             continue
         name, scale = node.target, node.kwargs.get("value", node.kwargs.get("alpha"))
@@ -109,6 +112,26 @@ def _tensor_scalars(gm: fx.GraphModule) -> None:
         node.replace_all_uses_with(new)
         graph.erase_node(node)
     gm.recompile()
+
+
+# ``torch._foreach_addcdiv_(xs, as, bs, scalars)`` with its scalars as one tensor
+_FOREACH_SCALED: dict[Any, Any] = {torch._foreach_addcdiv_: torch._foreach_div,
+                                   torch._foreach_addcmul_: torch._foreach_mul}  # fmt: skip
+
+
+def _foreach_scaled(graph: fx.Graph, node: fx.Node) -> None:
+    """``_foreach_addcdiv_(xs, as, bs, s)`` with a tensor ``s`` of scalars (fake tensors refuse
+    it) as ``_foreach_add_(xs, _foreach_mul(_foreach_div(as, bs), s.unbind()))``."""
+    if len(node.args) != 4 or node.kwargs or not isinstance(node.args[3], fx.Node):
+        return
+    xs, first, second, scalars = node.args
+    with graph.inserting_before(node):
+        both = graph.call_function(_FOREACH_SCALED[node.target], (first, second))
+        parts = graph.call_method("unbind", (scalars,))
+        terms = graph.call_function(torch._foreach_mul, (both, parts))
+        new = graph.call_function(torch._foreach_add_, (xs, terms))
+    node.replace_all_uses_with(new)
+    graph.erase_node(node)
 
 
 def _retains(node: fx.Node) -> bool:
