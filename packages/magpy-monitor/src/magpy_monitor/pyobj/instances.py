@@ -215,17 +215,19 @@ def follow(
     n_out: int,
     outputs: Callable[[list[Any], Val], list[Val]] | None = None,
     raised: Callable[[list[Any], BaseException], list[Val]] | None = None,
+    kwargs: dict[str, Val] | None = None,
 ) -> None:
-    """Inline ``fn(*args)``, called natively by ``inst`` (a Python ``__setattr__``, a
-    property getter, ``__enter__``). ``inst`` pushes ``n_out`` values: ``outputs(real,
-    result)`` gives their shadows (by default: ``fn``'s result when ``n_out`` is 1);
-    ``raised(real, exc)`` where ``fn`` raised and the native caller went on (``hasattr``)."""
+    """Inline ``fn(*args, **kwargs)``, called natively by ``inst`` (a Python ``__setattr__``,
+    a property getter, ``__enter__``, a wrapper whose own frames run untraced). ``inst``
+    pushes ``n_out`` values: ``outputs(real, result)`` gives their shadows (by default:
+    ``fn``'s result when ``n_out`` is 1); ``raised(real, exc)`` where ``fn`` raised and the
+    native caller went on (``hasattr``)."""
     cap = m.cap
     fn_val = cap.const(fn)
     src = function_source(m, fn_val)
     if src is not None:  # CPython runs the function's current code object
         guard_code(cap, src, fn.__code__)
-    bound = bind_args(m, fn_val, args, {})
+    bound = bind_args(m, fn_val, args, kwargs or {})
     closure = _closure(m, fn_val)
     seen: list[Val] = []
 

@@ -32,12 +32,12 @@ from torch._compile import _disable_dynamo
 from magpy_refgraph import Cell
 
 from ...bytecode.iteration import unpack
-from ...core.calls import _closure, _fresh, bind_args, function_source, guard_code
 from ...core.dispatch import Call, call_rule
-from ...core.frame import FrameMonitor, Inst, initial_fast
+from ...core.frame import FrameMonitor, Inst
 from ...core.registry import register_builtin
 from ...core.values import Val
 from ...pyobj.builtins import _pure
+from ...pyobj.instances import follow
 
 __all__: list[str] = []
 
@@ -90,26 +90,7 @@ def _through(m: FrameMonitor, inst: Inst, c: Call) -> None:
     cap.observe_identity(fn_val)
     if type(wrapped) is not types.FunctionType:
         raise m.unsupported(f"torch._disable_dynamo around a {type(wrapped).__name__}")
-    src = function_source(m, fn_val)
-    if src is not None:
-        guard_code(cap, src, wrapped.__code__)
-    bound = bind_args(m, fn_val, c.pos, c.kwargs)
-    closure = _closure(m, fn_val)
-    seen: list[Val] = []
-
-    def start(frame: types.FrameType) -> FrameMonitor:
-        mon = FrameMonitor(cap, frame, initial_fast(cap, frame, _fresh(frame, bound), closure))
-        mon.func = wrapped
-        return mon
-
-    def make(real: list[Any]) -> list[Val]:
-        if not seen:
-            raise m.unsupported(f"{wrapped.__qualname__} was not called by its wrapper")
-        return seen[:1]
-
-    p = m.expect_outputs(inst, 1, make, opaque=True)
-    p.expect = (wrapped.__code__, start)
-    p.on_result = seen.append
+    follow(m, inst, wrapped, c.pos, 1, kwargs=c.kwargs)  # (the wrapper's frames: untraced)
 
 
 def _torch_internal(m: FrameMonitor) -> bool:
