@@ -249,6 +249,15 @@ def bench_dynamic(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON, default=False)
+def bench_training(session: nox.Session) -> None:
+    """Install everything and run ``python -m integration.bench_training`` (arguments after
+    ``--``): whole training steps (forward, backward, optimizer) of ResNet-18, a transformer
+    and an LSTM, eager vs torch.compile vs ``magpy.compile(step)``, compiles timed."""
+    _install_all(session, "numpy")
+    session.run("python", "-m", "integration.bench_training", *session.posargs)
+
+
+@nox.session(python=PYTHON, default=False)
 def bench_overhead(session: nox.Session) -> None:
     """Install everything (+ transformers) and run ``python -m integration.bench_overhead``:
     a cache hit's cost, MagPy vs TorchDynamo with a replay backend (arguments after ``--``)."""
