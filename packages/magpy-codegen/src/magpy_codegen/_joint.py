@@ -24,6 +24,7 @@ from typing import Any
 import torch
 import torch.fx as fx
 from torch.fx.experimental.proxy_tensor import make_fx
+from torch.nn.utils.stateless import _reparametrize_module
 
 from magpy_refgraph import BackendError
 
@@ -59,6 +60,7 @@ def compile_joint(
         return out
 
     _tensor_scalars(gm)
+    _functional_modules(gm, inputs)
     joint = make_fx(step, tracing_mode="fake")(*inputs)
     plain = [t.detach() if isinstance(t, torch.Tensor) else t for t in inputs]
     with torch.no_grad():
@@ -132,6 +134,46 @@ def _foreach_scaled(graph: fx.Graph, node: fx.Node) -> None:
         new = graph.call_function(torch._foreach_add_, (xs, terms))
     node.replace_all_uses_with(new)
     graph.erase_node(node)
+
+
+def _functional_modules(gm: fx.GraphModule, inputs: list[Any]) -> None:
+    """A module the graph calls as one node (an RNN, an RNN cell) holds its parameters itself;
+    traced on fake tensors, it would meet the real ones. Where each of its parameters and
+    buffers is also a graph input (the backward's leaves are), the call runs with the module
+    reparametrized by those inputs (what ``torch.func.functional_call`` does): the traced graph
+    reads them from its inputs, as the gradients and updates do."""
+    graph = gm.graph
+    holders = [n for n in graph.nodes if n.op == "placeholder"]
+    by_id = {id(t): node for node, t in zip(holders, inputs, strict=False)}
+    for node in list(graph.nodes):
+        if node.op == "call_module":
+            module, call = gm.get_submodule(str(node.target)), None
+        elif node.op == "call_function" and hasattr(node.target, "_magpy_module"):
+            module, call = node.target._magpy_module, node.target
+        else:
+            continue
+        if isinstance(module, torch.nn.RNNBase):
+            continue  # (its traced mkldnn kernel does not run compiled: the graph runs as is)
+        tensors = {**dict(module.named_parameters()), **dict(module.named_buffers())}
+        if not tensors or not all(id(t) in by_id for t in tensors.values()):
+            continue  # (then tracing fails, and the graph runs uncompiled)
+        run = _reparametrized(module, call or module, tuple(tensors))
+        with graph.inserting_before(node):
+            held = [by_id[id(t)] for t in tensors.values()]
+            new = graph.call_function(run, (held, *node.args), dict(node.kwargs))
+        new.meta.update(node.meta)
+        node.replace_all_uses_with(new)
+        graph.erase_node(node)
+    gm.recompile()
+
+
+def _reparametrized(module: Any, call: Any, names: tuple[str, ...]) -> Callable[..., Any]:
+    def run(tensors: list[Any], *args: Any, **kwargs: Any) -> Any:
+        with _reparametrize_module(module, dict(zip(names, tensors, strict=True))):
+            return call(*args, **kwargs)
+
+    run.__name__ = f"reparametrized_{type(module).__name__}"
+    return run
 
 
 def _retains(node: fx.Node) -> bool:

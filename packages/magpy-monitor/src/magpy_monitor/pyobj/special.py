@@ -153,6 +153,8 @@ def opaque_module_call(
         return mod(*args, **kw) if forward is None else forward(mod, *args, **kw)
 
     call_module.__name__ = f"call_{type(mod).__name__}"
+    # (the module it calls: a joint trace reads its parameters from the graph's inputs)
+    call_module._magpy_module = mod  # type: ignore[attr-defined]
 
     def make(real: list[Any]) -> list[Val]:
         args = tuple(
