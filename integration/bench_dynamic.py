@@ -75,6 +75,7 @@ import magpy
 from integration.models import blockdrop, lstm_cells, transformer
 from integration.models.resnet import randomize_bn
 from magpy._measure import environment as _environment
+from magpy._measure import inductor_cache, name_list, positive_int
 from magpy._measure import own_cache as _own_cache
 from magpy._measure import quiet_dynamo as _quiet_dynamo
 from magpy._measure import start_backend as _start_backend
@@ -533,58 +534,33 @@ def notes(results: list[ModeResult]) -> list[str]:
 
 
 # ------------------------------------------------------------------------------ command line
-def _inductor_cache() -> str:
-    """Inductor's cache folder (``TORCHINDUCTOR_CACHE_DIR``; importing torch._dynamo sets it
-    to ``/tmp/torchinductor_$USER`` unless it was set before)."""
-    from torch._inductor.runtime.cache_dir_utils import cache_dir
-
-    return os.environ.get("TORCHINDUCTOR_CACHE_DIR") or cache_dir()
-
-
-def _names(text: str, known: Sequence[str], what: str) -> list[str]:
-    names = [n.strip() for n in text.split(",") if n.strip()]
-    unknown = [n for n in names if n not in known]
-    if unknown or not names:
-        raise argparse.ArgumentTypeError(
-            f"unknown {what} {unknown or text!r}; choose from {', '.join(known)}"
-        )
-    return names
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text}")
-    return value
-
-
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m integration.bench_dynamic",
         description=(__doc__ or "").split("\n\n")[0],
     )
     parser.add_argument(
-        "--calls", type=_positive, help="calls per model and mode (default 100; 10 with --quick)"
+        "--calls", type=positive_int, help="calls per model and mode (default 100; 10 with --quick)"
     )
     parser.add_argument(
         "--quick", action="store_true", help="smaller models and shapes, 10 calls (a smoke run)"
     )
     parser.add_argument(
         "--models",
-        type=lambda t: _names(t, list(MODELS), "model"),
+        type=lambda t: name_list(t, list(MODELS), "model"),
         default=list(MODELS),
         help=f"comma-separated, from {', '.join(MODELS)} (default: all)",
     )
     parser.add_argument(
         "--modes",
-        type=lambda t: _names(t, list(MODES), "mode"),
+        type=lambda t: name_list(t, list(MODES), "mode"),
         default=list(MODES),
         help=f"comma-separated, from {', '.join(MODES)} (default: all; eager is always "
         "run first, as the baseline)",
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of inputs and weights")
     parser.add_argument(
-        "--threads", type=_positive, default=1, help="torch.set_num_threads (default 1)"
+        "--threads", type=positive_int, default=1, help="torch.set_num_threads (default 1)"
     )
     parser.add_argument(
         "--json",
@@ -615,7 +591,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.fresh_cache:
         tmp = tempfile.TemporaryDirectory(prefix="bench_dynamic_inductor_")
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = tmp.name
-    cache = _inductor_cache()
+    cache = inductor_cache()
     torch.set_num_threads(args.threads)
     env = _environment(args.threads)
     log(

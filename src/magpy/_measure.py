@@ -9,6 +9,7 @@ environment the timings are reported with.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import dataclasses
 import logging
@@ -17,14 +18,14 @@ import platform
 import statistics
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 import torch._dynamo
 from torch._dynamo.utils import counters
-from torch._inductor.runtime.cache_dir_utils import temporary_cache_dir
+from torch._inductor.runtime.cache_dir_utils import cache_dir, temporary_cache_dir
 
 import magpy
 from magpy_codegen import _record
@@ -36,8 +37,12 @@ __all__ = [
     "Log",
     "environment",
     "ignore_magpy_warnings",
+    "inductor_cache",
     "mismatch",
+    "name_list",
+    "non_negative_int",
     "own_cache",
+    "positive_int",
     "quiet_dynamo",
     "run_case",
     "start_backend",
@@ -413,3 +418,35 @@ def _check(
             if where is not None:
                 problems.append(f"{variant.name}, check {i}: {where}")
     return problems
+
+
+# ------------------------------------------------------------------ the benchmarks' command lines
+def inductor_cache() -> str:
+    """Inductor's cache folder (``TORCHINDUCTOR_CACHE_DIR``; importing torch._dynamo sets it
+    to ``/tmp/torchinductor_$USER`` unless it was set before)."""
+    return os.environ.get("TORCHINDUCTOR_CACHE_DIR") or cache_dir()
+
+
+def name_list(text: str, known: Sequence[str], what: str) -> list[str]:
+    """``--models a,b``: the names, each one of ``known``."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in known]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown {what} {unknown or text!r}; choose from {', '.join(known)}"
+        )
+    return names
+
+
+def non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text}")
+    return value
