@@ -1033,3 +1033,22 @@ def test_iterator_look_ahead_guards_and_advances() -> None:
     assert any("== 0" in g for g in sources), sources  # the exit segment saw exhaustion
     assert any("next(" in m for m in mocks), mocks
     assert sites.REGISTRY.by_code  # the loop's function was instrumented
+
+
+def _with_graph_break(x: torch.Tensor) -> torch.Tensor:
+    y = x * 2
+    torch._dynamo.graph_break()
+    return y + 1
+
+
+def test_a_users_torch_dynamo_graph_break_is_a_break() -> None:
+    """``torch._dynamo.graph_break()`` in the program splits the graph there, as under
+    torch.compile (in torch's own code, such as an optimizer's step, it is only a hint for
+    TorchDynamo and ignored)."""
+    compiled = magpy.compile(_with_graph_break, backend="eager")
+    for _ in range(3):
+        x = torch.randn(3)
+        torch.testing.assert_close(compiled(x), _with_graph_break(x))
+    reasons = magpy.explain(_with_graph_break)(torch.randn(3)).break_reasons
+    assert [r.reason for r in reasons] == ["torch._dynamo.graph_break()"], reasons
+    assert magpy.stats(compiled).graphs == 2
