@@ -85,10 +85,8 @@ import copy
 import dataclasses
 import gc
 import json
-import os
 import statistics
 import sys
-import tempfile
 import time
 import traceback
 import warnings
@@ -104,11 +102,9 @@ from torch._dynamo.utils import counters
 
 import magpy
 from magpy._cli import load_models
-from magpy._measure import environment as _environment
-from magpy._measure import inductor_cache, name_list, non_negative_int, positive_int
+from magpy._measure import bench_start, name_list, non_negative_int, positive_int
 from magpy._measure import own_cache as _own_cache
 from magpy._measure import quiet_dynamo as _quiet_dynamo
-from magpy._measure import start_backend as _start_backend
 from magpy._report import markdown as _markdown
 
 __all__ = ["MODELS", "MODES", "ModeResult", "Workload", "main", "run_model"]
@@ -879,20 +875,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"[bench_training] {message}", file=sys.stderr, flush=True)
 
     start = time.perf_counter()
-    tmp: tempfile.TemporaryDirectory[str] | None = None
-    if args.fresh_cache:
-        tmp = tempfile.TemporaryDirectory(prefix="bench_training_inductor_")
-        os.environ["TORCHINDUCTOR_CACHE_DIR"] = tmp.name
-    cache = inductor_cache()
-    torch.set_num_threads(args.threads)
-    env = _environment(args.threads)
-    log(
-        f"MagPy {env['magpy']}, torch {env['torch']}, Python {env['python']}, {env['cpus']} "
-        f"CPUs, torch.set_num_threads({args.threads}); Inductor cache {cache}"
+    tmp, env, startup = bench_start(
+        "bench_training", args.threads, args.fresh_cache, args.modes, log
     )
-    startup = 0.0
-    if {"torch.compile", "magpy"} & set(args.modes):
-        startup = _start_backend("inductor", log)
     results: list[ModeResult] = []
     workloads: dict[str, dict[str, Any]] = {}
     try:

@@ -16,6 +16,7 @@ import logging
 import os
 import platform
 import statistics
+import tempfile
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -35,6 +36,7 @@ from magpy_runtime import _cache
 __all__ = [
     "CaseResult",
     "Log",
+    "bench_start",
     "environment",
     "ignore_magpy_warnings",
     "inductor_cache",
@@ -450,3 +452,27 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text}")
     return value
+
+
+def bench_start(
+    name: str, threads: int, fresh_cache: bool, modes: Sequence[str], log: Log
+) -> tuple[Any, dict[str, Any], float]:
+    """What a benchmark does first: Inductor's cache (a new temporary folder with
+    ``fresh_cache``, kept alive by the returned object), one thread count, the environment
+    logged, and Inductor's once-per-process start timed when a mode compiles with it.
+    Returns (the temporary folder or None, the environment, the start-up seconds)."""
+    tmp: Any = None
+    if fresh_cache:
+        tmp = tempfile.TemporaryDirectory(prefix=f"{name}_inductor_")
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = tmp.name
+    cache = inductor_cache()
+    torch.set_num_threads(threads)
+    env = environment(threads)
+    log(
+        f"MagPy {env['magpy']}, torch {env['torch']}, Python {env['python']}, {env['cpus']} "
+        f"CPUs, torch.set_num_threads({threads}); Inductor cache {cache}"
+    )
+    startup = 0.0
+    if {"torch.compile", "magpy"} & set(modes):
+        startup = start_backend("inductor", log)
+    return tmp, env, startup
