@@ -12,7 +12,9 @@ torch, so an accidental ``import torch`` there fails. ``-r`` reuses venvs for qu
 from __future__ import annotations
 
 import graphlib
+import os
 import re
+import shutil
 import sys
 import tomllib
 from pathlib import Path
@@ -95,8 +97,22 @@ def _needs_torch(pkg: str) -> bool:
     return any(_req_name(r) == "torch" for p in _closure(pkg) for r in REQUIREMENTS[p])
 
 
+def _prune_other_venvs(session: nox.Session) -> None:
+    """With ``MAGPY_PRUNE_VENVS=1`` (``.ci/run`` sets it), delete the venvs of the sessions that
+    ran before this one. Each venv with torch holds ~1.5 GB and a default run makes about ten of
+    them; a CI machine's disk is not guaranteed to hold them all (a run once failed with ENOSPC),
+    so CI keeps one at a time. Local runs keep them for ``nox -r``."""
+    if os.environ.get("MAGPY_PRUNE_VENVS") != "1":
+        return
+    own = Path(session.virtualenv.location).resolve()
+    for venv in (ROOT / ".nox").glob("*/"):
+        if venv.resolve() != own and (venv / "pyvenv.cfg").exists():
+            shutil.rmtree(venv, ignore_errors=True)
+
+
 def _install_local(session: nox.Session, pkg: str, extra: str | None = None) -> None:
     """Install ``pkg`` and its local deps editable in one pip call; torch first, pinned."""
+    _prune_other_venvs(session)
     if _needs_torch(pkg):
         session.install("--quiet", TORCH)
     editables: list[str] = []
@@ -108,6 +124,7 @@ def _install_local(session: nox.Session, pkg: str, extra: str | None = None) -> 
 
 def _install_all(session: nox.Session, *extra_reqs: str) -> None:
     """Install the meta-package and all packages editable (for integration, demo, bench)."""
+    _prune_other_venvs(session)
     session.install("--quiet", TORCH)
     editables = [arg for pkg in PACKAGES for arg in ("-e", f"packages/magpy-{pkg}")]
     session.install("--quiet", *editables, "-e", ".", *extra_reqs)
@@ -123,6 +140,7 @@ def _pytest(session: nox.Session, *args: str) -> None:
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
     """ruff lint + format check over the whole repository (config: root pyproject.toml)."""
+    _prune_other_venvs(session)
     session.install("--quiet", RUFF)
     session.run("ruff", "check", ".", *session.posargs)
     session.run("ruff", "format", "--check", ".")
