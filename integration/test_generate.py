@@ -1,6 +1,6 @@
 """``model.generate()`` with the forward compiled, as Hugging Face users write it (issue 19):
-``model.forward = magpy.compile(model.forward)``; three decoder families and an
-encoder-decoder (T5); greedy and sampling; the default
+``model.forward = magpy.compile(model.forward)``; three decoder families and two
+encoder-decoders (T5, BART); greedy and sampling; the default
 ``DynamicCache`` and ``cache_implementation="static"``. Token ids equal eager's, and the number
 of records is bounded whatever ``max_new_tokens`` is: prefill, the first decode step, and the
 decode steps after it (a growing cache is a dynamic length; comparisons of lengths guard their
@@ -71,7 +71,33 @@ def t5() -> Any:
     return transformers.T5ForConditionalGeneration(config)
 
 
-DECODERS: dict[str, Callable[[], Any]] = {"gpt2": gpt2, "llama": llama, "opt": opt, "t5": t5}
+def bart() -> Any:
+    """An encoder-decoder whose cache is built from ``config.get_text_config(decoder=True)``
+    (a deep copy of the config, renamed through its own ``__setattr__``) in every forward."""
+    config = transformers.BartConfig(
+        vocab_size=VOCAB,
+        d_model=32,
+        encoder_layers=2,
+        decoder_layers=2,
+        encoder_attention_heads=4,
+        decoder_attention_heads=4,
+        encoder_ffn_dim=64,
+        decoder_ffn_dim=64,
+        max_position_embeddings=128,
+        decoder_start_token_id=2,
+        forced_eos_token_id=None,
+        **_TOKENS,
+    )
+    return transformers.BartForConditionalGeneration(config)
+
+
+DECODERS: dict[str, Callable[[], Any]] = {
+    "gpt2": gpt2,
+    "llama": llama,
+    "opt": opt,
+    "t5": t5,
+    "bart": bart,
+}
 
 
 def _generate(model: Any, ids: torch.Tensor, n: int, cache: str, sample: bool) -> torch.Tensor:

@@ -64,7 +64,26 @@ def _store_attr(m: FrameMonitor, inst: Inst) -> None:
     ):
         return  # a Python __setattr__ or property setter of an object built in the run
     store_attr(m, base, name, value)
-    m.expect_outputs(inst, 0, lambda real: [])
+    m.expect_outputs(inst, 0, lambda real: stored(m, base, value, []))
+
+
+def stored(m: FrameMonitor, base: Val, value: Val, outputs: list[Val]) -> list[Val]:
+    """After a store into ``base`` ran: a dataclass built in the run whose own
+    ``__setattr__`` may have written its items too (a ``ModelOutput``) has its shadow items
+    read back (each the shadow of the object it holds)."""
+    if base.payload(Construction) is not None and isinstance(base.items, dict):
+        cap = m.cap
+        items: dict[Any, tuple[Val, Val]] = {}
+        for k, x in base.obj.items():
+            known = value if x is value.obj else cap.known(x)
+            if known is None:
+                raise m.unsupported(
+                    f"a {type(base.obj).__name__} holds an object of unknown origin"
+                )
+            items[k] = (cap.const(k), known)
+        base.items.clear()
+        base.items.update(items)
+    return outputs
 
 
 def store_attr(m: FrameMonitor, base: Val, name: str, value: Val) -> None:
@@ -72,8 +91,14 @@ def store_attr(m: FrameMonitor, base: Val, name: str, value: Val) -> None:
     if isinstance(base.obj, torch.Tensor):
         registry.STORE_TENSOR_ATTR.impl(m, base, name, value)  # p.data = new, t.requires_grad
         return
-    if base.payload(Construction) is not None:
-        raise m.unsupported(f"setting attribute {name!r} of a dataclass built during the run")
+    ctor = base.payload(Construction)
+    if ctor is not None:
+        if isinstance(base.obj, tuple):
+            raise m.unsupported(f"setting attribute {name!r} of a namedtuple")
+        # a dataclass built in the run (a ModelOutput whose pooler_output a model replaces):
+        # the mock sets it again after building it; its items are read back once it is set
+        ctor.sets.append((name, value))
+        return
     if registry.IS_PYOBJ.impl(base) and not registry.PLAIN_STORE.impl(type(base.obj), name):
         raise m.unsupported(f"setattr on a {type(base.obj).__name__} runs Python code")
     m.cap.set_attr(base, name, value)

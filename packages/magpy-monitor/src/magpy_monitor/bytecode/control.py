@@ -8,12 +8,16 @@ guarded (``truthiness``); iteration itself is modelled in ``iteration.py``.
 from __future__ import annotations
 
 import types
+from typing import Any
 
 import torch
 
+from ..core import registry
+from ..core.attributes import MISSING, guard_class_attr, static_lookup
 from ..core.calls import truthiness
 from ..core.frame import FrameMonitor, Inst
 from ..core.registry import opcode
+from ..core.values import Val
 from ..core.valuetypes import is_value_type
 from .iteration import for_iter, get_iter, send
 
@@ -59,7 +63,33 @@ def _swap(m: FrameMonitor, inst: Inst) -> None:
 )
 def _pop_jump_if(m: FrameMonitor, inst: Inst) -> None:
     (v,) = m.pop()
-    truthiness(m, v)
+    if not python_truth(m, inst, v, 0):
+        truthiness(m, v)
+
+
+def python_truth(m: FrameMonitor, inst: Inst, v: Val, n_out: int) -> bool:
+    """``bool(v)`` where ``v``'s class answers in Python (``__bool__``, else ``__len__``: a
+    cache's ``if past_key_values:``): the method is followed (True) and the truth of what
+    it returned is guarded; ``n_out`` (0 or 1) is what the instruction pushes, its result."""
+    cls = type(v.obj)
+    if isinstance(v.obj, torch.Tensor) or is_value_type(v.obj) or v.obj is None:
+        return False
+    method = static_lookup(cls, "__bool__")
+    if method is MISSING:
+        method = static_lookup(cls, "__len__")
+    if not isinstance(method, types.FunctionType):
+        return False
+    cap = m.cap
+    if v.external:
+        cap.observe_type(v)
+    guard_class_attr(cap, cls, method.__name__)
+
+    def outputs(real: list[Any], got: Val) -> list[Val]:
+        truthiness(m, got)
+        return [cap.const(real[0])] if n_out else []
+
+    registry.FOLLOW.impl(m, inst, method, [v], n_out, outputs)
+    return True
 
 
 @opcode(

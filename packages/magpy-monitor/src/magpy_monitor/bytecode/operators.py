@@ -21,6 +21,7 @@ from ..core.operators import guard_identity, scalar_op, tensor_op
 from ..core.registry import opcode
 from ..core.values import Val, plain_container
 from ..core.valuetypes import is_value_type
+from .control import python_truth
 from .iteration import DictView, iter_items, unpack
 
 __all__: list[str] = []
@@ -142,6 +143,8 @@ def _unary(m: FrameMonitor, inst: Inst) -> None:
 @opcode("UNARY_NOT")
 def _unary_not(m: FrameMonitor, inst: Inst) -> None:
     (v,) = m.pop()
+    if python_truth(m, inst, v, 1):
+        return  # (``not cache``: its Python __len__, followed)
     truthiness(m, v)
     m.expect_outputs(inst, 1, lambda real: [m.cap.const(real[0])])
 

@@ -98,6 +98,7 @@ def dispatch_call(
 # ---------------------------------------------------------------------- classes and builtins
 @call_rule("exception class", lambda c: isinstance(c.fn, type) and issubclass(c.fn, BaseException))
 def _exception_class(m: FrameMonitor, inst: Inst, c: Call) -> None:
+    m.cap.observe_identity(c.fn_val)
     pure_call(m, inst, c.pos, c.kwargs)
 
 
@@ -156,6 +157,7 @@ def _graph_operator(m: FrameMonitor, inst: Inst, c: Call) -> None:
 
 @call_rule("shape read", lambda c: c.ann.kind is Kind.META)
 def _shape_read(m: FrameMonitor, inst: Inst, c: Call) -> None:
+    m.cap.observe_identity(c.fn_val)
     meta_call(m, inst, c.pos, c.kwargs, getattr(c.fn, "__name__", ""))
 
 

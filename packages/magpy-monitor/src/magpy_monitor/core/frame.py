@@ -117,6 +117,7 @@ class Pending:
         "inst",
         "make",
         "n_out",
+        "on_gen_return",
         "on_raise",
         "on_result",
         "opaque",
@@ -141,6 +142,8 @@ class Pending:
         self.callbacks: dict[types.CodeType, Val] = {}
         self.callback_results: list[Val] = []
         self.on_result: Callable[[Val], None] | None = None
+        # ``gen`` returned (it was run to its end): the instruction goes on (``f(*gen)`` calls f)
+        self.on_gen_return: Callable[[], None] | None = None
         # the instruction raising: ``on_raise(exc)`` guards what made it raise; ``raised``: the
         # exception a followed callee was left by (what made it raise is guarded there)
         self.on_raise: Callable[[BaseException], None] | None = None

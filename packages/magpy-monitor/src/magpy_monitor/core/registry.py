@@ -263,6 +263,7 @@ CALL_RULE_ORDER: tuple[str, ...] = (
     "dynamic",  # core: VALUE_READ / EFFECT stop the capture
     "opaque forward",  # pyobj: super().forward(x) of an RNN, one node
     "weak reference",  # libs/stdlib: ref() of an object the run knows
+    "lru_cache wrapper",  # libs/stdlib: a cached function over plain values is a constant
     "torch-disabled wrapper",  # libs/torch: torch._disable_dynamo(fn): followed through
     "torch graph_break hint",  # libs/torch: torch._dynamo.graph_break() in torch's own code
     "python function",  # core: followed into its frame

@@ -230,12 +230,14 @@ def dict_view_items(base: Val) -> dict[Any, Any] | None:
 
 class Construction(Payload):
     """An object the mock rebuilds by calling its class again (a dataclass, a namedtuple,
-    ``pyobj/objects``): the class and the shadows of the arguments it was built from."""
+    ``pyobj/objects``): the class and the shadows of the arguments it was built from, and
+    the attributes the run set on it afterwards, in order (``sets``: set again by the mock)."""
 
-    __slots__ = ("cls", "kwargs", "pos")
+    __slots__ = ("cls", "kwargs", "pos", "sets")
 
     def __init__(self, cls: type, pos: list[Val], kwargs: dict[str, Val]) -> None:
         self.cls, self.pos, self.kwargs = cls, pos, kwargs
+        self.sets: list[tuple[str, Val]] = []
 
 
 class Write:

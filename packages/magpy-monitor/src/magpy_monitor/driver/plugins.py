@@ -54,6 +54,7 @@ from ..pyobj import (
     collections,
     containers,
     contexts,
+    copying,
     highorder,
     instances,
     iterators,
@@ -80,7 +81,7 @@ LOADED = (
     # pyobj
     builtins, methods, containers, collections, setstate, sets, objects, instances, attrhooks,
     attrcalls, classes,
-    special, highorder, iterators, contexts,
+    special, highorder, iterators, contexts, copying,
     pyobj_rules,
     # libs: stdlib < numpy < torch
     warn, pyenv, ndarrays, numpy_rules,

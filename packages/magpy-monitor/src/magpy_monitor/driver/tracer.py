@@ -216,6 +216,8 @@ class Monitor:
             caller.pending.callback_results.append(val)
         elif mon.kind is FrameKind.GENERATOR:
             caller.pending.result = val  # its return value (a `yield from` takes it)
+            if caller.pending.on_gen_return is not None:
+                caller.pending.on_gen_return()
         else:
             if caller.pending.on_result is not None:
                 caller.pending.on_result(val)

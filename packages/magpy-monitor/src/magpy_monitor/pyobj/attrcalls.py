@@ -15,7 +15,7 @@ import torch
 
 from magpy_refgraph import GuardKind
 
-from ..bytecode.attributes import store_attr
+from ..bytecode.attributes import store_attr, stored
 from ..core import registry
 from ..core.attributes import guard_class_attr, load_attr
 from ..core.frame import FrameMonitor, Inst
@@ -32,10 +32,14 @@ __all__: list[str] = []
 def _getattr(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
     base, name = pos[0], pos[1]
     m.cap.observe(name)
-    if type(name.obj) is str and hooked(base) is not None:  # its class's own __getattribute__
+    if type(name.obj) is str:  # its class's own __getattribute__
         if len(pos) == 3 and hooked_getattr(m, inst, base, name.obj, pos[2]):
             return
-        if len(pos) == 2 and follow_attribute(m, inst, base, name.obj, method=False):
+        if (
+            len(pos) == 2
+            and hooked(base)
+            and follow_attribute(m, inst, base, name.obj, method=False)
+        ):
             return
     if python_descriptor(base.obj, name.obj) is not None:
         # (a getter that raises AttributeError makes getattr give the default: that stops
@@ -130,8 +134,13 @@ def _setattr(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) ->
     if len(pos) != 3 or kw or type(pos[1].obj) is not str:
         raise m.unsupported("setattr() with unusual arguments")
     m.cap.observe(pos[1])
-    store_attr(m, pos[0], pos[1].obj, pos[2])
-    m.expect_outputs(inst, 1, lambda real: [m.cap.const(None)])
+    base, name, value = pos[0], pos[1].obj, pos[2]
+    if registry.IS_PYOBJ.impl(base) and registry.STORE_ATTR_FOLLOWED.impl(
+        m, inst, base, name, value, pushes=True
+    ):
+        return  # a Python __setattr__ or property setter of an object built in the run
+    store_attr(m, base, name, value)
+    m.expect_outputs(inst, 1, lambda real: stored(m, base, value, [m.cap.const(None)]))
 
 
 @register_builtin(delattr)

@@ -22,7 +22,7 @@ from ..core import registry
 from ..core.attributes import guard_class_attr, load_attr
 from ..core.frame import FrameMonitor, Inst
 from ..core.registry import METHOD_HANDLERS
-from ..core.values import BoundMethod, Val
+from ..core.values import BoundMethod, Instance, Val
 from .instances import (
     _follow_getter,
     _follow_read,
@@ -82,8 +82,6 @@ def follow_attribute(
 
 def hooked_hasattr(m: FrameMonitor, inst: Inst, base: Val, name: str) -> bool:
     """``hasattr(base, name)`` through the class's own ``__getattribute__`` (True: followed)."""
-    if hooked(base) is None:
-        return False
     true, false = m.cap.const(True), m.cap.const(False)
 
     def absent(real: list[Any], exc: BaseException) -> list[Val]:
@@ -91,22 +89,35 @@ def hooked_hasattr(m: FrameMonitor, inst: Inst, base: Val, name: str) -> bool:
             raise m.unsupported(f"hasattr() through a __getattribute__ raising {exc!r}")
         return [false]
 
-    return follow_attribute(
-        m, inst, base, name, method=False, outputs=lambda r, g: [true], raised=absent
-    )
+    return _follow_hook(m, inst, base, name, lambda r, g: [true], absent)
 
 
 def hooked_getattr(m: FrameMonitor, inst: Inst, base: Val, name: str, default: Val) -> bool:
     """``getattr(base, name, default)`` through the class's own ``__getattribute__``."""
-    if hooked(base) is None:
-        return False
 
     def absent(real: list[Any], exc: BaseException) -> list[Val]:
         if not isinstance(exc, AttributeError) or real[0] is not default.obj:
             raise m.unsupported(f"getattr() through a __getattribute__ raising {exc!r}")
         return [default]
 
-    return follow_attribute(m, inst, base, name, method=False, raised=absent)
+    return _follow_hook(m, inst, base, name, None, absent)
+
+
+def _follow_hook(
+    m: FrameMonitor, inst: Inst, base: Val, name: str, outputs: Outputs | None, raised: Raised
+) -> bool:
+    """Follow the ``__getattribute__`` of ``base``'s class for ``hasattr``/``getattr`` with a
+    default: an object from outside, or one the run built (a configuration it copied; its
+    class is known to the record)."""
+    if hooked(base) is not None:
+        return follow_attribute(m, inst, base, name, method=False, outputs=outputs, raised=raised)
+    hook = attribute_hook(base.obj) if registry.IS_PYOBJ.impl(base) else None
+    if hook is None:
+        return False
+    _follow_read(
+        m, inst, hook, [base, m.cap.const(name)], method=False, outputs=outputs, raised=raised
+    )
+    return True
 
 
 def _object_getattribute(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
@@ -116,10 +127,15 @@ def _object_getattribute(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[s
         raise m.unsupported("object.__getattribute__ with unusual arguments")
     m.cap.observe(pos[1])
     base, name = pos[0], pos[1].obj
+    found = python_descriptor(base.obj, name)
     if hooked(base) is None:
+        state = base.payload(Instance)
+        if found is not None and state is not None:  # a property of an object built here
+            guard_class_attr(m.cap, type(base.obj), name)
+            _follow_getter(m, inst, found, base, state.cls_val, method=False)
+            return
         m.expect_outputs(inst, 1, lambda real: [load_attr(m, base, name, real[0])])
         return
-    found = python_descriptor(base.obj, name)
     if found is not None:  # a property the plain read finds: its getter, followed
         m.cap.observe_type(base)
         guard_class_attr(m.cap, type(base.obj), name)

@@ -102,6 +102,9 @@ def call_with_lazy_star(
     an object, or the callee is not one of the native builtins that run no Python of their
     own."""
     lazy = _lazy(star)
+    if lazy is None and is_generator(star) and fn.obj not in (zip, list, tuple):
+        _call_after_generator(m, inst, fn, star, kwargs)
+        return True
     if (lazy is None and not is_generator(star)) or fn.obj not in (zip, list, tuple):
         return False
 
@@ -122,6 +125,31 @@ def call_with_lazy_star(
     else:
         _consume_lazy(m, inst, star, lazy, then)
     return True
+
+
+def _call_after_generator(
+    m: FrameMonitor, inst: Inst, fn: Val, gen: Val, kwargs: dict[str, Val]
+) -> None:
+    """``f(*gen)`` of any callee (torch's parametrization: ``self[0](*originals)``): CPython
+    runs the generator to its end, then calls ``f``. The generator's frame is monitored; once
+    it returns, the call is dispatched like any other with the values it yielded, and its
+    own pending result (a followed callee's frame, a graph node) replaces this one."""
+
+    def unreachable(real: list[Any]) -> list[Val]:
+        raise m.unsupported("a call over a generator ended before the generator did")
+
+    p = m.expect_outputs(inst, 1, unreachable)
+    p.gen = gen
+
+    def call() -> None:
+        depth = len(m.stack)
+        m.pending = None
+        dispatch_call(m, inst, fn, list(p.yields), kwargs)
+        if m.pending is None:  # the rule knew the result up front and pushed it
+            (val,) = m.pop(len(m.stack) - depth)
+            m.expect_outputs(inst, 1, lambda real: [val])
+
+    p.on_gen_return = call
 
 
 def _consume_lazy(

@@ -385,17 +385,22 @@ def external_attr_followed(
 
 
 @registry.STORE_ATTR_FOLLOWED.provide
-def store_attr_followed(m: FrameMonitor, inst: Inst, base: Val, name: str, value: Val) -> bool:
-    """STORE_ATTR on an object built during the run whose class runs Python for it (its
-    ``__setattr__``, or a property's setter): followed, True. False: a plain store."""
+def store_attr_followed(
+    m: FrameMonitor, inst: Inst, base: Val, name: str, value: Val, *, pushes: bool = False
+) -> bool:
+    """STORE_ATTR (``pushes``: the ``setattr()`` call, which pushes None) on an object built
+    during the run whose class runs Python for it (its ``__setattr__``, or a property's
+    setter): followed, True. False: a plain store."""
     cls = type(base.obj)
+    none = m.cap.const(None)
+    n_out, outputs = (1, lambda real, got: [none]) if pushes else (0, None)
     setattr_ = lookup(cls, "__setattr__")
     if isinstance(setattr_, types.FunctionType):
-        follow(m, inst, setattr_, [base, m.cap.const(name), value], 0)
+        follow(m, inst, setattr_, [base, m.cap.const(name), value], n_out, outputs)
         return True
     desc = lookup(cls, name)
     if isinstance(desc, property) and isinstance(desc.fset, types.FunctionType):
-        follow(m, inst, desc.fset, [base, value], 0)
+        follow(m, inst, desc.fset, [base, value], n_out, outputs)
         return True
     if hasattr(type(desc), "__set__"):
         raise m.unsupported(f"setting {cls.__name__}.{name}, a {type(desc).__name__}")

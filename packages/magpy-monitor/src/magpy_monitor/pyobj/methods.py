@@ -1,10 +1,9 @@
-"""Native methods of builtin types that code calls, modelled by name, and ``copy.copy``.
+"""Native methods of builtin types that code calls, modelled by name.
 
 ``d.items()``/``keys()``/``values()`` give views over the dict's shadow; ``d.get(k)`` reads its
 shadow items (or, from outside, guards its keys); a ``mappingproxy`` read is pure when the
 mapping is a constant of the record; str and tuple methods are pure over guarded values.
-``copy.copy``/``copy.deepcopy`` of plain data is a fresh constant, of anything else the Python
-code of ``copy`` is followed. Methods of ``re`` patterns and matches, ``torch.Size``, ``int``,
+Methods of ``re`` patterns and matches, ``torch.Size``, ``int``,
 ``float``, ``bytes`` and ``list`` that compute a value from their arguments are pure, and so are
 ``re``'s functions. (``str.join`` iterates its argument: see ``pyobj.highorder``; ``list``
 methods that change the list: ``pyobj.containers``.)
@@ -13,7 +12,6 @@ methods that change the list: ``pyobj.containers``.)
 from __future__ import annotations
 
 import collections
-import copy
 import re
 import types
 from typing import Any
@@ -23,12 +21,11 @@ import torch
 from magpy_refgraph import Item
 
 from ..bytecode.iteration import DictView, consume_items
-from ..core.calls import inline, pure_call
+from ..core.calls import pure_call
 from ..core.frame import FrameMonitor, Inst
 from ..core.registry import BUILTIN_HANDLERS, METHOD_HANDLERS, BuiltinHandler, register_methods
 from ..core.values import BoundMethod, Val
 from ..core.valuetypes import is_value_type
-from .containers import plain_data
 
 __all__: list[str] = []
 
@@ -142,25 +139,6 @@ def _str_method(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val])
     if any(isinstance(v.obj, torch.Tensor) for v in flat):
         raise m.unsupported("string method over tensors")
     pure_call(m, inst, flat, kw)
-
-
-# ---------------------------------------------------------------------- copy.copy, copy.deepcopy
-def _copy_handler(fn: Any) -> BuiltinHandler:
-    def handle(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
-        if len(pos) == 1 and not kw and plain_data(pos[0].obj):
-            pure_call(m, inst, pos, kw)  # the copy is a fresh constant, rebuilt by the mock
-            return
-        inline(m, inst, m.cap.const(fn), pos, kw)
-
-    return handle
-
-
-def _register_copy() -> None:
-    for fn in (copy.copy, copy.deepcopy):
-        BUILTIN_HANDLERS[id(fn)] = (fn, _copy_handler(fn))
-
-
-_register_copy()
 
 
 # ---------------------------------------------------------------------- other pure methods

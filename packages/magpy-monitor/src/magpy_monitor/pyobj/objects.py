@@ -232,10 +232,15 @@ def construct(
     m.expect_outputs(inst, 1, make)
 
 
-def _construct(cls: type, names: tuple[str, ...], *values: Any) -> Any:
-    """Call ``cls`` with ``values``: the last ``len(names)`` of them by keyword."""
+def _construct(cls: type, names: tuple[str, ...], sets: tuple[str, ...], *values: Any) -> Any:
+    """Call ``cls`` with ``values``: the last ``len(sets)`` of them are then set as those
+    attributes, the ``len(names)`` before them passed by keyword."""
+    values, set_values = values[: len(values) - len(sets)], values[len(values) - len(sets) :]
     split = len(values) - len(names)
-    return cls(*values[:split], **dict(zip(names, values[split:], strict=True)))
+    obj = cls(*values[:split], **dict(zip(names, values[split:], strict=True)))
+    for name, value in zip(sets, set_values, strict=True):
+        setattr(obj, name, value)  # (the class's own __setattr__, as in the run)
+    return obj
 
 
 _construct.__name__ = "construct_dataclass"
@@ -244,12 +249,15 @@ _construct.__name__ = "construct_dataclass"
 def ctor_recipe(v: Val, recipe: Any) -> Recipe | None:
     """The mock's recipe for a replayed construction (``recipe``: the planner's, per value)."""
     ctor, partial = ctor_of(v), v.payload(PartialCall)
+    sets: list[tuple[str, Val]] = []
     if ctor is not None:
-        cls, pos, kwargs = ctor.cls, ctor.pos, ctor.kwargs
+        cls, pos, kwargs, sets = ctor.cls, ctor.pos, ctor.kwargs, ctor.sets
     elif partial is not None:  # functools.partial built during the run
         cls, pos, kwargs = functools.partial, [partial.func, *partial.args], partial.keywords
     else:
         return None
+    names = tuple(name for name, _ in sets)
     parts: list[Recipe] = [Constant(_construct), Constant(cls), Constant(tuple(kwargs))]
-    parts += [recipe(a) for a in (*pos, *kwargs.values())]
+    parts += [Constant(names)]
+    parts += [recipe(a) for a in (*pos, *kwargs.values(), *(x for _, x in sets))]
     return Build(id(v), BuildKind.CALL, tuple(parts))

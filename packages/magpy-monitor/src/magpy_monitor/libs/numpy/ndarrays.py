@@ -454,7 +454,7 @@ _FUNCTIONS = (
     "isclose allclose array_equal sum prod mean average std var median max min amax amin "
     "argmax argmin argsort sort cumsum cumprod diff nonzero count_nonzero any all unique "
     "dot matmul outer inner cross einsum kron trace ptp percentile quantile interp "
-    "floor_divide nan_to_num sinc "
+    "floor_divide nan_to_num sinc gcd lcm "
     # scalar types and dtype conversions: np.float32(0.5) is a value, np.float32(a) an array
     "float16 float32 float64 int8 int16 int32 int64 uint8 uint16 uint32 uint64 bool_ "
     "dtype result_type promote_types can_cast"

@@ -16,20 +16,31 @@
 from __future__ import annotations
 
 import contextvars
+import functools
 import logging
 import operator
+import types
 import weakref
 from typing import Any
 
-from magpy_refgraph import Const, GuardKind, Item, Outcome, Unsupported
+from magpy_refgraph import Const, DictItem, GuardKind, Item, Outcome, Unsupported
 
-from ...bytecode.iteration import consume_generator, exhaust, is_generator, iter_items, pairs_of
+from ...bytecode.iteration import (
+    DICT_TYPES,
+    consume_generator,
+    exhaust,
+    is_generator,
+    iter_items,
+    pairs_of,
+)
 from ...bytecode.subscripts import subscr
+from ...core.calls import _name as qualified_name
 from ...core.capture import Capture
 from ...core.dispatch import Call, call_rule
 from ...core.frame import FrameMonitor, Inst
 from ...core.registry import BUILTIN_HANDLERS, METHOD_HANDLERS
 from ...core.values import Payload, Val
+from ...pyobj.containers import plain_data
 
 __all__ = ["check_context_vars"]
 
@@ -94,8 +105,24 @@ def check_context_vars(cap: Capture) -> None:
 
 
 def _dict_getitem(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
-    """``dict.__getitem__(d, k)`` (``super().__getitem__(k)`` in a dict subclass)."""
-    subscr(m, inst, pos[0], pos[1])
+    """``dict.__getitem__(d, k)`` (``super().__getitem__(k)`` in a dict subclass): the entry as
+    stored, bypassing the subclass's own ``__getitem__`` (transformers' ``ACT2FN``, whose
+    ``__getitem__`` instantiates the class it stores)."""
+    cap = m.cap
+    base, key = pos[0], pos[1]
+    if type(base.obj) in DICT_TYPES or not isinstance(base.obj, dict):
+        subscr(m, inst, base, key)
+        return
+    cap.observe_key(key)
+    if key.obj not in dict.keys(base.obj):  # (a __missing__ would run: not modelled)
+        raise m.unsupported(f"dict.__getitem__ of a missing key of a {type(base.obj).__name__}")
+    if isinstance(base.items, dict):
+        m.push(base.items[key.obj][1])
+    elif base.external:
+        cap.observe_type(base)
+        m.expect_outputs(inst, 1, lambda real: [cap.child(base, DictItem(key.obj), real[0])])
+    else:
+        raise m.unsupported(f"dict.__getitem__ of a {type(base.obj).__name__} of unknown contents")
 
 
 def _dict_ctor(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
@@ -157,6 +184,36 @@ def _is_enabled_for(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, V
 
 
 BUILTIN_HANDLERS[id(logging.Logger.isEnabledFor)] = (logging.Logger.isEnabledFor, _is_enabled_for)
+
+
+# ---------------------------------------------------------------------- functools.lru_cache
+def _cached_function(c: Call) -> bool:
+    return type(c.fn) is functools._lru_cache_wrapper and isinstance(
+        getattr(c.fn, "__wrapped__", None), types.FunctionType
+    )
+
+
+@call_rule("lru_cache wrapper", _cached_function)
+def _cached_call(m: FrameMonitor, inst: Inst, c: Call) -> None:
+    """A call of an ``functools.lru_cache``/``cache``-wrapped function over plain values
+    (transformers' ``is_torch_greater_or_equal("2.3")``, ``is_torch_distributed_available()``):
+    a constant of the record guarded by the function and its arguments. Caching asserts
+    that the result depends on the arguments only (once cached, eager returns the same object
+    until ``cache_clear()``); TorchDynamo makes the same assumption by tracing the wrapped
+    function. A result that is not a plain value stays a break."""
+    args = [*c.pos, *c.kwargs.values()]
+    if not all(plain_data(v.obj) for v in args):
+        raise m.unsupported(f"{qualified_name(c.fn)}: a cached function over objects")
+    m.cap.observe_identity(c.fn_val)
+    for v in args:
+        m.cap.observe(v)
+
+    def make(real: list[Any]) -> list[Val]:
+        if not plain_data(real[0]):
+            raise m.unsupported(f"{qualified_name(c.fn)} returned a {type(real[0]).__name__}")
+        return [m.cap.new(real[0], const=True)]
+
+    m.expect_outputs(inst, 1, make)
 
 
 # ---------------------------------------------------------------------- weak references

@@ -49,6 +49,7 @@ def _grad_mode_exit(m: FrameMonitor, inst: Inst, c: Call) -> None:
     lambda c: any(c.fn is cls for cls in GRAD_MODE_CLASSES),  # (`in` runs a user __eq__)
 )
 def _grad_mode_class(m: FrameMonitor, inst: Inst, c: Call) -> None:
+    m.cap.observe_identity(c.fn_val)  # (the class may come from outside: `self.ctx = no_grad`)
     grad_context(m, inst, c.fn, c.pos, c.kwargs)
 
 
@@ -59,7 +60,9 @@ def _grad_mode_class(m: FrameMonitor, inst: Inst, c: Call) -> None:
 )
 def _module_class(m: FrameMonitor, inst: Inst, c: Call) -> None:
     # a layer built inside forward (torch.nn's, or a library's stateless activation): a
-    # constant of the record if it holds no state; the mock never returns it
+    # constant of the record if it holds no state; the mock never returns it. The class is
+    # guarded by identity (`ACT2FN[name]`, `self.act_cls()`: another class is another layer)
+    m.cap.observe_identity(c.fn_val)
     construct_module(m, inst, c.fn, c.pos, c.kwargs)
 
 
