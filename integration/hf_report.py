@@ -11,8 +11,9 @@ For each model (tiny config, random weights, offline): MagPy's graphs and breaks
 (``magpy.explain``), whether MagPy's eager-backend output equals eager over 3 fresh calls, and its
 records/hits; TorchDynamo's graphs and breaks (``torch._dynamo.explain``, backend "eager") and
 whether ``torch.compile(fullgraph=True, backend="eager")`` succeeds; and the share of MagPy's
-run time outside compiled graphs over those calls (``magpy.stats(fn).outside_share``). Prints a
-Markdown table.
+run time outside compiled graphs over those calls (``magpy.stats(fn).outside_share``; the calls
+that record segments count too) and the places no record could start from
+(``stats().eager_sites``: their code always runs uncompiled). Prints a Markdown table.
 """
 
 from __future__ import annotations
@@ -96,6 +97,7 @@ def _magpy(name: str, model: torch.nn.Module, make: Callable[..., Any]) -> dict[
         "records": st.records,
         "hits": st.hits,
         "outside": st.outside_share,
+        "eager_sites": st.eager_sites,
     }
 
 
@@ -127,10 +129,10 @@ def row(name: str) -> str:
             mp = _magpy(name, model, make)
             mp_text = (
                 f"{mp['graphs']} | {mp['breaks']} | {'yes' if mp['same'] else 'NO'} | "
-                f"{mp['records']}/{mp['hits']} | {mp['outside']:.0%}"
+                f"{mp['records']}/{mp['hits']} | {mp['outside']:.0%} | {mp['eager_sites']}"
             )
         except Exception as exc:
-            mp_text = f"error | {type(exc).__name__} | - | - | -"
+            mp_text = f"error | {type(exc).__name__} | - | - | - | -"
         model, make = MODELS[name]()
         dy = _dynamo(model, make)
     return f"| {name} | {mp_text} | {dy['graphs']} | {dy['breaks']} | {dy['fullgraph']} |"
@@ -152,8 +154,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.extra:
         names += [n for n in EXTRA_MODELS if n not in names]
     print("| model | MagPy graphs | MagPy breaks | MagPy = eager | records/hits |", end="")
-    print(" time outside graphs | Dynamo graphs | Dynamo breaks | fullgraph=True |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print(" time outside graphs | eager sites | Dynamo graphs | Dynamo breaks | fullgraph=True |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for name in names:
         print(row(name), flush=True)
     return 0

@@ -16,7 +16,7 @@ import magpy
 
 def mostly_native(x: torch.Tensor) -> torch.Tensor:
     y = x * 2
-    time.sleep(0.003)  # a call with effects outside the program: a break, run natively
+    time.sleep(0.01)  # a call with effects outside the program: a break, run natively
     return y + 1
 
 

@@ -56,6 +56,9 @@ FUNCTION_IMPORTS_ALLOWED: dict[tuple[str, str], str] = {
     ("packages/magpy-codegen/src/magpy_codegen/_backend.py", "_torch_compiler"): (
         "importing torch._inductor or torch._dynamo takes seconds; only that backend needs it"
     ),
+    ("packages/magpy-codegen/src/magpy_codegen/_backend.py", "_inductor_settings"): (
+        "mode/options of magpy.compile are checked against Inductor's config (seconds to import)"
+    ),
     ("packages/magpy-codegen/src/magpy_codegen/_cguard.py", "_Builder.__init__"): (
         "the C++ guard tree needs TorchDynamo's GuardManagerType (importing torch._dynamo takes "
         "seconds); only a record that has served calls gets a tree"

@@ -1,6 +1,14 @@
 """MagPy's code generation: guards, mocks, and lowering of operator graphs to a backend."""
 
-from ._backend import BACKENDS, ShapeGuard, compile_graph, resolve_backend, shape_guard
+from ._backend import (
+    BACKENDS,
+    ConfiguredInductor,
+    ShapeGuard,
+    compile_graph,
+    configured_backend,
+    resolve_backend,
+    shape_guard,
+)
 from ._generated import GeneratedCode, NameAllocator, forget_generated
 from ._guard import generate_guard
 from ._instrument import Instrumented, Layout, instrument
@@ -11,6 +19,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BACKENDS",
+    "ConfiguredInductor",
     "GeneratedCode",
     "Instrumented",
     "Layout",
@@ -19,6 +28,7 @@ __all__ = [
     "ShapeGuard",
     "build_record",
     "compile_graph",
+    "configured_backend",
     "forget_generated",
     "generate_guard",
     "generate_mock",

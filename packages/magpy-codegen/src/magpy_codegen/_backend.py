@@ -23,6 +23,7 @@ ShapeEnv's guards (relations between sizes the monitor or the compiler relied on
 
 from __future__ import annotations
 
+import difflib
 import functools
 import linecache
 import types
@@ -46,8 +47,10 @@ from ._joint import compile_joint, runs_backward
 __all__ = [
     "BACKENDS",
     "UNCOMPILED",
+    "ConfiguredInductor",
     "ShapeGuard",
     "compile_graph",
+    "configured_backend",
     "resolve_backend",
     "shape_guard",
 ]
@@ -102,6 +105,87 @@ BACKENDS: dict[str, Backend] = {
 _TORCH_COMPILERS = (_inductor, _inductor_fast_random, _aot_eager)  # compile fake inputs
 
 
+class ConfiguredInductor:
+    """Inductor with a configuration patch, as ``torch.compile(mode=..., options=...)`` gives
+    it: ``mode``'s settings (``torch._inductor.list_mode_options``), then ``options``."""
+
+    __slots__ = ("fast_random", "mode", "patch")
+
+    def __init__(self, mode: str | None, patch: dict[str, Any], *, fast_random: bool) -> None:
+        self.mode, self.patch, self.fast_random = mode, patch, fast_random
+
+    def __call__(self, gm: fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
+        compiler = _torch_compiler("inductor")
+        patch = dict(self.patch)
+        if not self.fast_random:
+            patch.setdefault("fallback_random", True)  # (see the module's docstring)
+        with torch._inductor.config.patch(patch):
+            return compiler(gm, example_inputs)
+
+    def __repr__(self) -> str:
+        return f"ConfiguredInductor(mode={self.mode!r}, patch={self.patch!r})"
+
+
+def _is_torch_compiler(compiler: Any) -> bool:
+    """Inductor or AOTAutograd (they compile fake inputs, and a training step jointly)."""
+    return compiler in _TORCH_COMPILERS or isinstance(compiler, ConfiguredInductor)
+
+
+_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
+def configured_backend(
+    backend: str | Backend,
+    mode: str | None,
+    options: dict[str, Any],
+    *,
+    own: tuple[str, ...] = (),
+) -> str | Backend:
+    """``backend`` with ``torch.compile``'s ``mode`` and Inductor ``options`` applied: an
+    Inductor backend gets a :class:`ConfiguredInductor`. An unknown mode or option (``own``:
+    the caller's own option names, listed in the message beside the closest Inductor ones), a
+    value of the wrong type, both ``mode`` and ``options``, or either with a backend that is
+    not Inductor, is a clear error naming the parameter."""
+    if mode is not None and options:
+        raise ValueError("mode and options cannot both be given (as in torch.compile)")
+    if mode in (None, "default") and not options:
+        return backend
+    if mode is not None and mode not in _MODES:
+        raise UnknownOptionError(f"mode {mode!r} unknown; choose one of {list(_MODES)}")
+    patch = _inductor_settings(mode, options, own)
+    if backend not in ("inductor", "inductor_fast_random"):
+        which = "mode" if mode is not None else f"options {sorted(options)}"
+        raise ValueError(f"{which}: Inductor settings, but backend is {backend!r}")
+    return ConfiguredInductor(mode, patch, fast_random=backend == "inductor_fast_random")
+
+
+def _inductor_settings(
+    mode: str | None, options: dict[str, Any], own: tuple[str, ...]
+) -> dict[str, Any]:
+    """The Inductor config patch of ``mode`` (Inductor's own table), or ``options`` checked
+    against Inductor's config: known keys (else the closest ones are named), values of the
+    type the setting has."""
+    import torch._inductor
+    import torch._inductor.config
+
+    if mode is not None:
+        return dict(torch._inductor.list_mode_options(mode))
+    known = torch._inductor.config.get_config_copy()
+    for key, value in options.items():
+        if key not in known:
+            close = difflib.get_close_matches(str(key), [*own, *known], n=3)
+            hint = f"; did you mean {close}?" if close else ""
+            raise UnknownOptionError(
+                f"options: {key!r} is no Inductor option nor one of {list(own)}{hint}"
+            )
+        want = type(known[key])
+        if known[key] is not None and value is not None and not isinstance(value, want):
+            raise TypeError(
+                f"options[{key!r}] must be a {want.__name__}, got {type(value).__name__}"
+            )
+    return dict(options)
+
+
 def resolve_backend(backend: str | Backend) -> Backend:
     """The backend callable for a name or callable; a clear error for anything else."""
     if callable(backend):
@@ -142,7 +226,7 @@ def _compile(
         return _compile_or_run(compiler, gm, list(example_inputs))
     if compiler is _eager:
         compiled = gm.forward
-    elif compiler in _TORCH_COMPILERS:
+    elif _is_torch_compiler(compiler):
         compiled = _compile_or_run(compiler, gm, fakes)
     else:
         for node, fake in zip(_placeholders(gm.graph), fakes, strict=True):
@@ -210,7 +294,7 @@ def _compile_or_run(compiler: Backend, gm: fx.GraphModule, inputs: list[Any]) ->
     an operation's output shape depends on tensor values (``nonzero``, ``x[mask]``) runs as is
     instead, its operations one by one as in eager (``gm.meta[UNCOMPILED]`` says why)."""
     grad_mode = torch.is_grad_enabled()
-    joint = compiler in _TORCH_COMPILERS and runs_backward(gm)
+    joint = _is_torch_compiler(compiler) and runs_backward(gm)
     try:
         if joint:
             return compile_joint(compiler, gm, inputs)  # (a training step's backward)
@@ -221,7 +305,7 @@ def _compile_or_run(compiler: Backend, gm: fx.GraphModule, inputs: list[Any]) ->
         if joint:  # (the graph as it is runs the step as eager does: forward, then backward)
             gm.meta[UNCOMPILED] = f"the training step could not be traced: {_first_line(exc)}"
             return gm.forward
-        if compiler not in _TORCH_COMPILERS or not _data_dependent_failure(exc):
+        if not _is_torch_compiler(compiler) or not _data_dependent_failure(exc):
             raise
         ops = sorted(
             {

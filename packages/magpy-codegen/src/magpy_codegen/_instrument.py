@@ -42,7 +42,8 @@ class Layout:
     """How a record's mock hands its results back to the frame.
 
     ``end``: original offset of the instruction to continue at, or None for "return the value".
-    ``stores``: local names to store, in order (``(name, kind)``, kind ``fast``/``cell``/``free``).
+    ``stores``: local names to store, in order (``(name, kind)``, kind ``fast``/``cell``/``free``,
+    or ``deleted``: a local the segment deleted, unbound again after the store).
     ``nulls``: one flag per stack slot at ``end`` (bottom first): True for a NULL slot.
     """
 
@@ -70,12 +71,14 @@ def _dis_offsets(code: types.CodeType) -> list[tuple[int, str]]:
     return [(i.offset, i.opname) for i in dis.get_instructions(code) if i.opname != "EXTENDED_ARG"]
 
 
-def _store(name: str, kind: str) -> Instr:
+def _store(name: str, kind: str) -> list[Instr]:
     if kind == "cell":
-        return Instr("STORE_DEREF", CellVar(name))
+        return [Instr("STORE_DEREF", CellVar(name))]
     if kind == "free":
-        return Instr("STORE_DEREF", FreeVar(name))
-    return Instr("STORE_FAST", name)
+        return [Instr("STORE_DEREF", FreeVar(name))]
+    if kind == "deleted":  # a local the segment deleted (stored first: it may be unbound)
+        return [Instr("STORE_FAST", name), Instr("DELETE_FAST", name)]
+    return [Instr("STORE_FAST", name)]
 
 
 def _variant_block(layout: Layout, pre: dict[int, Label]) -> list[Any]:
@@ -84,10 +87,10 @@ def _variant_block(layout: Layout, pre: dict[int, Label]) -> list[Any]:
         if layout.stores:
             out += [Instr("UNPACK_SEQUENCE", 2), Instr("SWAP", 2)]
             out += [Instr("UNPACK_SEQUENCE", len(layout.stores))]
-            out += [_store(n, k) for n, k in layout.stores]
+            out += [i for n, k in layout.stores for i in _store(n, k)]
         return [*out, Instr("RETURN_VALUE")]
     out += [Instr("UNPACK_SEQUENCE", 2), Instr("UNPACK_SEQUENCE", len(layout.stores))]
-    out += [_store(n, k) for n, k in layout.stores]
+    out += [i for n, k in layout.stores for i in _store(n, k)]
     k = 0
     for is_null in layout.nulls:
         if is_null:

@@ -3,7 +3,7 @@
 from .bytecode.variables import Defines
 from .core.ambient import ambient_state
 from .core.annotations import TABLE, Annotation, AnnotationTable, Kind, classify
-from .core.calls import ORIGINAL_CODE, CodeOf
+from .core.calls import ORIGINAL_CODE, CodeOf, disabled_function
 from .core.capture import Capture
 from .core.scalars import scalar_tensor
 from .core.shapes import dim_key, symbolic_shapes
@@ -37,6 +37,7 @@ __all__ = [
     "capture",
     "classify",
     "dim_key",
+    "disabled_function",
     "entry",
     "finish",
     "is_monitoring",

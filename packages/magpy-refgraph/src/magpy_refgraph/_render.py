@@ -119,12 +119,26 @@ def iter_remaining(it: object) -> Sequence[object]:
     """The values the built-in iterator ``it`` will still produce, without advancing it.
 
     Works for iterators over lists, tuples, ranges and dict views (``__reduce__`` tells their
-    sequence and position); an ITER access ``#k`` is element ``k`` of this sequence. Raises
-    ``TypeError`` for any other iterator.
+    sequence and position), and ``enumerate``/``zip`` objects over such iterators (a loop
+    ``for i, layer in enumerate(self.layers)`` that a segment resumes in); an ITER access
+    ``#k`` is element ``k`` of this sequence (a new ``(index, value)`` tuple each time, for an
+    ``enumerate``). Raises ``TypeError`` for any other iterator.
     """
-    if type(it) not in _REDUCIBLE_ITERATORS:
-        raise TypeError(f"cannot look ahead in a {type(it).__name__}")
-    reduced: Any = it.__reduce__()
+    kind = type(it)
+    reduced: Any
+    if kind is enumerate:
+        reduced = it.__reduce__()
+        inner, count = reduced[1]
+        return [(count + i, x) for i, x in enumerate(iter_remaining(inner))]
+    if kind is zip:
+        reduced = it.__reduce__()
+        parts = [iter_remaining(x) for x in reduced[1]]
+        if len(reduced) > 2 and reduced[2] and len({len(p) for p in parts}) > 1:
+            raise TypeError("cannot look ahead in a zip(strict=True) of unequal lengths")
+        return list(zip(*parts, strict=False))
+    if kind not in _REDUCIBLE_ITERATORS:
+        raise TypeError(f"cannot look ahead in a {kind.__name__}")
+    reduced = it.__reduce__()
     seq: Sequence[object] = reduced[1][0]
     start: int = reduced[2] if len(reduced) > 2 else 0
     return seq[start:] if start else seq

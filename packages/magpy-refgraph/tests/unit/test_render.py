@@ -288,6 +288,9 @@ class TestItemSteps:
             lambda: iter({1: "a", 2: "b", 3: "c", 4: "d"}),
             lambda: iter({"a": 1, "b": 2, "c": 3, "d": 4}.values()),
             lambda: iter({1: 1, 2: 2, 3: 3, 4: 4}.items()),
+            lambda: enumerate(iter({"a": 1, "b": 2, "c": 3, "d": 4}.values()), 7),
+            lambda: zip([1, 2, 3, 4, 5], iter(range(4)), strict=False),
+            lambda: zip(enumerate(["a", "b", "c", "d"]), (9, 8, 7, 6), strict=True),
         ],
     )
     def test_iter_remaining_of_builtin_iterators(self, make: Any) -> None:
@@ -299,9 +302,14 @@ class TestItemSteps:
             next(it, None)
 
     def test_iter_remaining_refuses_other_iterators(self) -> None:
-        """Generators and user iterators cannot be looked into."""
+        """Generators and user iterators cannot be looked into, nor what draws from them, nor a
+        strict zip that would raise at its end."""
         with pytest.raises(TypeError, match="look ahead"):
             iter_remaining(x for x in range(3))
+        with pytest.raises(TypeError, match="look ahead"):
+            iter_remaining(enumerate(x for x in range(3)))
+        with pytest.raises(TypeError, match="look ahead"):
+            iter_remaining(zip([1, 2], [1], strict=True))
 
     def test_render_step_rejects_root_access(self) -> None:
         """render_step on a root access is an InternalError."""

@@ -13,6 +13,7 @@ from ._api import (
 )
 from ._cache import BreakReason
 from ._config import config
+from ._disable import disable
 from ._errors import FullGraphError, MagPyWarning
 
 __version__ = "0.1.0"
@@ -28,6 +29,7 @@ __all__ = [
     "annotate",
     "compile",
     "config",
+    "disable",
     "explain",
     "reset",
     "stats",

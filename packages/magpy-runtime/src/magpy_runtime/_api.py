@@ -9,8 +9,8 @@ from typing import Any
 import attrs
 import torch
 
-from magpy_codegen import BACKENDS, forget_generated, resolve_backend
-from magpy_monitor import TABLE, Annotation, Kind
+from magpy_codegen import BACKENDS, configured_backend, forget_generated, resolve_backend
+from magpy_monitor import TABLE, Annotation, Kind, disabled_function
 from magpy_refgraph import MagPyError, NotCompiledError, UnknownOptionError
 
 from ._cache import BreakReason, CacheState, all_states
@@ -29,60 +29,100 @@ __all__ = [
     "stats",
 ]
 
+# MagPy's own options: "magpy.<name>" (the bare name is accepted too); any other key of
+# ``options`` is an Inductor setting, as in torch.compile
 _OPTIONS = frozenset({"max_records"})
+_PREFIX = "magpy."
 
 
-def _check_args(backend: Any, fullgraph: Any, dynamic: Any, options: Any) -> None:
+def _split_options(options: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``options`` as (MagPy's own, by bare name; Inductor's), each checked."""
+    if options is None:
+        return {}, {}
+    if not isinstance(options, dict):
+        raise TypeError(f"options must be a dict, got {type(options).__name__}")
+    own: dict[str, Any] = {}
+    inductor: dict[str, Any] = {}
+    for key, value in options.items():
+        name = key.removeprefix(_PREFIX) if isinstance(key, str) else key
+        if name in _OPTIONS:
+            own[name] = value
+        elif isinstance(key, str) and key.startswith(_PREFIX):
+            raise UnknownOptionError(
+                f"options: unknown MagPy option {key!r}; known: "
+                f"{sorted(_PREFIX + k for k in _OPTIONS)}"
+            )
+        else:
+            inductor[key] = value
+    if "max_records" in own:
+        n = own["max_records"]
+        if type(n) is not int or n < 1:
+            raise ValueError(f"options['magpy.max_records'] must be an int >= 1, got {n!r}")
+    return own, inductor
+
+
+def _check_args(backend: Any, fullgraph: Any, dynamic: Any, mode: Any, disable: Any) -> None:
     """Refuse bad arguments to ``magpy.compile`` with a message naming the parameter."""
     resolve_backend(backend)
     if type(fullgraph) is not bool:
         raise TypeError(f"fullgraph must be True or False, got {fullgraph!r}")
     if dynamic is not None and type(dynamic) is not bool:
         raise TypeError(f"dynamic must be None, True or False, got {dynamic!r}")
-    if options is None:
-        return
-    if not isinstance(options, dict):
-        raise TypeError(f"options must be a dict, got {type(options).__name__}")
-    unknown = set(options) - _OPTIONS
-    if unknown:
-        raise UnknownOptionError(f"unknown options {sorted(unknown)}; known: {sorted(_OPTIONS)}")
-    if "max_records" in options:
-        n = options["max_records"]
-        if type(n) is not int or n < 1:
-            raise ValueError(f"options['max_records'] must be an int >= 1, got {n!r}")
+    if mode is not None and not isinstance(mode, str):
+        raise TypeError(f"mode must be None or a str, got {mode!r}")
+    if type(disable) is not bool:
+        raise TypeError(f"disable must be True or False, got {disable!r}")
 
 
 def compile(
     model: Any = None,
     *,
-    backend: Any = "inductor",
     fullgraph: bool = False,
     dynamic: bool | None = None,
+    backend: Any = "inductor",
+    mode: str | None = None,
     options: dict[str, Any] | None = None,
+    disable: bool = False,
 ) -> Any:
-    """Compile a function or ``nn.Module`` with MagPy (mirrors ``torch.compile``).
+    """Compile a function or ``nn.Module`` with MagPy (``torch.compile``'s signature).
 
     Usable as ``magpy.compile(fn)``, ``@magpy.compile`` or ``@magpy.compile(backend="eager")``.
     ``backend``: ``"inductor"`` (default), ``"eager"``, ``"aot_eager"`` or a callable
     ``(gm, example_inputs) -> callable``. ``fullgraph=True`` raises if the program cannot be
     captured as one graph. ``dynamic``: ``None`` recompiles once with the sizes and scalars that
     changed made dynamic, ``True`` is dynamic from the first call, ``False`` never (one record
-    per shape); see docs/dynamic.md.
+    per shape); see docs/dynamic.md. ``mode`` (``"default"``, ``"reduce-overhead"``,
+    ``"max-autotune"``, ``"max-autotune-no-cudagraphs"``) and ``options`` (Inductor settings,
+    e.g. ``{"triton.cudagraphs": True}``) reach Inductor as torch.compile passes them; MagPy's
+    own options are ``"magpy.max_records"``. ``disable=True`` returns ``model`` itself.
     """
-    _check_args(backend, fullgraph, dynamic, options)
+    _check_args(backend, fullgraph, dynamic, mode, disable)
+    own, inductor = _split_options(options)
+    own_names = tuple(sorted(_PREFIX + k for k in _OPTIONS))
+    configured = configured_backend(backend, mode, inductor, own=own_names)
     if model is None:
         return lambda m: compile(
-            m, backend=backend, fullgraph=fullgraph, dynamic=dynamic, options=options
+            m,
+            backend=backend,
+            fullgraph=fullgraph,
+            dynamic=dynamic,
+            mode=mode,
+            options=options,
+            disable=disable,
         )
+    if disable or disabled_function(model):
+        # (torch.compile(disable=True) returns the model as it is; a function the program
+        # disabled, torch.compiler.disable(fn) or magpy.disable(fn), stays uncompiled)
+        return model
     if isinstance(model, CompiledFunction | CompiledModule):
         model = model._magpy_original
     if not callable(model):
         raise TypeError(f"magpy.compile needs a function or nn.Module, got {type(model).__name__}")
     qualname = getattr(model, "__qualname__", None) or type(model).__qualname__
-    state = CacheState(qualname, backend, fullgraph=fullgraph)
+    state = CacheState(qualname, configured, fullgraph=fullgraph)
     state.dynamic = dynamic
-    if options and "max_records" in options:
-        state.max_records = int(options["max_records"])
+    if "max_records" in own:
+        state.max_records = int(own["max_records"])
     return wrap(model, state)
 
 
@@ -113,6 +153,9 @@ class CacheStats:
     # how many calls ran the program's code at all
     outside_share: float = 0.0
     native_calls: int = 0
+    # places in the program where no record could start (a segment that cannot be replayed):
+    # the code from there to the next site always runs uncompiled
+    eager_sites: int = 0
 
 
 def stats(compiled: Any) -> CacheStats:
@@ -131,6 +174,7 @@ def stats(compiled: Any) -> CacheStats:
         busy=s.busy,
         outside_share=s.time_outside / s.time_total if s.time_total else 0.0,
         native_calls=s.native_calls,
+        eager_sites=s.eager_sites,
     )
 
 

@@ -32,6 +32,7 @@ from torch._C._dynamo.eval_frame import _FrameAction, _FrameExecStrategy, set_co
 from magpy_monitor import finish, prepare
 
 from . import _depth
+from ._disable import disabled
 from ._sites import activate, deactivate
 
 __all__ = ["AGAIN", "MISS", "NATIVE", "entry", "run"]
@@ -47,6 +48,8 @@ def run(state: Any, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
     Where the program's code runs (natively, or monitored), the recursion limit is raised by
     what MagPy adds to the stack meanwhile (see ``_depth``); a hit runs no program code.
     """
+    if disabled():  # (inside magpy.disable: the original code, untouched)
+        return fn(*args, **kwargs)
     start = perf_counter()
     if not state.split and state.eager_reason is None:
         seen = state.added

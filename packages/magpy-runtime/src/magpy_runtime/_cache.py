@@ -68,12 +68,15 @@ def all_states() -> list[CacheState]:
         return list(_states)
 
 
-# MagPy warns (once per callable) when more than this share of the run time is outside
-# compiled graphs, and that is on average more than OUTSIDE_WARN_SECONDS per call that ran the
-# program natively (below that, a program's own Python and MagPy's site checks dominate any
-# small program, and there is no cliff to report)
+# MagPy warns (once per callable) when more than OUTSIDE_WARN_SHARE of the run time is outside
+# compiled graphs after a graph break, and that time is on average more than
+# OUTSIDE_WARN_SECONDS per call that ran the program natively where a site gave up (its code
+# always runs uncompiled: ``stats().eager_sites``), or OUTSIDE_BREAK_SECONDS where none did.
+# Below that, the program's own Python between sites and MagPy's site checks dominate a small
+# program (a share that depends on the machine's load), and there is no cliff to report.
 OUTSIDE_WARN_SHARE = 0.5
 OUTSIDE_WARN_SECONDS = 1e-3
+OUTSIDE_BREAK_SECONDS = 5e-3
 
 
 @attrs.define(eq=False)
@@ -102,6 +105,7 @@ class CacheState:
     last_refgraph: str = ""
     trip_records: int = 0  # whole-call records of runs that iterated over a range()
     speculate: bool = True  # assume the values of tensors read into Python (see _speculation)
+    eager_sites: int = 0  # sites from which no record could start (their code runs natively)
     assumption_misses: int = 0  # calls no record served because an assumed value differed
     # graphs of callee pieces cut out of a segment by a break deeper in the chain; each is
     # compiled at the callee's entry site from the next call on (shown by ``magpy.explain``)
@@ -151,7 +155,7 @@ class CacheState:
             self.eager_reason = None
             self._warned = self._warned_outside = False
             self.time_total = self.time_outside = self.graph_time = 0.0
-            self.native_calls = 0
+            self.native_calls = self.eager_sites = 0
 
     # ------------------------------------------------------------------ the call path
     def call(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -243,7 +247,17 @@ class CacheState:
             "dynamic_paths": frozenset(self.dynamic_paths),
             "promote_all": promote_all(self.dynamic, last),
             "speculate": self.speculate and config.speculate,
+            "stop_at_break": self._fullgraph_error if self.fullgraph else None,
         }
+
+    def _fullgraph_error(self, failure: Unsupported) -> FullGraphError:
+        """fullgraph=True: the error raised in the program at its first graph break."""
+        self.note_break(failure)
+        return FullGraphError(
+            f"fullgraph=True but {self.qualname} has a graph break: {failure.reason}",
+            failure.filename,
+            failure.lineno,
+        )
 
     def recorded(self, result: Any, epoch: int) -> Any:
         """What a monitored call captured becomes a record (or a break, or eager mode)."""
@@ -364,14 +378,17 @@ class CacheState:
         if isinstance(failure, Unsupported):
             self.note_break(failure)
             reason = self.break_reasons[-1]
-            if self.fullgraph:
+            if self.fullgraph:  # (a break found after the program ran: raised here)
                 raise FullGraphError(
                     f"fullgraph=True but {self.qualname} has a graph break: {failure.reason}",
                     failure.filename,
                     failure.lineno,
                 )
             if not self._retry_whole(failure, reason) and not self._split(chain or []):
-                self._go_eager(str(reason), warn=False)
+                # no function of the program's own is on the break's call chain (the break is
+                # in library code the call entered first, e.g. DistributedDataParallel's
+                # forward): no segment can start, the callable runs eagerly, and says so
+                self._go_eager(f"a graph break outside the program's own code: {reason}", warn=True)
         else:
             self._go_eager(f"internal error: {failure}", warn=True)
 
@@ -411,15 +428,18 @@ class CacheState:
         share = self.time_outside / self.time_total
         if (
             share > OUTSIDE_WARN_SHARE
+            and self.break_reasons
             and self.native_calls >= 5
-            and self.time_outside > OUTSIDE_WARN_SECONDS * self.native_calls
+            and self.time_outside
+            > self.native_calls
+            * (OUTSIDE_WARN_SECONDS if self.eager_sites else OUTSIDE_BREAK_SECONDS)
             and not (self._warned_outside or self._warned)
         ):
             self._warned_outside = True
             reasons = "; ".join(dict.fromkeys(str(r) for r in self.break_reasons[:3]))
             warnings.warn(
                 f"magpy: {self.qualname}: {share:.0%} of its run time is outside compiled "
-                f"graphs ({reasons or 'no graph break recorded'}); see magpy.explain",
+                f"graphs ({reasons}); see magpy.explain",
                 MagPyWarning,
                 stacklevel=_depth.user_level(),
             )

@@ -47,6 +47,7 @@ from magpy_refgraph import MagPyError, SpeculationMiss, Unsupported
 
 from . import _depth
 from ._config import config
+from ._disable import disabled
 from ._dynamic import changed_on_miss, changed_scalars
 from ._errors import MagPyWarning
 from ._logging import log_topic
@@ -277,6 +278,15 @@ def _monitoring_headroom() -> None:
         _depth.grow(top[2])
 
 
+def _give_up(site: Any, state: Any) -> None:
+    """From now on ``site`` runs the program natively (counted in ``stats().eager_sites`` of
+    the compiled callable whose call found it so)."""
+    if not site.eager:
+        site.eager = True
+        if state is not None:
+            state.eager_sites += 1
+
+
 # ---------------------------------------------------------------------- the site function
 def _miss(stack: tuple[Any, ...]) -> tuple[int, tuple[Any, ...]]:
     return (0, stack[::-1])
@@ -286,15 +296,15 @@ def site_entry(key: tuple[int, int, int], stack: tuple[Any, ...]) -> tuple[int, 
     """Called by instrumented code at a site. Never raises."""
     try:
         state = _current()
-        if state is None or is_monitoring():
+        if state is None or is_monitoring() or disabled():
             return _miss(stack)
         return _at_site(state, key, stack)
     except Exception as exc:  # the program must never see our failures
         cs = REGISTRY.by_key.get(key[0])
         site = cs.sites.get(key[1]) if cs is not None else None
-        if site is not None:
-            site.eager = True
         state = _current()
+        if site is not None:
+            _give_up(site, state)
         if state is not None:
             state.fallbacks += 1
         _warn_once(f"site {key} failed: {type(exc).__name__}: {exc}")
@@ -347,7 +357,7 @@ def _at_site(state: Any, key: tuple[int, int, int], stack: tuple[Any, ...]) -> t
         )
     limit = site.limit(state.limit(), f_locals)
     if mine >= limit:
-        site.eager = True
+        _give_up(site, state)
         _warn_once(
             f"{cs.original.co_qualname}: more than {limit} records at one "
             "site; it runs eagerly from now on"
@@ -502,9 +512,9 @@ class _Host:
         with REGISTRY.lock:
             st = REGISTRY.by_code.get(code)
             s = st.sites.get(site) if st is not None else None
+            state = _current()
             if s is not None:
-                s.eager = True
-        state = _current()
+                _give_up(s, state)
         if state is not None:
             state.fallbacks += 1
         _warn_once(f"{code.co_qualname} at offset {site} runs eagerly: {type(exc).__name__}: {exc}")
@@ -526,7 +536,7 @@ class _Host:
             st = REGISTRY.by_code.get(code)
             s = st.sites.get(site) if st is not None else None
             if s is not None:
-                s.eager = True
+                _give_up(s, _current())
 
     def speculate_for(self, code: types.CodeType, site: int) -> bool:
         state = _current()

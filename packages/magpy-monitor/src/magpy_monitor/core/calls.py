@@ -274,6 +274,16 @@ class GeneratorState(Payload):
         self.monitor: FrameMonitor | None = None
 
 
+def disabled_function(func: Any) -> bool:
+    """``func`` is ``magpy.disable(f)``, or a program's ``torch.compiler.disable(f)`` (torch's
+    own disabled functions are followed through: ``libs/torch/optim``)."""
+    marks = getattr(func, "__dict__", None) or {}
+    if marks.get("_magpy_disable") is True:
+        return True
+    module = getattr(func, "__module__", None) or ""
+    return marks.get("_torchdynamo_disable") is True and module.split(".")[0] != "torch"
+
+
 def inline(
     m: FrameMonitor, inst: Inst, fn_val: Val, pos: list[Val], kwargs: dict[str, Val]
 ) -> None:
@@ -281,6 +291,8 @@ def inline(
     cap = m.cap
     func = fn_val.obj
     code = func.__code__
+    if disabled_function(func):
+        raise m.unsupported(f"{func.__qualname__} is disabled (it runs natively, uncompiled)")
     if code.co_flags & (CO_COROUTINE | CO_ITERABLE_COROUTINE | CO_ASYNC_GENERATOR):
         raise m.unsupported(f"coroutine {func.__qualname__}")
     src = function_source(m, fn_val)

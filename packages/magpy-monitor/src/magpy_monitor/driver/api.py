@@ -68,6 +68,7 @@ def prepare(
     promote_all: bool = False,
     speculate: bool = True,
     entry_fn: Any = entry,
+    stop_at_break: Any = None,
 ) -> Monitor:
     """A monitor for one call, not started: ``capture`` in parts, for a caller that puts no
     frame of its own between its caller and the program. It calls ``mon.trace_on()``, then
@@ -77,7 +78,9 @@ def prepare(
     cap.dynamic_paths = frozenset(dynamic_paths)
     cap.promote_all = promote_all
     cap.speculate = speculate
-    return Monitor(cap, entry_fn.__code__)
+    mon = Monitor(cap, entry_fn.__code__)
+    mon.stop_at_break = stop_at_break  # (fullgraph=True: raise at the break, see Monitor)
+    return mon
 
 
 def finish(mon: Monitor, value: Any) -> CaptureResult:

@@ -50,7 +50,7 @@ from ..bytecode.iteration import AheadIterator, IteratorState, LazyRange
 from ..core.capture import Capture
 from ..core.shapes import SymInt
 from ..core.speculation import Speculated
-from ..core.values import Val
+from ..core.values import BoundMethod, Val
 from ..core.valuetypes import is_value_type
 from ..cpython.frameio import NULL
 from ..libs.stdlib.pyenv import check_context_vars
@@ -98,8 +98,9 @@ def _shareable(obj: Any) -> bool:
 
 
 class _Planner:
-    def __init__(self, cap: Capture) -> None:
+    def __init__(self, cap: Capture, loop_iterators: frozenset[int] = frozenset()) -> None:
         self.cap = cap
+        self.loop_iterators = loop_iterators
         self.outputs: list[Any] = []
         self.output_index: dict[Any, int] = {}
         self.builds: dict[int, Build] = {}
@@ -169,6 +170,8 @@ class _Planner:
             return Apply(Constant(fn), tuple(Constant(a) for a in fn_args))
         if (bound := v.payload(PythonExit)) is not None:  # a Python context's __exit__
             return Apply(Constant(getattr), (self.recipe(bound.self_val), Constant("__exit__")))
+        if (bound_to := v.payload(BoundMethod)) is not None:
+            return self._bound_method(v, bound_to.self_val)
         if (lazy := v.payload(LazyRange)) is not None:  # untouched, over a dynamic range
             return Build(id(v), BuildKind.ITER, (self.recipe(lazy.range_val),), (0,))
         it = v.payload(IteratorState)
@@ -178,6 +181,32 @@ class _Planner:
             if pos != it.pos:
                 raise Unsupported("iterator position disagrees with the shadow")
             return Build(id(v), BuildKind.ITER, (self.recipe(it.base),), (pos,))
+        if (
+            it is not None
+            and id(v) in self.loop_iterators
+            and _self_contained(it)
+            and type(v.obj) in _LOOP_ITERATORS
+        ):
+            # a loop's own iterator (``for i, layer in enumerate(self.layers)`` cut inside its
+            # body): only FOR_ITER sees it, so one of its type over the values it has left does
+            rest = Build(-id(v), BuildKind.TUPLE, tuple(self.recipe(x) for x in it.items[it.pos :]))
+            parts = (Constant(rebuilt_iterator), Constant(type(v.obj)), rest)
+            return Build(id(v), BuildKind.CALL, parts)
+        return None
+
+    def _bound_method(self, v: Val, self_val: Val) -> Recipe | None:
+        """A method bound during the run, left on a segment's stack for a call after the cut
+        (``self._sliding_chunks_query_key_matmul(...)``): bound again to the same object (its
+        function was guarded where the run looked it up)."""
+        method = v.obj
+        if getattr(method, "__self__", None) is not self_val.obj:
+            return None
+        if type(method) is types.MethodType:
+            parts = (Constant(method.__func__), self.recipe(self_val))
+            return Apply(Constant(types.MethodType), parts)
+        name = getattr(method, "__name__", None)
+        if type(method) is types.BuiltinMethodType and isinstance(self_val.obj, torch.Tensor):
+            return Apply(Constant(getattr), (self.recipe(self_val), Constant(name)))
         return None
 
     def _tensor(self, v: Val) -> Recipe:
@@ -336,12 +365,51 @@ def _distinct(cap: Capture, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(paths)
 
 
-def build_plan(cap: Capture) -> tuple[Plan, list[Any]]:
-    """The plan of a finished capture and the fx output nodes it needs (in output order)."""
+_LOOP_ITERATORS = frozenset(
+    {
+        enumerate,
+        zip,
+        type(iter([])),
+        type(iter(())),
+        type(iter({}.keys())),
+        type(iter({}.values())),
+        type(iter({}.items())),
+    }
+)
+
+
+def rebuilt_iterator(kind: type, rest: tuple[Any, ...]) -> Any:
+    """A new iterator of type ``kind`` that gives the values ``rest`` (``enumerate``: its
+    ``(i, x)`` pairs, counting on from the first ``i``; ``zip``: its tuples)."""
+    if kind is enumerate:
+        return enumerate(iter(tuple(x for _, x in rest)), rest[0][0] if rest else 0)
+    if kind is zip:
+        return zip(*(iter(column) for column in zip(*rest, strict=True)), strict=False)
+    if kind is type(iter({}.items())):
+        return iter(dict(rest).items())
+    if kind is type(iter({}.keys())):
+        return iter(dict.fromkeys(rest))
+    if kind is type(iter({}.values())):
+        return iter(dict(enumerate(rest)).values())
+    return iter(list(rest) if kind is type(iter([])) else rest)
+
+
+def _self_contained(it: IteratorState) -> bool:
+    """The iterator's values are all known and it shares no iterator with another."""
+    return not (it.stale or it.feeds or it.drawn_by)
+
+
+def build_plan(
+    cap: Capture, loop_iterators: frozenset[int] = frozenset()
+) -> tuple[Plan, list[Any]]:
+    """The plan of a finished capture and the fx output nodes it needs (in output order).
+
+    ``loop_iterators``: ids of shadows on a segment's stack that no local holds (a loop's
+    iterator: only FOR_ITER ever sees it)."""
     if cap.result is None:
         raise Unsupported("the monitored call did not return")
     check_context_vars(cap)
-    p = _Planner(cap)
+    p = _Planner(cap, loop_iterators)
     result = p.recipe(cap.result)
     writes = tuple(p.writeback(w.op, w.target, w.key, w.value) for w in cap.writes)
     writes += tuple(p.replace_contents(v) for v in cap.mutated_containers)

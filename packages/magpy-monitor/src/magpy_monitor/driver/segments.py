@@ -362,8 +362,10 @@ class SegmentMonitor(Monitor):
             cap.result = Val((locals_t.obj, stack_t.obj), items=[locals_t, stack_t])
         # a frame that goes on holds its cells: a closure the segment made must hold them too
         live = [] if end is None else [root.fast[i] for i in _cell_slots(root.code)]
+        in_locals = {id(v) for v in root.fast if isinstance(v, Val)}
+        loop_iterators = frozenset(id(v) for v in stack if id(v) not in in_locals)
         with frame_cells(live):
-            plan, outputs = build_plan(cap)
+            plan, outputs = build_plan(cap, loop_iterators)
         graph = cap.rec.finish(outputs)
         seg = Segment(
             self.code, self.site, end, stores, nulls, plan, graph, list(cap.rec.example_inputs), cap
@@ -398,7 +400,9 @@ def _stored_locals(
         if content is UNBOUND:
             if cells_only:  # a cell the returning frame emptied (``del``): nothing to store
                 continue
-            raise Unsupported(f"local {name!r} deleted inside a segment")
+            if kind != "fast":
+                raise Unsupported(f"cell {name!r} deleted inside a segment")
+            content, kind = root.cap.const(None), "deleted"  # (`del attn_scores`)
         stores.append((name, kind))
         values.append(content)
     return tuple(stores), values

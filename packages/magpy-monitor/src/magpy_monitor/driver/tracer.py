@@ -45,6 +45,9 @@ class Monitor:
         self.chain: list[tuple[types.CodeType, Any]] = []
         self._prev: TraceFn | None = None
         self._was_compiling: bool | None = None  # torch.compiler.is_compiling() before us
+        # fullgraph=True: the error a graph break raises in the program, at the instruction
+        # that breaks, before it runs (None: capture stops and the program goes on natively)
+        self.stop_at_break: Callable[[Unsupported], BaseException] | None = None
 
     def _begin_compiling(self) -> None:
         if self._was_compiling is None:
@@ -177,6 +180,9 @@ class Monitor:
                     on_exception(mon, arg[1])
             except BaseException as exc:
                 self._fail(exc)
+                stop = self.stop_at_break
+                if stop is not None and event == "opcode" and isinstance(self.failure, Unsupported):
+                    raise stop(self.failure) from None  # (into the program, at this instruction)
                 return None
             return local
 
