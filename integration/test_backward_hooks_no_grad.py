@@ -122,6 +122,8 @@ def test_a_result_the_hooks_read_runs_as_in_eager() -> None:
                 warnings.simplefilter("always")
                 ref = outer(x)
             torch.testing.assert_close(out["y"], ref["y"])
-            assert [str(w.message) for w in got if "backward hooks" in str(w.message)] == [
-                str(w.message) for w in want if "backward hooks" in str(w.message)
-            ]
+            # (MagPy's own warning that Sequential runs eagerly comes once, on the first call)
+            torch_warnings = [w for w in got if not issubclass(w.category, magpy.MagPyWarning)]
+            assert [
+                str(w.message) for w in torch_warnings if "backward hooks" in str(w.message)
+            ] == [str(w.message) for w in want if "backward hooks" in str(w.message)]

@@ -385,10 +385,13 @@ class CacheState:
                     failure.lineno,
                 )
             if not self._retry_whole(failure, reason) and not self._split(chain or []):
-                # no function of the program's own is on the break's call chain (the break is
-                # in library code the call entered first, e.g. DistributedDataParallel's
-                # forward): no segment can start, the callable runs eagerly, and says so
-                self._go_eager(f"a graph break outside the program's own code: {reason}", warn=True)
+                # a break in frames none of which is the program's own (library code the call
+                # entered first, e.g. DistributedDataParallel's forward): no segment can start,
+                # the callable runs eagerly, and says so. (A whole call whose result cannot be
+                # replayed has no chain: explain and stats().fallbacks report it.)
+                outside = bool(chain and len(chain) > 1)
+                why = f"a graph break outside the program's own code: {reason}"
+                self._go_eager(why if outside else str(reason), warn=outside)
         else:
             self._go_eager(f"internal error: {failure}", warn=True)
 
