@@ -17,6 +17,7 @@ import dataclasses
 import enum
 import importlib.util
 import os
+import subprocess
 import sys
 import types
 import warnings
@@ -421,3 +422,19 @@ def counters(compiled: Any) -> tuple[int, int, int, int]:
 def warnings_seen(log: list[warnings.WarningMessage]) -> list[tuple[Any, ...]]:
     """What the warnings in ``log`` said and where: ``(message, category, file, line)``."""
     return [(str(w.message), w.category, w.filename, w.lineno) for w in log]
+
+
+def run_module(module: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """``python -m module *args`` from the repository root (the benchmarks and reports under
+    ``integration``), its warnings off; asserts it exits 0 and returns what it printed."""
+    proc = subprocess.run(
+        [sys.executable, "-m", module, *args],
+        cwd=Path(__file__).resolve().parents[1],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=timeout,
+        env=os.environ | {"PYTHONWARNINGS": "ignore"},
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc

@@ -5,12 +5,9 @@ it, in a fresh process (torch.compile's and MagPy's state stay out of this one).
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+import _integration_helpers as H
 
 RESULT_FIELDS = {
     "model",
@@ -41,25 +38,14 @@ def test_quick_eager_and_magpy_eager(tmp_path: Path) -> None:
     """Every model under both modes: 10 timed calls each, a replay, MagPy's counters, no
     mismatch with eager and no error; the table goes to stdout."""
     out_json = tmp_path / "bench.json"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "integration.bench_dynamic",
-            "--quick",
-            "--modes",
-            "eager,magpy-eager",
-            "--json",
-            str(out_json),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=300,
-        env=os.environ | {"PYTHONWARNINGS": "ignore"},
+    proc = H.run_module(
+        "integration.bench_dynamic",
+        "--quick",
+        "--modes",
+        "eager,magpy-eager",
+        "--json",
+        str(out_json),
     )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "| model" in proc.stdout and "MagPy (eager backend)" in proc.stdout
     data = json.loads(out_json.read_text())
     assert data["settings"]["quick"] is True

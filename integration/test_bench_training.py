@@ -5,12 +5,10 @@ it, in a fresh process (torch.compile's and MagPy's state stay out of this one).
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+import _integration_helpers as H
+
 MODELS = ("resnet18", "transformer", "lstm")
 MODES = ("eager", "magpy-eager")
 
@@ -50,25 +48,14 @@ def test_quick_eager_and_magpy_eager(tmp_path: Path) -> None:
     counters (the step one record after the first step's break), no mismatch with eager and no
     error; the table goes to stdout."""
     out_json = tmp_path / "bench.json"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "integration.bench_training",
-            "--quick",
-            "--modes",
-            ",".join(MODES),
-            "--json",
-            str(out_json),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=300,
-        env=os.environ | {"PYTHONWARNINGS": "ignore"},
+    proc = H.run_module(
+        "integration.bench_training",
+        "--quick",
+        "--modes",
+        ",".join(MODES),
+        "--json",
+        str(out_json),
     )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "| model" in proc.stdout and "MagPy (eager backend)" in proc.stdout
     data = json.loads(out_json.read_text())
     settings = data["settings"]

@@ -30,8 +30,6 @@ import contextlib
 import dataclasses
 import importlib
 import os
-import subprocess
-import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -249,17 +247,7 @@ def test_hf_builders_are_offline_and_deterministic() -> None:
 def test_the_report_puts_dynamo_beside_magpy() -> None:
     """``python -m integration.hf_report distilbert``: one row with MagPy's counts (one
     graph, equal to eager, no eager site) and TorchDynamo's, measured in the same run."""
-    root = Path(__file__).resolve().parents[1]
-    proc = subprocess.run(
-        [sys.executable, "-m", "integration.hf_report", "distilbert"],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=300,
-        env=os.environ | {"PYTHONWARNINGS": "ignore"},
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    proc = H.run_module("integration.hf_report", "distilbert")
     header, _, row = proc.stdout.strip().splitlines()
     assert "Dynamo graphs" in header and "eager sites" in header
     cells = [c.strip() for c in row.strip("|").split("|")]
