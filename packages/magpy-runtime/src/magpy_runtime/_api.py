@@ -116,6 +116,8 @@ def compile(
         return model
     if isinstance(model, CompiledFunction | CompiledModule):
         model = model._magpy_original
+    if isinstance(model, torch.nn.parallel.DistributedDataParallel):
+        return _compile_wrapped(model, fullgraph, dynamic, backend, mode, options)
     if not callable(model):
         raise TypeError(f"magpy.compile needs a function or nn.Module, got {type(model).__name__}")
     qualname = getattr(model, "__qualname__", None) or type(model).__qualname__
@@ -124,6 +126,28 @@ def compile(
     if "max_records" in own:
         state.max_records = int(own["max_records"])
     return wrap(model, state)
+
+
+def _compile_wrapped(
+    ddp: Any, fullgraph: bool, dynamic: bool | None, backend: Any, mode: Any, options: Any
+) -> Any:
+    """``magpy.compile(DDP(m))``: DDP's forward (its buffers' broadcast, its reducer's
+    bookkeeping, its gradient hooks) runs as in eager, and the module it wraps is compiled in
+    place, as ``m.compile()`` does for torch.compile (``m._compiled_call_impl``: the call
+    DDP makes of ``m`` goes through MagPy's cache). Returns the DDP module; ``magpy.stats``
+    of it are those of the compiled module."""
+    inner = ddp.module
+    compiled = compile(
+        inner._call_impl,
+        fullgraph=fullgraph,
+        dynamic=dynamic,
+        backend=backend,
+        mode=mode,
+        options=options,
+    )
+    inner._compiled_call_impl = compiled
+    ddp.__dict__["_magpy_state"] = compiled._magpy_state
+    return ddp
 
 
 def _state_of(compiled: Any) -> CacheState:
