@@ -171,3 +171,26 @@ def test_fullgraph_raises_at_the_break_before_the_breaking_call_runs() -> None:
     assert log == ["before"]
     assert info.value.lineno == program.__code__.co_firstlineno + 3  # the print
     assert magpy.stats(compiled).breaks == 1
+
+
+def _sin_times_three(x: torch.Tensor) -> torch.Tensor:
+    CALLS.append("helper")
+    return torch.sin(x) * 3
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_allow_in_graph_makes_one_node_of_a_function(backend: str) -> None:
+    """``torch.compiler.allow_in_graph(fn)`` before compiling: ``fn`` is one node of the graph,
+    not followed (its Python runs when the graph runs, as under TorchDynamo)."""
+    torch.compiler.allow_in_graph(_sin_times_three)
+
+    def program(x: torch.Tensor) -> torch.Tensor:
+        return _sin_times_three(x + 1) + 2
+
+    ex = H.explain_quietly(program, torch.randn(3))
+    assert ex.ops_per_graph == [["add", "_sin_times_three", "add"]], ex
+    compiled = magpy.compile(program, backend=backend)
+    for _ in range(3):
+        x = torch.randn(3)
+        H.assert_same(compiled(x), program(x))
+    assert magpy.stats(compiled).records == 1

@@ -21,6 +21,7 @@ import functools
 import hashlib
 import importlib
 import random
+import sys
 import types
 import weakref
 from collections.abc import Callable
@@ -333,7 +334,21 @@ def _torch_rule(fn: Any) -> Annotation | None:
     return None
 
 
+def _allowed_in_graph_rule(fn: Any) -> Annotation | None:
+    """A function the program passed to ``torch.compiler.allow_in_graph``: one graph node, not
+    followed (TorchDynamo's meaning; the call's inputs are guarded, the function by identity).
+    TorchDynamo keeps the set; it is only looked at once the program imported it."""
+    rules = sys.modules.get("torch._dynamo.trace_rules")
+    if rules is None or not isinstance(fn, types.FunctionType):
+        return None
+    allowed = getattr(rules, "_allowed_callable_ids", None)
+    if allowed is None or id(fn) not in allowed:
+        return None
+    return Annotation(Kind.AS_OP)
+
+
 TABLE = AnnotationTable()
+TABLE.add_rule(_allowed_in_graph_rule)
 TABLE.add_rule(_effect_rule)
 TABLE.add_rule(_autograd_function_rule)
 TABLE.add_rule(_torch_rule)
