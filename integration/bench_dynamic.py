@@ -61,7 +61,6 @@ import time
 import traceback
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -72,7 +71,7 @@ from torch._dynamo.utils import counters
 import magpy
 from integration.models import blockdrop, lstm_cells, transformer
 from integration.models.resnet import randomize_bn
-from magpy._measure import bench_start, name_list, positive_int
+from magpy._measure import add_run_options, bench_start, name_list, positive_int
 from magpy._measure import own_cache as _own_cache
 from magpy._measure import quiet_dynamo as _quiet_dynamo
 from magpy._report import markdown as _markdown
@@ -554,21 +553,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help=f"comma-separated, from {', '.join(MODES)} (default: all; eager is always "
         "run first, as the baseline)",
     )
-    parser.add_argument("--seed", type=int, default=0, help="seed of inputs and weights")
-    parser.add_argument(
-        "--threads", type=positive_int, default=1, help="torch.set_num_threads (default 1)"
-    )
-    parser.add_argument(
-        "--json",
-        type=Path,
-        default=Path("bench_dynamic.json"),
-        help="write the results here (default: bench_dynamic.json)",
-    )
-    parser.add_argument(
-        "--fresh-cache",
-        action="store_true",
-        help="compile into a new temporary Inductor cache (cold-cache totals)",
-    )
+    add_run_options(parser, "bench_dynamic", "cold-cache totals")
     args = parser.parse_args(argv)
     if args.calls is None:
         args.calls = 10 if args.quick else 100

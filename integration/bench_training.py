@@ -91,7 +91,6 @@ import time
 import traceback
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -102,7 +101,7 @@ from torch._dynamo.utils import counters
 
 import magpy
 from magpy._cli import load_models
-from magpy._measure import bench_start, name_list, non_negative_int, positive_int
+from magpy._measure import add_run_options, bench_start, name_list, non_negative_int, positive_int
 from magpy._measure import own_cache as _own_cache
 from magpy._measure import quiet_dynamo as _quiet_dynamo
 from magpy._report import markdown as _markdown
@@ -816,21 +815,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--quick", action="store_true", help="tiny models, 2 rounds of 3 steps (a smoke run)"
     )
-    parser.add_argument("--seed", type=int, default=0, help="seed of inputs and weights")
-    parser.add_argument(
-        "--threads", type=positive_int, default=1, help="torch.set_num_threads (default 1)"
-    )
-    parser.add_argument(
-        "--json",
-        type=Path,
-        default=Path("bench_training.json"),
-        help="write the results here (default: bench_training.json)",
-    )
-    parser.add_argument(
-        "--fresh-cache",
-        action="store_true",
-        help="compile into a new temporary Inductor cache (cold-cache compile times)",
-    )
+    add_run_options(parser, "bench_training", "cold-cache compile times")
     args = parser.parse_args(argv)
     if args.rounds is None:
         args.rounds = 2 if args.quick else 7

@@ -36,6 +36,7 @@ from magpy_runtime import _cache
 __all__ = [
     "CaseResult",
     "Log",
+    "add_run_options",
     "bench_start",
     "environment",
     "ignore_magpy_warnings",
@@ -445,6 +446,26 @@ def non_negative_int(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text}")
     return value
+
+
+def add_run_options(parser: argparse.ArgumentParser, name: str, fresh_cache: str) -> None:
+    """The options every side-by-side benchmark takes: ``--seed``, ``--threads``, ``--json``
+    (default ``<name>.json``) and ``--fresh-cache`` (``fresh_cache``: what it makes cold)."""
+    parser.add_argument("--seed", type=int, default=0, help="seed of inputs and weights")
+    parser.add_argument(
+        "--threads", type=positive_int, default=1, help="torch.set_num_threads (default 1)"
+    )
+    parser.add_argument(
+        "--json",
+        type=Path,
+        default=Path(f"{name}.json"),
+        help=f"write the results here (default: {name}.json)",
+    )
+    parser.add_argument(
+        "--fresh-cache",
+        action="store_true",
+        help=f"compile into a new temporary Inductor cache ({fresh_cache})",
+    )
 
 
 def positive_int(text: str) -> int:
