@@ -21,6 +21,7 @@ from ..cpython.code import CO_VARARGS, CO_VARKEYWORDS
 from .annotations import Annotation
 from .foreach import foreach_scalars
 from .frame import CellBox, FrameMonitor, Inst, initial_fast
+from .hidden import hidden_updates
 from .joined import JOINING, joined_entry
 from .operators import opaque_object
 from .registry import BUILT_OBJECT_TRUTH, OUTSIDE_ARRAY
@@ -134,6 +135,8 @@ def _as_op(
             for item in _listed(cap, pos[i]) if i < len(pos) else ():
                 if isinstance(item.obj, torch.Tensor):  # a _foreach_*_ op's list, in place
                     cap.mutate_tensor(item, node, result=False)
+        for hidden in hidden_updates(fn, pos, kwargs):  # F.batch_norm's running statistics
+            cap.mutate_tensor(hidden, node, result=False)
         if target is not None and real[0] is not target.obj:
             cap.mutate_tensor(target, node)
             return [cap.op_result(real[0], node)]
