@@ -50,7 +50,7 @@ from ..bytecode.iteration import AheadIterator, IteratorState, LazyRange
 from ..core.capture import Capture
 from ..core.shapes import SymInt
 from ..core.speculation import Speculated
-from ..core.values import BoundMethod, Val
+from ..core.values import BoundMethod, Val, Write
 from ..core.valuetypes import is_value_type
 from ..cpython.frameio import NULL
 from ..libs.stdlib.pyenv import check_context_vars
@@ -399,6 +399,41 @@ def _self_contained(it: IteratorState) -> bool:
     return not (it.stale or it.feeds or it.drawn_by)
 
 
+def _live(writes: list[Write]) -> list[Write]:
+    """The writes whose effect outlives the call: an attribute set (or deleted) and then set
+    again is left to the last set (``p.grad = g`` of a backward, then ``p.grad = None`` of
+    ``zero_grad``: the gradient need not even leave the graph). (A delete stays: it raises where
+    the attribute is missing, which only the writes before it tell.)"""
+    last: dict[tuple[int, Any], int] = {}
+    for i, w in enumerate(writes):
+        if w.op == "setattr" and w.target.node is not None:
+            last[id(w.target.node), w.key] = i
+    return [
+        w
+        for i, w in enumerate(writes)
+        if w.op not in _ATTRIBUTE_WRITES
+        or w.target.node is None
+        or last.get((id(w.target.node), w.key), i) <= i
+    ]
+
+
+_ATTRIBUTE_WRITES = ("setattr", "delattr")
+
+
+def _changed(v: Val) -> bool:
+    """Whether container ``v`` from outside, which the run changed, ends with other contents
+    than it had: ``state["momentum_buffer"] = buf`` of the very ``buf`` the entry held (an
+    optimizer's step) leaves it as it was, and the mock need not write it back."""
+    entry = v.node.meta.get("entry_items") if v.node is not None else None
+    now = v.items
+    if entry is None or type(entry) is not type(now):
+        return True
+    if isinstance(now, list):
+        return len(now) != len(entry) or any(a is not b for a, b in zip(now, entry, strict=False))
+    assert isinstance(now, dict)
+    return list(now) != list(entry) or any(now[k][1] is not entry[k][1] for k in now)
+
+
 def build_plan(
     cap: Capture, loop_iterators: frozenset[int] = frozenset()
 ) -> tuple[Plan, list[Any]]:
@@ -411,8 +446,8 @@ def build_plan(
     check_context_vars(cap)
     p = _Planner(cap, loop_iterators)
     result = p.recipe(cap.result)
-    writes = tuple(p.writeback(w.op, w.target, w.key, w.value) for w in cap.writes)
-    writes += tuple(p.replace_contents(v) for v in cap.mutated_containers)
+    writes = tuple(p.writeback(w.op, w.target, w.key, w.value) for w in _live(cap.writes))
+    writes += tuple(p.replace_contents(v) for v in cap.mutated_containers if _changed(v))
     writes += tuple(w for v in cap.ahead_iters if (w := _advance(cap, v)) is not None)
     checks = tuple(
         Check(p.graph_out(a.node).index, a.expected, a.truth, a.where) for a in cap.assumptions

@@ -66,6 +66,11 @@ def materialize(cap: Capture, val: Val, reason: str) -> None:
             val.items = {k: (cap.const(k), cap.child(val, Item(k), x)) for k, x in obj.items()}
         else:
             raise_unknown(val)
+        if (
+            val.node is not None
+        ):  # (what the entry held: a run that puts it all back changed nothing)
+            items: Any = val.items
+            val.node.meta["entry_items"] = type(items)(items)
     cap.mutations += 1
     if val.external and val.node is not None:
         cap.graph.update_in_place(val.node, reason, keep_edges=False)
