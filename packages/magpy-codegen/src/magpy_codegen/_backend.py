@@ -126,6 +126,17 @@ class ConfiguredInductor:
         return f"ConfiguredInductor(mode={self.mode!r}, patch={self.patch!r})"
 
 
+def update_rule(
+    backend: str | Backend, gm: fx.GraphModule | None, compiled: Callable[..., Any] | None
+) -> str:
+    """How the ``compiled`` graph ``gm`` applies its in-place updates to its inputs: "order"
+    (the fx graph run as is), "final" (Inductor, AOTAutograd: each input's final value), or
+    "flow" (a backend of the user's: in any order its data flow allows)."""
+    if gm is None or compiled is None or compiled == gm.forward:
+        return "order"
+    return "final" if _is_torch_compiler(resolve_backend(backend)) else "flow"
+
+
 def _is_torch_compiler(compiler: Any) -> bool:
     """Inductor or AOTAutograd (they compile fake inputs, and a training step jointly)."""
     return compiler in _TORCH_COMPILERS or isinstance(compiler, ConfiguredInductor)
@@ -296,8 +307,8 @@ def _compile_or_run(compiler: Backend, gm: fx.GraphModule, inputs: list[Any]) ->
     grad_mode = torch.is_grad_enabled()
     joint = _is_torch_compiler(compiler) and runs_backward(gm)
     try:
-        if joint:
-            return compile_joint(compiler, gm, inputs)  # (a training step's backward)
+        if joint:  # (a training step's backward)
+            return compile_joint(_joint_compiler(compiler, inputs), gm, inputs)
         return compiler(gm, inputs)
     except Exception as exc:
         # a trace that failed between a graph's grad-mode nodes left the mode it set
@@ -320,6 +331,32 @@ def _compile_or_run(compiler: Backend, gm: fx.GraphModule, inputs: list[Any]) ->
             + (f" ({', '.join(ops[:3])})" if ops else "")
         )
         return gm.forward
+
+
+def _joint_compiler(compiler: Backend, inputs: list[Any]) -> Backend:
+    """``compiler`` for a training step's joint graph. On CPU, Inductor compiles it without its
+    layout optimization (unless ``options`` set it): with it, convolutions run channels-last
+    and so do the weight gradients convolution_backward gives, and the optimizer's update,
+    fused in after them, reads each gradient transposed, tile by tile, to write the
+    parameter it updates in its own (contiguous) layout; measured on ResNet-18 (widths 16 and
+    64, one thread), the step is 10-25% faster without. (``torch.compile`` updates in a graph
+    of its own, after the backward's outputs were laid out as the parameters.)"""
+    if isinstance(compiler, ConfiguredInductor):
+        if "layout_optimization" in compiler.patch:
+            return compiler
+    elif compiler not in (_inductor, _inductor_fast_random):
+        return compiler
+    if any(isinstance(t, torch.Tensor) and t.device.type != "cpu" for t in inputs):
+        return compiler
+
+    def compile_without_layout_optimization(
+        gm: fx.GraphModule, example_inputs: list[Any]
+    ) -> Callable[..., Any]:
+        _torch_compiler("inductor")  # (imports torch._inductor)
+        with torch._inductor.config.patch(layout_optimization=False):
+            return compiler(gm, example_inputs)
+
+    return compile_without_layout_optimization
 
 
 def _first_line(exc: BaseException) -> str:

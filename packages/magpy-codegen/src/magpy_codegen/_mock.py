@@ -145,12 +145,16 @@ def generate_mock(
     fresh_outputs: bool = False,
     restore_rng: bool = False,
     restore_inputs: tuple[int, ...] = (),
+    undo_inputs: tuple[int, ...] | None = None,
 ) -> GeneratedCode:
     """The mock of ``plan`` as generated source (function ``__magpy_mock``).
 
     ``restore_rng``: the graph draws random numbers; a miss of a check puts the generators'
     state back (the program then runs again and draws what eager draws). ``restore_inputs``:
     the inputs (indices) the graph updates in place; a miss puts their values back.
+    ``undo_inputs``: without checks, the ones of them the graph may have changed when it
+    raises (``magpy_monitor.core.undo``); all are copied on a record's first runs all the same,
+    where a backend's own failure shows.
 
     ``fresh_outputs``: the backend may return an input tensor object as an output; copy it.
     """
@@ -159,21 +163,13 @@ def generate_mock(
     checks = _checks(plan, names, undo)
     writes = [w.writeback(x) for x in plan.writebacks]
     result = w.expr(plan.result)
-    call = "    __magpy_outs = __magpy_graph(*inputs)" if has_graph else "    __magpy_outs = ()"
+    call = "    __magpy_outs = ()"
     if has_graph:
-        # an operation of the graph may fail where an assumption does not hold (a size read
-        # from a mask, used by ``arange``): nothing was written yet, so that is a miss too.
-        # Without assumptions the error is the program's (an index out of range, shapes that
-        # do not broadcast): what the graph changed is put back and the program runs again,
-        # natively, for this call only; it raises the error itself, with eager's effects
-        failed = names.const(graph_failed if plan.checks else program_failed)
+        saver = None
         if undo != "None":  # what the graph changes that a miss must put back
-            save = f"{names.const(save_state)}(inputs, {tuple(restore_inputs)!r}, {restore_rng})"
-            call = f"    {undo} = {save}\n{call}"
-        call = call.replace("\n", "\n    ")
-        extra = "" if plan.checks else ", __magpy_reference, inputs"
-        handler = f"{failed}(exc, {undo}{extra})"
-        call = f"    try:\n    {call}\n    except Exception as exc:\n        {handler}"
+            needed = restore_inputs if plan.checks or undo_inputs is None else undo_inputs
+            saver = Saver(tuple(restore_inputs), tuple(needed), restore_rng)
+        call = _graph_call(plan, names, saver, tuple(restore_inputs))
     if has_graph and fresh_outputs and plan.num_outputs and plan.inputs:
         # a compiler may hand back an input tensor itself as an output (x + 0 * r -> x);
         # eager made a new tensor there, so give the caller a copy
@@ -193,6 +189,29 @@ def generate_mock(
         "",
     ]
     return GeneratedCode("\n".join(src), dict(names.consts), "mock")
+
+
+def _graph_call(
+    plan: Plan, names: NameAllocator, saver: Saver | None, restore_inputs: tuple[int, ...]
+) -> str:
+    """The lines that run the graph, and what they do when it raises."""
+    # an operation of the graph may fail where an assumption does not hold (a size read from a
+    # mask, used by ``arange``): nothing was written yet, so that is a miss too. Without
+    # assumptions the error is the program's (an index out of range, shapes that do not
+    # broadcast): what the graph changed is put back and the program runs again, natively, for
+    # this call only; it raises the error itself, with eager's effects
+    failed = names.const(graph_failed if plan.checks else program_failed)
+    call = "    __magpy_outs = __magpy_graph(*inputs)"
+    undo = "None"
+    if saver is not None:
+        undo = "__magpy_undo"
+        call = f"    {undo} = {names.const(saver)}(inputs)\n{call}"
+    call = call.replace("\n", "\n    ")
+    extra = "" if plan.checks else ", __magpy_reference, inputs"
+    if restore_inputs and not plan.checks:
+        extra += f", {restore_inputs!r}"
+    handler = f"{failed}(exc, {undo}{extra})"
+    return f"    try:\n    {call}\n    except Exception as exc:\n        {handler}"
 
 
 def _checks(plan: Plan, names: NameAllocator, rng: str) -> list[str]:
@@ -230,17 +249,23 @@ PROGRAM_FAILED = -2  # ``SpeculationMiss.check`` of a graph that raised the prog
 
 
 def program_failed(
-    exc: Exception, undo: Any = None, reference: Any = None, inputs: Any = ()
+    exc: Exception,
+    undo: Any = None,
+    reference: Any = None,
+    inputs: Any = (),
+    updated: tuple[int, ...] = (),
 ) -> None:
     """The graph raised without any assumption of the record failing: put back what it
     changed; the caller runs the program natively for this call (which raises as eager).
 
     ``reference`` is the graph uncompiled (None when the backend ran it as it is): when it does
     not raise on the same inputs, the compiled graph's error is the backend's, not the
-    program's: an ``InternalError`` (the cache falls back to eager, with a warning)."""
+    program's: an ``InternalError`` (the cache falls back to eager, with a warning). What the
+    reference run changes (any of the ``updated`` inputs) is put back after it."""
     if undo is not None:
         restore_state(undo)
     if reference is not None:
+        before = save_state(inputs, updated, undo is not None and undo[1] is not None)
         try:
             reference(*inputs)
         except Exception:
@@ -250,9 +275,25 @@ def program_failed(
                 f"the compiled graph raised {type(exc).__name__}: {exc}; the graph does not"
             ) from exc
         finally:
-            if undo is not None:
-                restore_state(undo)  # (what the reference run changed)
+            restore_state(before)
     raise SpeculationMiss(PROGRAM_FAILED) from exc
+
+
+class Saver:
+    """``save_state`` of a record's mock: every updated input on the record's first
+    ``FULL_RUNS`` runs, then only those a failed run may have changed (``needed``)."""
+
+    FULL_RUNS = 2
+
+    def __init__(self, updated: tuple[int, ...], needed: tuple[int, ...], rng: bool) -> None:
+        self.updated, self.needed, self.rng = updated, needed, rng
+        self.full_runs = self.FULL_RUNS if needed != updated else 0
+
+    def __call__(self, inputs: Any) -> Any:
+        if self.full_runs:
+            self.full_runs -= 1
+            return save_state(inputs, self.updated, self.rng)
+        return save_state(inputs, self.needed, self.rng)
 
 
 def save_state(inputs: Any, updated: tuple[int, ...], rng: bool) -> Any:

@@ -11,7 +11,7 @@ import torch.fx as fx
 
 from magpy_refgraph import BackendError, InternalError, MagPyError, Plan, SpeculationMiss
 
-from ._backend import UNCOMPILED, Backend, compile_graph, shape_guard
+from ._backend import UNCOMPILED, Backend, compile_graph, shape_guard, update_rule
 from ._cguard import build_tree
 from ._generated import GeneratedCode, NameAllocator
 from ._guard import generate_guard
@@ -74,13 +74,18 @@ def build_record(
     ambient: tuple[Any, Any] | None = None,
     restore_rng: bool = False,
     restore_inputs: tuple[int, ...] = (),
+    undo_inputs: Callable[[str], tuple[int, ...]] | None = None,
     anchor: str | None = None,
 ) -> Record:
     """Generate the guard and mock of ``plan`` and compile ``graph`` with ``backend``.
 
     ``anchor``: for a site (``roots="frame"``), the local its guard's memo is kept for (the
     frame's first argument); ``rec.memoize(L[anchor], None, None)`` on a hit puts it in place.
-    Whole calls always get a memo for ``fn``."""
+    Whole calls always get a memo for ``fn``.
+
+    ``restore_inputs``: the inputs the graph updates in place; ``undo_inputs(rule)``: those a
+    failed run must put back when the compiled graph applies its updates by ``rule``
+    (``magpy_monitor``'s ``UPDATE_RULES``; default: all of them; see ``generate_mock``)."""
     op_count = sum(1 for n in graph.nodes if n.op in ("call_function", "call_method"))
     has_graph = op_count > 0 or plan.num_outputs > 0
     gm = None
@@ -90,7 +95,7 @@ def build_record(
     try:
         return _assemble(
             plan, graph, gm, compiled, backend, qualname, roots, grad_enabled, ambient, op_count,
-            restore_rng, restore_inputs, anchor,
+            restore_rng, (restore_inputs, undo_inputs), anchor,
         )  # fmt: skip
     except MagPyError:
         raise
@@ -133,21 +138,20 @@ def _assemble(
     ambient: tuple[Any, Any] | None,
     op_count: int,
     restore_rng: bool,
-    restore_inputs: tuple[int, ...],
+    updated: tuple[tuple[int, ...], Callable[[str], tuple[int, ...]] | None],
     anchor: str | None,
 ) -> Record:
     has_graph = compiled is not None
     shape_check = shape_guard(gm if gm is not None else graph)
-    if grad_enabled is None:
-        grad_enabled = torch.is_grad_enabled()
     guard_options: dict[str, Any] = {
-        "grad_enabled": grad_enabled,
+        "grad_enabled": torch.is_grad_enabled() if grad_enabled is None else grad_enabled,
         "qualname": qualname,
         "roots": roots,
         "shape_check": shape_check,
         "ambient": ambient,
     }
     guard_code = generate_guard(plan, NameAllocator(), **guard_options)
+    undo = updated[1]  # (asked once the compiled graph tells how it applies its updates)
     mock_code = generate_mock(
         plan,
         NameAllocator(),
@@ -156,7 +160,8 @@ def _assemble(
         roots=roots,
         fresh_outputs=backend != "eager",
         restore_rng=restore_rng,
-        restore_inputs=restore_inputs,
+        restore_inputs=updated[0],
+        undo_inputs=None if undo is None else undo(update_rule(backend, gm, compiled)),
     )
     if compiled is not None:
         mock_code.globals["__magpy_graph"] = compiled

@@ -276,6 +276,7 @@ class CacheState:
                     ambient=(ambient_state, result.capture.ambient),
                     restore_rng=result.capture.draws_random,
                     restore_inputs=result.capture.mutated_inputs,
+                    undo_inputs=result.capture.undo_inputs,
                 )
             except MagPyError as exc:
                 failure = exc

@@ -434,6 +434,7 @@ class _Host:
                 ambient=(ambient_state, seg.capture.ambient),
                 restore_rng=seg.capture.draws_random,
                 restore_inputs=seg.capture.mutated_inputs,
+                undo_inputs=seg.capture.undo_inputs,
                 anchor=seg.code.co_varnames[0] if seg.code.co_argcount else None,
             )
         except Exception as exc:

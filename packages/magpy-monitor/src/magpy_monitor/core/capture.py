@@ -30,7 +30,7 @@ from magpy_refgraph import (
     Unsupported,
 )
 
-from . import registry, scalars, shapes
+from . import registry, scalars, shapes, undo
 from .ambient import ambient_state
 from .joined import refuse_joined_update, storage_key
 from .recorder import GraphRecorder
@@ -142,15 +142,14 @@ class Capture:
     def mutated_inputs(self) -> tuple[int, ...]:
         """Indices of the graph inputs (``rec.example_inputs``) whose memory the graph updates
         in place (directly, or through a view: ``x[0].add_(1)``)."""
-        ids = {id(v.obj) for v in self.mutated_tensors}
-        return tuple(
-            i
-            for i, t in enumerate(self.rec.example_inputs)
-            if id(t) in ids or (isinstance(t, torch.Tensor) and storage_key(t) in self.updated)
-        )
+        return undo.mutated_inputs(self)
 
-    def _note_storage_update(self, t: Any) -> None:
-        """An operation of the graph writes into ``t``'s memory."""
+    def undo_inputs(self, rule: str) -> tuple[int, ...]:
+        """Those of ``mutated_inputs`` a failed run of the graph must put back (``core.undo``)."""
+        return undo.restore_set(self, rule)
+
+    def _note_storage_update(self, t: Any, node: Any) -> None:
+        """``node``, an operation of the graph, writes into ``t``'s memory."""
         key = storage_key(t) if isinstance(t, torch.Tensor) else None
         if key is None:
             if self.assumptions:
@@ -158,6 +157,7 @@ class Capture:
             self.updated_unknown = True  # (no storage to compare: no assumption may follow)
         else:
             self.updated.add(key)
+            node.meta.setdefault("updates", set()).add(key)
 
     @property
     def draws_random(self) -> bool:
@@ -503,7 +503,7 @@ class Capture:
             raise Unsupported("in-place update of x[i] indexed by a value that changes per call")
         node.meta["effect"] = True
         self.mutations += 1
-        self._note_storage_update(val.obj)
+        self._note_storage_update(val.obj, node)
         val.fx = node if result else val.fx
         if val.external and val.node is not None:
             self.graph.update_in_place(val.node, "in-place tensor op")
