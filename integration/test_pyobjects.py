@@ -598,3 +598,46 @@ def use_layered_cache(x: torch.Tensor) -> torch.Tensor:
 
 def test_dict_fromkeys_and_hasattr_of_a_property_of_an_object_built_in_the_run() -> None:
     _three_calls_one_record(use_layered_cache)
+
+
+# ---------------------------------------------------------------------- id()
+class Optimizerish:
+    """An object from outside that a table keys by ``id()`` (``GradScaler``'s per-optimizer
+    states)."""
+
+    def __init__(self, scale: float) -> None:
+        self.scale = scale
+
+
+TABLE_BY_ID: dict[int, float] = {}
+CURRENT = [Optimizerish(2.0)]
+
+
+def scale_by_id(x: torch.Tensor) -> torch.Tensor:
+    opt = CURRENT[0]
+    return x * TABLE_BY_ID[id(opt)] + opt.scale
+
+
+def test_id_of_an_object_from_outside_is_a_constant_guarded_by_identity() -> None:
+    first, second = CURRENT[0], Optimizerish(5.0)
+    TABLE_BY_ID.update({id(first): 3.0, id(second): 7.0})
+    compiled = _three_calls_one_record(scale_by_id)
+    CURRENT[0] = second  # another object: another number, the guard misses
+    try:
+        x = torch.randn(3)
+        H.assert_same(compiled(x), scale_by_id(x))
+        assert magpy.stats(compiled).records == 2, magpy.stats(compiled)
+    finally:
+        CURRENT[0] = first
+
+
+def id_of_a_new_object(x: torch.Tensor) -> torch.Tensor:
+    box = Optimizerish(1.0)
+    return x + (id(box) % 2) * 0
+
+
+def test_id_of_an_object_the_run_makes_is_a_break() -> None:
+    out = magpy.explain(id_of_a_new_object)(torch.randn(3))
+    assert [r.reason for r in out.break_reasons] == [
+        "id() of an object the run made (Optimizerish) or a value"
+    ], out.break_reasons

@@ -229,6 +229,28 @@ def _type(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> No
     m.expect_outputs(inst, 1, lambda real: [m.cap.const(real[0])])
 
 
+@register_builtin(id)
+def _id(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    """``id(obj)`` of an object from outside the run (``GradScaler.step``'s
+    ``self._per_optimizer_states[id(optimizer)]``): the record is guarded to see that very
+    object, which keeps its number while it lives: a constant of the record. An object the run
+    makes has another number on every call (a break), and so may a value (``id(3)``)."""
+    if len(pos) != 1 or kw:
+        raise m.unsupported("id() with other than one argument")  # (TypeError)
+    (v,) = pos
+    if not (v.external and v.node is not None) or v.obj is None or is_value_type(v.obj):
+        raise m.unsupported(f"id() of an object the run made ({type(v.obj).__name__}) or a value")
+    m.cap.observe_identity(v)
+    number = id(v.obj)
+
+    def make(real: list[Any]) -> list[Val]:
+        if real[0] != number:
+            raise m.unsupported("id() gave another number")
+        return [m.cap.const(number)]
+
+    m.expect_outputs(inst, 1, make)
+
+
 @register_builtin(range, slice)
 def _range(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
     if (
@@ -472,7 +494,6 @@ for _fn in (
     print,
     input,
     open,
-    id,
     globals,
     locals,
     vars,
