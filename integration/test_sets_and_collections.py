@@ -355,14 +355,11 @@ def unknown_factory(x: torch.Tensor) -> torch.Tensor:
     return x * d["a"]
 
 
-def test_defaultdict_with_a_python_factory_breaks() -> None:
-    """A factory the monitor cannot name is a graph break, with eager's results."""
-    ex = _explain(unknown_factory, torch.randn(2))
-    assert any("defaultdict" in r.reason for r in ex.break_reasons), ex.break_reasons
-    compiled = magpy.compile(unknown_factory, backend="eager")
-    for _ in range(2):
-        x = torch.randn(2)
-        H.assert_same(compiled(x), unknown_factory(x))
+def test_defaultdict_with_a_python_factory() -> None:
+    """A Python factory (a lambda made by the run) is followed when ``__missing__`` calls it:
+    one graph, eager's results."""
+    _assert_one_graph(unknown_factory, torch.randn(2))
+    H.assert_compiles_like_eager(unknown_factory, lambda i: ((torch.randn(2),), {}), calls=3)
 
 
 Point = collections.namedtuple("Point", ["a", "b", "c"], defaults=[7])
@@ -397,3 +394,42 @@ def test_namedtuples_built_in_the_run_are_one_graph() -> None:
     )
     out = compiled(torch.randn(3))
     assert type(out[0]) is Point and type(out[4]) is PointWithSum
+
+
+# ---------------------------------------------------------------------- defaultdict from outside
+def _fresh_state() -> dict[str, Any]:
+    return {"stage": 0, "scales": []}
+
+
+def per_key_state(tables: list[Any]) -> Any:
+    """``GradScaler``'s pattern: a table from outside keyed by a value, whose missing entry the
+    table's Python factory makes; the call then replaces the table with a new, empty one."""
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        table = tables[0]
+        state = table["opt"]
+        state["stage"] = 1
+        state["scales"].append(x.sum())
+        tables[1].append(table)  # (kept: the test compares what the old tables hold)
+        tables[0] = collections.defaultdict(_fresh_state)
+        return x * (state["stage"] + len(table))
+
+    return f
+
+
+def test_a_missing_key_of_a_defaultdict_from_outside_with_a_python_factory() -> None:
+    mine: list[Any] = [collections.defaultdict(_fresh_state), []]
+    theirs: list[Any] = [collections.defaultdict(_fresh_state), []]
+    compiled, eager = magpy.compile(per_key_state(mine), backend="eager"), per_key_state(theirs)
+    for i in range(4):
+        x = torch.randn(3)
+        H.assert_same(compiled(x), eager(x), f"call {i}")
+        assert type(mine[0]) is collections.defaultdict and mine[0].default_factory is _fresh_state
+        H.assert_same([dict(t) for t in mine[1]], [dict(t) for t in theirs[1]], f"call {i}")
+    st = magpy.stats(compiled)
+    assert (st.records, st.hits, st.breaks) == (1, 3, 0), st
+    mine[0]["opt"]  # a table that holds the key already: another record
+    x = torch.randn(3)
+    theirs[0]["opt"]
+    H.assert_same(compiled(x), eager(x))
+    assert magpy.stats(compiled).records == 2, magpy.stats(compiled)

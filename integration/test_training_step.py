@@ -482,3 +482,81 @@ def test_an_lstm_of_cells_with_rmsprop(backend: str) -> None:
     assert st.records == 1 and st.graphs == 1 and st.hits == 3, st
     records = compiled._magpy_state.records  # type: ignore[attr-defined]
     assert all(rec.uncompiled is None for rec in records), [r.uncompiled for r in records]
+
+
+def scaled_step(model: nn.Module, opt: torch.optim.Optimizer, scaler: Any) -> Step:
+    def step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = nn.functional.mse_loss(model(x).float(), y)
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        opt.zero_grad()
+        return loss
+
+    return step
+
+
+def _scaler_state(scaler: Any) -> tuple[float, int]:
+    return scaler.get_scale(), int(scaler._growth_tracker.item())
+
+
+def test_a_grad_scaler_step_with_an_overflow() -> None:
+    """``torch.amp.GradScaler`` on CPU around a bf16 step: its per-optimizer table keyed by
+    ``id(optimizer)`` (a defaultdict from outside with a Python factory, replaced by every
+    ``update()``), ``_amp_update_scale_`` writing both the scale and the growth tracker, and
+    an overflow (an infinite target) that skips the update: the record assumes no overflow, a
+    step with one runs as eager runs it."""
+    model, reference = _mlp(), _mlp()
+    scalers = [torch.amp.GradScaler("cpu", init_scale=256.0, growth_interval=2) for _ in "ab"]
+    opts = [torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9) for m in (model, reference)]
+    compiled = magpy.compile(scaled_step(model, opts[0], scalers[0]), backend="eager")
+    eager = scaled_step(reference, opts[1], scalers[1])
+    for i in range(10):
+        x, y = _inputs(model, i)
+        if i == 6:
+            y[0, 0] = float("inf")
+        H.assert_same(compiled(x, y), eager(x, y), f"step {i}")
+        H.assert_same(_state(model), _state(reference), f"model after step {i}")
+        H.assert_same(_optim_state(opts[0]), _optim_state(opts[1]), f"optimizer after step {i}")
+        assert _scaler_state(scalers[0]) == _scaler_state(scalers[1]), f"scaler after step {i}"
+        if i == 1:
+            warm = magpy.stats(compiled)
+    st = magpy.stats(compiled)
+    assert st.breaks == warm.breaks and st.assumption_misses == 1, (warm, st)
+    assert st.hits - warm.hits == 7 and st.graphs == st.records, (warm, st)
+
+
+def retained_step(model: nn.Module) -> Step:
+    def step(x: torch.Tensor, y: torch.Tensor) -> Any:
+        hidden = model[0](x)
+        hidden.retain_grad()
+        loss = nn.functional.mse_loss(model[2](model[1](hidden)), y)
+        loss.backward()
+        with torch.no_grad():
+            for p in model.parameters():
+                p -= 0.1 * p.grad
+        model.zero_grad()
+        return loss, hidden, hidden.grad.norm()
+
+    return step
+
+
+@pytest.mark.parametrize("backend", ["eager", pytest.param("inductor", marks=pytest.mark.inductor)])
+def test_retain_grad_of_an_intermediate(backend: str) -> None:
+    """``h.retain_grad()`` on a tensor of the step: the backward gives it its ``.grad`` inside
+    the record (read in the step, and on the ``h`` handed out, which retains grad)."""
+    model, reference = _mlp(), _mlp()
+    compiled = magpy.compile(retained_step(model), backend=backend)
+    eager = retained_step(reference)
+    for i in range(5):
+        x, y = _inputs(model, i)
+        got, want = compiled(x, y), eager(x, y)
+        H.assert_same(got[0], want[0], f"loss {i}")
+        H.assert_same(got[2], want[2], f"norm of the retained grad {i}")
+        H.assert_same(got[1].detach(), want[1].detach(), f"hidden {i}")
+        H.assert_same(got[1].grad, want[1].grad, f"hidden.grad {i}")
+        assert got[1].retains_grad and want[1].retains_grad
+        H.assert_same(_state(model), _state(reference), f"state after step {i}")
+    st = magpy.stats(compiled)
+    assert (st.records, st.graphs, st.breaks, st.hits) == (1, 1, 0, 4), st

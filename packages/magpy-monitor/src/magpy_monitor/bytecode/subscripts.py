@@ -19,7 +19,7 @@ import types
 
 import torch
 
-from magpy_refgraph import Item, StateNotReady
+from magpy_refgraph import Item, ObjAttr, StateNotReady
 
 from ..core import registry
 from ..core.calls import inline
@@ -101,6 +101,14 @@ def _entry_item(m: FrameMonitor, inst: Inst, container: Val, key: Val) -> None:
         # a defaultdict would insert a missing key even while a guard reads it: its keys
         # are checked first (and a missing key is a break)
         cap.observe_keys(container)
+        if key.obj not in obj and registry.MODELLED_MISSING.impl(obj, key.obj):
+            # (a defaultdict keyed by a value, GradScaler's per-optimizer states): the entry
+            # its factory makes is a change of the dict the mock writes back
+            factory = cap.child(container, ObjAttr("default_factory"), obj.default_factory)
+            cap.observe_identity(factory)
+            registry.MATERIALIZE.impl(cap, container, "defaultdict.__missing__")
+            MISSING_ITEM.impl(m, inst, container, key)
+            return
         if key.obj not in obj:
             where = m.unsupported("")
             reason = f"a missing key of a {type(obj).__name__} from outside"

@@ -67,7 +67,7 @@ _TENSOR_META_METHODS = frozenset(
 _TENSOR_VALUE_READ = frozenset(
     "item tolist __bool__ __int__ __float__ __index__ __complex__ numpy data_ptr __array__ "
     "__iter__ __contains__ __hash__ __reduce_ex__ __deepcopy__ __repr__ __str__ __format__ "
-    "backward register_hook untyped_storage storage retain_grad record_stream".split()
+    "backward register_hook untyped_storage storage record_stream".split()
 )
 _TENSOR_META_ATTRS = frozenset(
     "shape dtype device ndim is_cuda is_cpu requires_grad layout is_sparse is_quantized is_leaf "
@@ -124,10 +124,10 @@ def writes_first_argument(name: str) -> bool | None:
     return writes.pop() if len(writes) == 1 else None
 
 
-def written_lists(name: str) -> tuple[int, ...]:
-    """The positional arguments of ATen operator ``name`` that are lists of tensors it writes
-    in place (``torch._foreach_mul_(tensors, x)``, ``torch._fused_adam_(params, grads, ...)``),
-    where its schemas agree; () otherwise."""
+def written_arguments(name: str) -> tuple[int, ...]:
+    """The positional arguments of ATen operator ``name`` it writes in place, tensors or lists
+    of tensors (``torch._foreach_mul_(tensors, x)``, ``torch._amp_update_scale_(scale,
+    growth_tracker, ...)`` writes both), where its schemas agree; () otherwise."""
     try:
         schemas = torch._C._jit_get_schemas_for_operator(f"aten::{name}")
     except RuntimeError:
@@ -136,7 +136,7 @@ def written_lists(name: str) -> tuple[int, ...]:
         tuple(
             i
             for i, arg in enumerate(sch.arguments)
-            if isinstance(arg.type, torch.ListType)
+            if _tensors(arg.type)
             and arg.alias_info is not None
             and arg.alias_info.is_write
             and not arg.kwarg_only
@@ -144,6 +144,13 @@ def written_lists(name: str) -> tuple[int, ...]:
         for sch in schemas
     }
     return found.pop() if len(found) == 1 else ()
+
+
+def _first_is_list(name: str) -> bool:
+    schemas = torch._C._jit_get_schemas_for_operator(f"aten::{name}")
+    return bool(schemas and schemas[0].arguments) and isinstance(
+        schemas[0].arguments[0].type, torch.ListType
+    )
 
 
 def _tensors(t: Any) -> bool:
@@ -177,11 +184,14 @@ def _torch_function(fn: Any, name: str) -> Annotation:
         return Annotation(Kind.PURE)
     if name in _TORCH_EFFECT_FUNCS:
         return Annotation(Kind.EFFECT, reason=f"torch.{name} has effects outside the program")
-    lists = written_lists(name)
-    if lists:  # torch._foreach_add_(tensors, ...): each tensor of the list, in place
-        return Annotation(Kind.AS_OP, inplace=lists, returns_arg=None)
+    written = written_arguments(name)
+    if written and _first_is_list(name):  # torch._foreach_add_(tensors, ...): each in place
+        return Annotation(Kind.AS_OP, inplace=written, returns_arg=None)
     if _inplace(name, name.endswith("_") and not name.startswith("_")):
-        return Annotation(Kind.AS_OP, inplace=(0,), returns_arg=0)
+        others = tuple(i for i in written if i != 0)  # (_amp_update_scale_'s growth_tracker)
+        return Annotation(Kind.AS_OP, inplace=(0, *others), returns_arg=0)
+    if written:  # an operator writing arguments other than its first
+        return Annotation(Kind.AS_OP, inplace=written, returns_arg=None)
     return Annotation(Kind.AS_OP)
 
 

@@ -131,9 +131,12 @@ def _as_op(
             if isinstance(cand.obj, torch.Tensor):
                 target = cand
                 node.meta["effect"] = True
-        for i in ann.inplace if target is None else ():
-            for item in _listed(cap, pos[i]) if i < len(pos) else ():
-                if isinstance(item.obj, torch.Tensor):  # a _foreach_*_ op's list, in place
+        for i in ann.inplace:
+            if i >= len(pos) or pos[i] is target:
+                continue
+            written = [pos[i]] if isinstance(pos[i].obj, torch.Tensor) else _listed(cap, pos[i])
+            for item in written:  # (a _foreach_*_ op's list; another tensor it writes)
+                if isinstance(item.obj, torch.Tensor):
                     cap.mutate_tensor(item, node, result=False)
         for hidden in hidden_updates(fn, pos, kwargs):  # F.batch_norm's running statistics
             cap.mutate_tensor(hidden, node, result=False)

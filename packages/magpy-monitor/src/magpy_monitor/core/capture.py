@@ -78,6 +78,7 @@ class Capture:
         self.written: set[tuple[ShadowNode, Access]] = set()
         self.mutated_tensors: list[Val] = []
         self.mutated_containers: list[Val] = []
+        self.retained: list[Val] = []  # tensors of the graph the run called retain_grad() on
         # entry objects hashed by identity that met in sets: the record needs them distinct
         self.distinct_nodes: dict[ShadowNode, None] = {}
         self.paths: dict[ShadowNode, Path] = {}

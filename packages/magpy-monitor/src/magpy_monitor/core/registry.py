@@ -57,6 +57,7 @@ __all__ = [
     "MATERIALIZE",
     "METHOD_HANDLERS",
     "MISSING_ITEM",
+    "MODELLED_MISSING",
     "NOTE_CATCH_WARNINGS",
     "OBSERVE_SET",
     "OPCODE_HANDLERS",
@@ -317,6 +318,9 @@ BUILT_OBJECT_TRUTH: Hook[Callable[[Val], bool]] = Hook("truth of a built object"
 #: ``(m, inst, container, key)``: a key missing from a mapping the run built (``defaultdict``,
 #: ``Counter``; else ``KeyError``). Called by ``bytecode.subscripts``; provided by pyobj/rules.
 MISSING_ITEM: Hook[Callable[[FrameMonitor, Inst, Val, Val], None]] = Hook("missing item")
+#: ``(mapping, key) -> bool``: ``MISSING_ITEM`` models ``mapping[key]`` of a missing key (then
+#: a mapping from outside gets its shadow items first). Provided by pyobj/rules.
+MODELLED_MISSING: Hook[Callable[[Any, Any], bool]] = Hook("modelled missing item")
 
 
 def register_types(table: dict[type, F], *types: type) -> Callable[[F], F]:

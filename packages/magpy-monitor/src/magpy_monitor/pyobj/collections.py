@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import collections
 import operator
+import types
 from typing import Any
 
 from magpy_refgraph import Item
@@ -294,11 +295,8 @@ def missing_item(m: FrameMonitor, inst: Inst, container: Val, key: Val) -> None:
     if type(obj) is Counter:
         m.expect_outputs(inst, 1, lambda real: [cap.const(real[0])])
         return
-    factory = getattr(obj, "default_factory", None)
-    if type(obj) is not defaultdict or not any(factory is f for f in _FACTORIES):
+    if not modelled_missing(obj, key.obj):
         raise m.unsupported(f"a missing key of a {type(obj).__name__} (KeyError)")
-    if not (key.obj is None or is_value_type(key.obj)):
-        raise m.unsupported(f"a {type(key.obj).__name__} as a defaultdict key")
     items = container.items
     cap.mutations += 1
 
@@ -314,6 +312,16 @@ def missing_item(m: FrameMonitor, inst: Inst, container: Val, key: Val) -> None:
         return [v]
 
     m.expect_outputs(inst, 1, make)
+
+
+def modelled_missing(obj: Any, key: Any) -> bool:
+    """Whether ``obj[key]`` of a missing ``key`` is modelled: a defaultdict whose factory makes
+    a container or constant the monitor names, or is a Python function (followed), and a key
+    that is a plain value."""
+    factory = getattr(obj, "default_factory", None)
+    if type(obj) is not defaultdict or not (key is None or is_value_type(key)):
+        return False
+    return isinstance(factory, types.FunctionType) or any(factory is f for f in _FACTORIES)
 
 
 # ---------------------------------------------------------------------- deque

@@ -8,6 +8,7 @@ every mutation, and the mock gives the real container exactly the final contents
 
 from __future__ import annotations
 
+import collections
 from typing import Any
 
 import torch
@@ -61,7 +62,7 @@ def materialize(cap: Capture, val: Val, reason: str) -> None:
         if type(obj) is list:
             cap.observe_len(val)
             val.items = [cap.child(val, Item(i), x) for i, x in enumerate(obj)]
-        elif type(obj) is dict:
+        elif type(obj) in (dict, collections.defaultdict):
             cap.observe_keys(val)
             val.items = {k: (cap.const(k), cap.child(val, Item(k), x)) for k, x in obj.items()}
         else:

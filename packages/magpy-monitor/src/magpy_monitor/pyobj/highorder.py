@@ -492,3 +492,23 @@ def _sequence_handler(
 
 for _fn in (list, tuple):
     BUILTIN_HANDLERS[id(_fn)] = (_fn, _sequence_handler(tuple_list))
+
+
+def factory_missing_item(m: FrameMonitor, inst: Inst, container: Val, key: Val) -> None:
+    """``d[key]`` of a key missing from a defaultdict whose factory is a Python function (the
+    shadow items of ``d`` known): native ``__missing__`` calls the factory, whose frame is
+    followed, and inserts what it returns."""
+    cap = m.cap
+    factory = container.obj.default_factory
+    items = container.items
+    fn_val = cap.known(factory) or cap.const(factory)  # (its identity is guarded)
+    cap.mutations += 1
+
+    def make(real: list[Any]) -> list[Val]:
+        if not p.callback_results or p.callback_results[-1].obj is not real[0]:
+            raise m.unsupported("a defaultdict's factory gave a value the run did not see")
+        items[key.obj] = (key, p.callback_results[-1])
+        return [p.callback_results[-1]]
+
+    p = m.expect_outputs(inst, 1, make)
+    follow_callbacks(m, p, fn_val, lambda k: [])

@@ -15,11 +15,12 @@ from ..core.attributes import Read, attr_rule, load_attr
 from ..core.calls import inline
 from ..core.dispatch import Call, call_rule
 from ..core.frame import FrameMonitor, Inst
-from ..core.registry import BUILT_OBJECT, BUILT_OBJECT_TRUTH, MISSING_ITEM
+from ..core.registry import BUILT_OBJECT, BUILT_OBJECT_TRUTH, MISSING_ITEM, MODELLED_MISSING
 from ..core.values import Instance, Val
 from .classes import MadeClass, class_attr
-from .collections import missing_item
+from .collections import missing_item, modelled_missing
 from .contexts import context_exit, is_python_context_class
+from .highorder import factory_missing_item
 from .instances import (
     construct_object,
     instance_dict,
@@ -143,4 +144,13 @@ def _built_object_truth(v: Val) -> bool:
     return isinstance(v.items, dict) or not hasattr(cls, "__len__")
 
 
-MISSING_ITEM.provide(missing_item)
+def _missing_item(m: FrameMonitor, inst: Inst, container: Val, key: Val) -> None:
+    factory = getattr(container.obj, "default_factory", None)
+    if isinstance(factory, types.FunctionType) and modelled_missing(container.obj, key.obj):
+        factory_missing_item(m, inst, container, key)  # (GradScaler's per-optimizer states)
+    else:
+        missing_item(m, inst, container, key)
+
+
+MISSING_ITEM.provide(_missing_item)
+MODELLED_MISSING.provide(modelled_missing)

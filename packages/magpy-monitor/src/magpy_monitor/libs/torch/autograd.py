@@ -29,6 +29,8 @@ The leaves' absence of hooks and their being leaves are guarded.
 
 from __future__ import annotations
 
+import operator
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -39,6 +41,7 @@ from ...core.attributes import Read, attr_rule
 from ...core.calls import method_self
 from ...core.dispatch import Call, call_rule
 from ...core.frame import FrameMonitor, Inst
+from ...core.registry import TENSOR_METHOD_HANDLERS
 from ...core.values import Val
 
 __all__ = ["as_grad_layout", "plain_leaf", "store_grad"]
@@ -218,7 +221,8 @@ def accumulate(m: FrameMonitor, inst: Inst, loss: Val, gradient: Val | None, ret
     if not t.requires_grad or t.grad_fn is None:
         raise m.unsupported("backward of a tensor that does not require grad")  # (eager raises)
     leaves = []
-    for leaf in _leaves(m, t.grad_fn):
+    reached: set[int] = set()  # the autograd nodes of the graph from t
+    for leaf in _leaves(m, t.grad_fn, reached):
         val = cap.known(leaf)
         if val is None or not (val.external and val.node is not None):
             raise m.unsupported("a gradient flows to a tensor the program did not read")
@@ -231,8 +235,10 @@ def accumulate(m: FrameMonitor, inst: Inst, loss: Val, gradient: Val | None, ret
     kw: dict[str, Any] = {"retain_graph": retain, "allow_unused": True}
     if gradient is not None:
         kw["grad_outputs"] = cap.to_arg(gradient)
-    nodes = [cap.tensor_node(v) for v in leaves]
+    retained = [v for v in cap.retained if id(v.obj.grad_fn) in reached]
+    nodes = [cap.tensor_node(v) for v in (*leaves, *retained)]
     grads = cap.rec.call("call_function", torch.autograd.grad, (cap.tensor_node(loss), nodes), kw)
+    kept = _retained_grads(m, retained, grads, len(leaves))
     pieces: list[tuple[Val, Val | None, Any]] = []
     for i, (v, before) in enumerate(zip(leaves, old, strict=True)):
         g = cap.rec.call("call_function", _getitem, (grads, i), {})
@@ -247,6 +253,7 @@ def accumulate(m: FrameMonitor, inst: Inst, loss: Val, gradient: Val | None, ret
             pieces.append((v, before, add))
 
     def make(real: list[Any]) -> list[Val]:
+        kept(real)
         for v, before, node in pieces:
             if before is None:
                 cap.set_attr(v, "grad", cap.op_result(v.obj.grad, node))
@@ -280,10 +287,9 @@ def _getitem(seq: Any, i: int) -> Any:
     return seq[i]
 
 
-def _leaves(m: FrameMonitor, root: Any) -> list[torch.Tensor]:
+def _leaves(m: FrameMonitor, root: Any, seen: set[int]) -> list[torch.Tensor]:
     """The leaf tensors whose ``AccumulateGrad`` the autograd graph from ``root`` reaches, in a
-    fixed order (depth first)."""
-    seen: set[int] = set()
+    fixed order (depth first); ``seen`` gets the ids of the nodes it went through."""
     found: list[torch.Tensor] = []
     stack = [root]
     while stack:
@@ -296,3 +302,50 @@ def _leaves(m: FrameMonitor, root: Any) -> list[torch.Tensor]:
             found.append(variable)
         stack.extend(reversed([f for f, _ in node.next_functions]))
     return found
+
+
+# ---------------------------------------------------------------------- retain_grad
+def _retain_grad(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    """``h.retain_grad()`` of a tensor the graph computes: a backward in the run gives it its
+    ``.grad`` (a graph value), and the mock hands ``h`` out with ``retain_grad()`` called and
+    that ``.grad`` set (``tensorattrs.with_attributes``). (A leaf: nothing to do, as in eager.)"""
+    cap = m.cap
+    (h,) = pos
+    t = h.obj
+    if kw or h.external or h.fx is None:
+        raise m.unsupported("retain_grad() of a tensor from outside")
+    if not t.requires_grad:
+        raise m.unsupported("retain_grad() of a tensor that does not require grad")  # (raises)
+    if t.grad_fn is not None and all(v is not h for v in cap.retained):
+        cap.retained.append(h)
+        h.attrs = h.attrs if h.attrs is not None else {}
+        h.attrs.setdefault("grad", cap.const(None))
+    m.expect_outputs(inst, 1, lambda real: [cap.const(None)])
+
+
+TENSOR_METHOD_HANDLERS["retain_grad"] = _retain_grad
+
+
+def _retained_grads(
+    m: FrameMonitor, retained: list[Val], grads: Any, first: int
+) -> Callable[[list[Any]], None]:
+    """The ``.grad`` a backward gives each tensor of ``retained`` (outputs ``first``... of the
+    ``torch.autograd.grad`` node ``grads``): set when None, else added to (out of place, as
+    torch's retain_grad hook does); applied by the returned function once the backward ran."""
+    cap = m.cap
+    nodes = []
+    for i, v in enumerate(retained):
+        g = cap.rec.call("call_function", _getitem, (grads, first + i), {})
+        before = v.attrs["grad"] if v.attrs is not None else cap.const(None)
+        if before.obj is not None:
+            g = cap.rec.call("call_function", operator.add, (cap.tensor_node(before), g), {})
+        nodes.append(g)
+
+    def apply(real: list[Any]) -> None:
+        for v, node in zip(retained, nodes, strict=True):
+            if v.obj.grad is None:
+                raise m.unsupported("a retained gradient the backward did not set")
+            assert v.attrs is not None
+            v.attrs["grad"] = cap.op_result(v.obj.grad, node)
+
+    return apply

@@ -65,8 +65,11 @@ def store_tensor_attr(m: FrameMonitor, base: Val, name: str, value: Val) -> None
 
 def with_attributes(t: torch.Tensor, names: tuple[str, ...], *values: Any) -> torch.Tensor:
     """The mock's half of a tensor the graph makes that the run gave Python attributes:
-    ``t`` with them set, in the run's order."""
+    ``t`` with them set, in the run's order. (``grad``: the run called ``t.retain_grad()``;
+    so does this, then sets the gradient the record computed.)"""
     for name, value in zip(names, values, strict=True):
+        if name == "grad" and t.grad_fn is not None:
+            t.retain_grad()
         setattr(t, name, value)
     return t
 
