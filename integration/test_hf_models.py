@@ -84,7 +84,7 @@ EXPECT: dict[str, Expect] = {
     # sliding-window attention: `nonzero()` of the global-attention mask and sizes read from
     # its counts (the `.item()` of "is there global attention" is assumed); the layers after
     # the break run compiled (no eager site: test_resumed_segments.py)
-    "longformer": Expect(9, 3, 15, 37, 3),
+    "longformer": Expect(9, 3, 16, 38, 3),
     # the `.item()` of "is there global attention" is assumed (checked after the graph)
     "led": STATIC,
     # ---- default configs (only sizes shrunk; the decoders with use_cache=True)
@@ -113,7 +113,7 @@ EXPECT: dict[str, Expect] = {
     # path written for TorchDynamo: torch's associative_scan higher-order op (functorch's
     # vmap, a threading.Lock made in the run); a pytree TreeSpec.type (its cache's
     # dict.fromkeys is followed). (ACT2FN and the lru_cache'd version checks are no breaks)
-    "mamba": Expect(10, 2, 16, 40, 1),
+    "mamba": Expect(10, 2, 21, 44, 2),
     # the EncoderDecoderCache made in the forward: config.get_text_config(decoder=True)
     # deep-copies the config (the copy's shadow is walked beside the source, every read
     # guarded), renames its decoder_* attributes through the config's own __setattr__ and

@@ -1,4 +1,4 @@
-"""``python -m magpy`` / the ``magpy`` command: ``magpy demo``, ``magpy bench``.
+"""``python -m magpy`` / the ``magpy`` command: ``magpy demo``, ``magpy bench``, ``magpy explain``.
 
 The implementation lives in :mod:`magpy._cli`.
 """

@@ -1,6 +1,6 @@
-"""``magpy demo`` and ``magpy bench``: compile the bundled models and compare against eager.
+"""``magpy demo``, ``magpy bench`` and ``magpy explain``.
 
-Both commands time eager PyTorch, ``torch.compile`` and MagPy on the models in
+``demo`` and ``bench`` time eager PyTorch, ``torch.compile`` and MagPy on the models in
 ``integration/models`` (our own implementations with random weights; found next to a source
 checkout, or wherever ``MAGPY_MODELS_DIR`` points), check every result against eager, and print a
 Markdown table.
@@ -8,7 +8,8 @@ Markdown table.
 This module parses the command line. The work is in ``magpy._commands`` (the commands),
 ``magpy._measure`` (timing and checking one model) and ``magpy._report`` (tables and chart),
 which are imported only when a command runs; ``magpy._paths`` finds the bundled models and
-Inductor's cache folder.
+Inductor's cache folder. ``magpy explain`` (``magpy._explain_cli``) explains what MagPy
+captures of a function or a script (see ``explain`` below and the README).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 
 from ._paths import find_models_dir, inductor_cache_dir, load_models
 
-__all__ = ["bench", "demo", "find_models_dir", "load_models", "main"]
+__all__ = ["bench", "demo", "explain", "find_models_dir", "load_models", "main"]
 
 
 def _positive(text: str) -> int:
@@ -30,11 +31,18 @@ def _positive(text: str) -> int:
     return value
 
 
-def _run_command(name: str, args: argparse.Namespace) -> int:
-    """Run the command ``name`` with its parsed ``args``."""
+def _run_command(
+    name: str, args: argparse.Namespace, parser: argparse.ArgumentParser | None = None
+) -> int:
+    """Run the command ``name`` with its parsed ``args`` (``parser`` reports usage errors)."""
+    # Imported on first use: the commands import torch, torch._dynamo and Inductor (seconds),
+    # which `magpy --help` and usage errors never need.
+    if name == "explain" and parser is not None:
+        # (the program's own Inductor cache folder, whatever it is, stays as it is)
+        from ._explain_cli import run
+
+        return run(args, parser.error)
     inductor_cache_dir()  # first: importing torch._dynamo sets torch's default cache folder
-    # Imported on first use: the commands import torch._dynamo and Inductor (seconds), which
-    # `magpy --help` and usage errors never need.
     from ._commands import RUNNERS
 
     return RUNNERS[name](args)
@@ -107,9 +115,95 @@ def _bench_parser(registry: dict[str, Any]) -> argparse.ArgumentParser:
     return parser
 
 
+def _non_negative(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected 0 or a positive integer, got {text}")
+    return value
+
+
+def split_target(text: str) -> tuple[str, str | None]:
+    """``"path/x.py:fn"`` -> ``("path/x.py", "fn")``, ``"x.py"`` -> ``("x.py", None)``; the
+    part after the last colon names a callable only where it is a dotted name (so a path
+    ``C:\\x.py`` stays a path)."""
+    where, colon, name = text.rpartition(":")
+    if colon and where and all(part.isidentifier() for part in name.split(".")):
+        return where, name
+    return text, None
+
+
+def explain(argv: Sequence[str]) -> int:
+    """``magpy explain``: what MagPy captures of a callable or a script (docs in the README).
+
+    Mistakes found without running the program (a missing script, arguments given to a
+    callable, a report path that is a file) are reported here, before torch is imported."""
+    parser = _explain_parser()
+    args = parser.parse_intermixed_args(argv)  # (ARGS may follow the options, after a --)
+    args.where, args.callable = split_target(args.target)
+    script = Path(args.where)
+    if not args.module and not script.is_file():
+        problem = "is not a file" if script.exists() else "no such file"
+        parser.error(f"{script}: {problem} (a Python script, or -m package.module)")
+    if args.args and args.callable is not None:
+        parser.error(
+            f"arguments after {args.target} are the script's sys.argv when it runs as "
+            "__main__ (no :CALLABLE); a callable takes its arguments from example_inputs()"
+        )
+    if args.report is not None and args.report.exists() and not args.report.is_dir():
+        parser.error(f"--report {args.report}: is a file, not a directory")
+    return _run_command("explain", args, parser)
+
+
+def _explain_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="magpy explain",
+        description="Explain what MagPy captures: graphs, graph breaks (file:line), records "
+        "and their guards, assumed values, and the time outside compiled graphs. "
+        "TARGET:CALLABLE explains one call of CALLABLE (a function, an nn.Module instance or "
+        "a dotted path like model.encoder) with the arguments TARGET's example_inputs() "
+        "returns: a tuple of positional arguments, or a pair (args_tuple, kwargs_dict). "
+        "TARGET alone runs the script (or -m module) as __main__ and explains every callable "
+        "it compiles with magpy.compile, from the calls it makes.",
+    )
+    parser.add_argument(
+        "-m",
+        dest="module",
+        action="store_true",
+        help="TARGET is a module name (package.module[:CALLABLE]), imported as python -m does",
+    )
+    parser.add_argument("target", metavar="TARGET", help="path/to/script.py[:CALLABLE]")
+    parser.add_argument(
+        "args",
+        metavar="ARGS",
+        nargs="*",
+        help="the script's arguments when it runs as __main__ (put -- before them)",
+    )
+    parser.add_argument(
+        "--report", type=Path, metavar="DIR", help="also write an HTML report, DIR/index.html"
+    )
+    parser.add_argument(
+        "--calls",
+        type=_non_negative,
+        default=5,
+        help="TARGET:CALLABLE: more calls, compiled with magpy.compile, that measure the time "
+        "outside compiled graphs (default 5; 0: none)",
+    )
+    parser.add_argument(
+        "--backend",
+        choices=["eager", "aot_eager", "inductor"],
+        default="eager",
+        help="backend of those calls (default eager: no compile time)",
+    )
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="print each graph's code, guard and mock"
+    )
+    return parser
+
+
 COMMANDS: dict[str, tuple[str, Callable[[Sequence[str]], int]]] = {
     "demo": ("compile three small models with MagPy and torch.compile and compare", demo),
     "bench": ("benchmark eager, torch.compile and MagPy on the bundled models", bench),
+    "explain": ("explain what MagPy captures of a callable or a script", explain),
 }
 
 
@@ -119,11 +213,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True, metavar="{demo,bench,explain}")
     for name, (help_text, _) in COMMANDS.items():
         sub.add_parser(name, help=help_text, add_help=False)
-    sub.add_parser(
-        "explain", help="explain what MagPy captures for a function (not yet)", add_help=False
-    )
     args, rest = parser.parse_known_args(argv)
-    if args.command == "explain":
-        print("magpy explain: not available yet; use magpy.explain(fn)(*args) from Python.")
-        return 2
     return COMMANDS[args.command][1](rest)

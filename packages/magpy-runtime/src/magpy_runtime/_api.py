@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-import types
-from collections.abc import Callable
 from typing import Any
 
 import attrs
 import torch
 
-from magpy_codegen import BACKENDS, configured_backend, forget_generated, resolve_backend
+from magpy_codegen import configured_backend, forget_generated, resolve_backend
 from magpy_monitor import TABLE, Annotation, Kind, disabled_function
-from magpy_refgraph import MagPyError, NotCompiledError, UnknownOptionError
+from magpy_refgraph import UnknownOptionError
 
-from ._cache import BreakReason, CacheState, all_states
-from ._sites import ensure_entry_site, forget_backend, restore_all
+from ._cache import CacheState, all_states
+from ._explain import ExplainOutput, explain, outside_share_of, state_of
+from ._sites import restore_all
 from ._wrappers import CompiledFunction, CompiledModule, wrap
 
 __all__ = [
@@ -150,13 +149,6 @@ def _compile_wrapped(
     return ddp
 
 
-def _state_of(compiled: Any) -> CacheState:
-    state = getattr(compiled, "_magpy_state", None)
-    if not isinstance(state, CacheState):
-        raise NotCompiledError(f"{compiled!r} is not a magpy function; wrap it with magpy.compile")
-    return state
-
-
 @attrs.define
 class CacheStats:
     """Counters of one compiled callable."""
@@ -184,7 +176,7 @@ class CacheStats:
 
 def stats(compiled: Any) -> CacheStats:
     """Cache statistics of a compiled function or module."""
-    s = _state_of(compiled)
+    s = state_of(compiled)
     records = [*s.records, *s.site_records]
     graphs = sum(1 for r in records if r.graph_module is not None)
     return CacheStats(
@@ -196,178 +188,10 @@ def stats(compiled: Any) -> CacheStats:
         fallbacks=s.fallbacks,
         assumption_misses=s.assumption_misses,
         busy=s.busy,
-        outside_share=s.time_outside / s.time_total if s.time_total else 0.0,
+        outside_share=outside_share_of(s),
         native_calls=s.native_calls,
         eager_sites=s.eager_sites,
     )
-
-
-@attrs.define
-class ExplainOutput:
-    """What MagPy captured from one call (shaped like ``torch._dynamo.explain``'s output)."""
-
-    graphs: list[Any]
-    graph_count: int
-    graph_break_count: int
-    break_reasons: list[BreakReason]
-    op_count: int
-    ops_per_graph: list[list[str]]
-    guards: list[str]
-    out_guards: list[str]
-    refgraph: str
-    # tensor values read into Python that the graphs assume, checked after each run
-    # (``file:line (the value assumed)``, see docs/dynamic.md)
-    assumptions: list[str] = attrs.field(factory=list)
-
-    def __str__(self) -> str:
-        lines = [
-            f"Graph Count: {self.graph_count}",
-            f"Graph Break Count: {self.graph_break_count}",
-            f"Op Count: {self.op_count}",
-        ]
-        if self.break_reasons:
-            lines.append("Break Reasons:")
-            lines += [f"  {i + 1}. {r}" for i, r in enumerate(self.break_reasons)]
-        if self.assumptions:
-            lines.append("Assumed Values (checked after each graph run):")
-            lines += [f"  {i + 1}. {a}" for i, a in enumerate(self.assumptions)]
-        lines.append("Ops per Graph:")
-        for i, ops in enumerate(self.ops_per_graph):
-            lines.append(f"  Graph {i + 1}: {', '.join(ops)}")
-            parts = step_parts(self.graphs[i]) if i < len(self.graphs) else []
-            if len(parts) > 1:  # a training step: its forward, backward and update
-                lines += [f"    {name}: {len(part)} ops" for name, part in parts]
-        return "\n".join(lines)
-
-
-def explain(fn: Any) -> Callable[..., ExplainOutput]:
-    """``magpy.explain(fn)(*args, **kwargs)``: capture one call and report graphs and breaks.
-
-    The call runs for real, exactly once (with the eager backend, so nothing is compiled). It
-    runs in split mode from its start (the function's entry is a site), so a graph break ends
-    one segment and the next begins after it in the same call. Where a break lies inside a
-    chain of callees, the callees' own entry graphs, which the compiled program runs from its
-    next call on, are reported from the operations this call recorded for them.
-    """
-    if not callable(fn):
-        raise TypeError(f"explain needs a function or nn.Module, got {type(fn).__name__}")
-    target = getattr(fn, "_magpy_original", fn)
-
-    def run(*args: Any, **kwargs: Any) -> ExplainOutput:
-        def explain_backend(gm: Any, example_inputs: list[Any]) -> Any:
-            return BACKENDS["eager"](gm, example_inputs)
-
-        state = CacheState(
-            getattr(target, "__qualname__", type(target).__qualname__), explain_backend
-        )
-        try:
-            _split_from_the_start(state, target)
-            state.call(target, args, kwargs)
-        finally:
-            forget_backend(explain_backend)
-        return _explain_output(state)
-
-    return run
-
-
-def _explain_output(state: CacheState) -> ExplainOutput:
-    """What ``state`` captured, as ``magpy.explain`` reports it."""
-    records = [*state.records, *state.site_records]
-    graphs = [r.graph_module for r in records if r.graph_module is not None]
-    graphs += [gm for _code, gm, _locals in state.pending_graphs]
-    ops = [_op_names(g) for g in graphs]
-    guards = [
-        line.strip()
-        for r in records
-        for line in r.guard_source.splitlines()
-        if line.strip().startswith("if ")
-    ]
-    return ExplainOutput(
-        graphs=graphs,
-        graph_count=len(graphs),
-        graph_break_count=state.breaks,
-        break_reasons=list(state.break_reasons),
-        op_count=sum(len(o) for o in ops),
-        ops_per_graph=ops,
-        guards=guards,
-        out_guards=guards,
-        refgraph=state.last_refgraph,
-        assumptions=[
-            f"{c.where} ({'truth value ' if c.truth else ''}{c.expected!r})"
-            for r in records
-            for c in r.plan.checks
-        ],
-    )
-
-
-def step_parts(gm: Any) -> list[tuple[str, list[str]]]:
-    """The parts of a graph that runs a backward (``torch.autograd.grad``): ``forward``
-    before each backward, ``backward`` (the gradients and their ``.grad`` layout), and
-    ``update`` after the last one (an optimizer's step); one ``forward`` part otherwise."""
-    parts: list[tuple[str, list[str]]] = []
-    for node in gm.graph.nodes:
-        if node.op not in ("call_function", "call_method"):
-            continue
-        name = _op_names_of(node)
-        if node.target is torch.autograd.grad or (
-            parts and parts[-1][0] == "backward" and _grad_helper(node, name)
-        ):
-            part = "backward"
-        else:
-            part = "update" if any(p == "backward" for p, _ in parts) else "forward"
-        if not parts or parts[-1][0] != part:
-            parts.append((part, []))
-        parts[-1][1].append(name)
-    if any(p == "backward" for p, _ in parts):  # (a forward again: accumulation)
-        last = max(i for i, (p, _) in enumerate(parts) if p == "backward")
-        parts = [
-            ("forward" if p == "update" and i < last else p, ops)
-            for i, (p, ops) in enumerate(parts)
-        ]
-    return parts
-
-
-def _grad_helper(node: Any, name: str) -> bool:
-    """A node of the backward's own: a gradient taken out, laid out, or accumulated into an
-    existing ``.grad`` (``add_`` of a gradient)."""
-    if name in ("_getitem", "as_grad_layout"):
-        return True
-    args = node.args
-    return name == "add_" and len(args) > 1 and _op_names_of(args[1]) == "_getitem"
-
-
-def _op_names_of(n: Any) -> str:
-    target = getattr(n, "target", None)
-    return str(target if isinstance(target, str) else getattr(target, "__name__", target))
-
-
-def _op_names(gm: Any) -> list[str]:
-    """The names of the functions and methods ``gm``'s graph calls, in order."""
-    return [
-        str(n.target if isinstance(n.target, str) else getattr(n.target, "__name__", n.target))
-        for n in gm.graph.nodes
-        if n.op in ("call_function", "call_method")
-    ]
-
-
-def _split_from_the_start(state: CacheState, target: Any) -> None:
-    """Give ``target``'s Python function an entry site and put ``state`` in split mode.
-
-    Callables without a plain Python function (builtins, generator functions, objects whose
-    ``__call__`` is native) keep the whole-call mode: a break there is reported, but the
-    segments after it are not recorded.
-    """
-    if isinstance(target, torch.nn.Module):
-        func = getattr(target.forward, "__func__", target.forward)
-    else:
-        func = getattr(target, "__func__", target)
-    if not isinstance(func, types.FunctionType):
-        return
-    try:
-        ensure_entry_site(func)
-    except MagPyError:
-        return
-    state.split = True
 
 
 def reset() -> None:
