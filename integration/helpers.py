@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 import torch
 
 import magpy
@@ -438,3 +439,11 @@ def run_module(module: str, *args: str, timeout: float = 300) -> subprocess.Comp
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc
+
+
+def runs_eagerly(expected: bool = True) -> Any:
+    """Around the calls of a callable MagPy can record nothing of (a result no mock can hand
+    out, a break at the call itself): it says once that it runs eagerly from then on."""
+    if not expected:
+        return contextlib.nullcontext()
+    return pytest.warns(magpy.MagPyWarning, match="runs eagerly from now on")

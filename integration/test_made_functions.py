@@ -126,10 +126,11 @@ def tagged(x: torch.Tensor) -> Any:
 
 def test_a_function_changed_after_it_was_made_stays_correct() -> None:
     compiled = magpy.compile(tagged, backend="eager")
-    for _ in range(3):
-        x = torch.randn(3)
-        out, fn = compiled(x)
-        assert torch.equal(out, x * 2) and fn.tag == "changed" and torch.equal(fn(x), x + 1)
+    with H.runs_eagerly():
+        for _ in range(3):
+            x = torch.randn(3)
+            out, fn = compiled(x)
+            assert torch.equal(out, x * 2) and fn.tag == "changed" and torch.equal(fn(x), x + 1)
 
 
 def recursive_inner(x: torch.Tensor) -> tuple[torch.Tensor, Any]:
@@ -143,10 +144,11 @@ def test_a_nested_function_that_closes_over_itself_stays_correct() -> None:
     """Its cell holds the function itself: no recipe can build that, so the record is refused
     (before: a RecursionError reached the program)."""
     compiled = magpy.compile(recursive_inner, backend="eager")
-    for _ in range(3):
-        x = torch.randn(3)
-        out, fact = compiled(x)
-        assert torch.equal(out, x * 6) and fact(4) == 24
+    with H.runs_eagerly():
+        for _ in range(3):
+            x = torch.randn(3)
+            out, fact = compiled(x)
+            assert torch.equal(out, x * 6) and fact(4) == 24
     reasons = [r.reason for r in magpy.explain(recursive_inner)(torch.randn(3)).break_reasons]
     assert any("closes over itself" in r for r in reasons), reasons
 
@@ -215,11 +217,12 @@ def test_a_class_that_leaves_the_region_is_new_on_every_call() -> None:
     assert reasons and "Box" in reasons[0]
     compiled = magpy.compile(escaping_class, backend="eager")
     seen = []
-    for _ in range(3):
-        x = torch.randn(3)
-        out, cls, box = compiled(x)
-        assert torch.equal(out, x * 2) and type(box) is cls and box.v is x
-        seen.append(cls)
+    with H.runs_eagerly():
+        for _ in range(3):
+            x = torch.randn(3)
+            out, cls, box = compiled(x)
+            assert torch.equal(out, x * 2) and type(box) is cls and box.v is x
+            seen.append(cls)
     assert len({id(c) for c in seen}) == 3
 
 
@@ -254,5 +257,7 @@ def test_class_statements_the_monitor_does_not_follow_stay_correct() -> None:
         for _ in range(3):
             x = torch.randn(3)
             expected = fn(x)
-            assert torch.equal(compiled(x), expected + (1 if fn is subclass_hook else 0))
+            # (subclass_hook adds a count its hook keeps: one more since the eager call; x + 2
+            # and (x + 1) + 1 may round apart)
+            H.assert_same(compiled(x), expected + (1 if fn is subclass_hook else 0))
         assert magpy.stats(compiled).breaks >= 1

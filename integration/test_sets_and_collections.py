@@ -261,9 +261,10 @@ def test_unfollowable_set_orders_break_the_graph(name: str) -> None:
         return (x, mods) if fn is iterate_module_set else (x,)
 
     compiled = magpy.compile(fn, backend="eager")
-    for _ in range(3):
-        a = args()
-        H.assert_same(compiled(*a), fn(*a))
+    with H.runs_eagerly(name == "rebuild_after_discard"):
+        for _ in range(3):
+            a = args()
+            H.assert_same(compiled(*a), fn(*a))
     st = magpy.stats(compiled)
     assert st.breaks + st.fallbacks >= 1, st
     if fn is not discard_then_return:  # (found when the record is planned, after explain's run)

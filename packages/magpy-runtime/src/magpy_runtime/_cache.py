@@ -386,13 +386,14 @@ class CacheState:
                     failure.lineno,
                 )
             if not self._retry_whole(failure, reason) and not self._split(chain or []):
-                # a break in frames none of which is the program's own (library code the call
-                # entered first, e.g. DistributedDataParallel's forward): no segment can start,
-                # the callable runs eagerly, and says so. (A whole call whose result cannot be
-                # replayed has no chain: explain and stats().fallbacks report it.)
+                # no segment can start: a break in frames none of which is the program's own
+                # (library code the call entered first, e.g. DistributedDataParallel's
+                # forward), at the call itself (a module's hooks MagPy cannot run: FSDP's), or
+                # a whole call whose result cannot be replayed. The callable runs eagerly from
+                # now on, and says so once (explain and stats().fallbacks report it too)
                 outside = bool(chain and len(chain) > 1)
                 why = f"a graph break outside the program's own code: {reason}"
-                self._go_eager(why if outside else str(reason), warn=outside)
+                self._go_eager(why if outside else str(reason), warn=True)
         else:
             self._go_eager(f"internal error: {failure}", warn=True)
 

@@ -51,7 +51,12 @@ def _unsupported_hooks(mod: torch.nn.Module, grad_off: bool = False) -> str | No
         or mod._forward_hooks_with_kwargs
         or mod._forward_hooks_always_called
     ):
-        return "forward hooks with kwargs or always_called"
+        # (FSDP2's fully_shard: its hooks gather and free the parameters around each call;
+        # compiling the module's forward leaves them to run as in eager)
+        return (
+            "forward hooks with kwargs or always_called (fully_shard's are: compile the "
+            "module's forward instead, m.forward = magpy.compile(m.forward))"
+        )
     return None
 
 
