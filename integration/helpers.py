@@ -447,3 +447,21 @@ def runs_eagerly(expected: bool = True) -> Any:
     if not expected:
         return contextlib.nullcontext()
     return pytest.warns(magpy.MagPyWarning, match="runs eagerly from now on")
+
+
+def scaled_step(
+    model: Any, opt: Any, scaler: Any, loss_fn: Callable[..., Any], *, device: str, dtype: Any
+) -> Callable[[Any, Any], Any]:
+    """A training step with autocast (``device``, ``dtype``) and a ``torch.amp.GradScaler``:
+    ``scale(loss).backward()``, ``step``, ``update``, then ``zero_grad``."""
+
+    def step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        with torch.autocast(device, dtype=dtype):
+            loss = loss_fn(model(x).float(), y)
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        opt.zero_grad()
+        return loss
+
+    return step

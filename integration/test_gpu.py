@@ -91,16 +91,8 @@ def test_reduce_overhead_uses_cuda_graphs() -> None:
 
 
 def _step(model: nn.Module, opt: torch.optim.Optimizer, scaler: Any) -> Any:
-    def step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        with torch.autocast("cuda", dtype=torch.float16):
-            loss = nn.functional.cross_entropy(model(x), y)
-        scaler.scale(loss).backward()
-        scaler.step(opt)
-        scaler.update()
-        opt.zero_grad()
-        return loss
-
-    return step
+    ce = nn.functional.cross_entropy
+    return H.scaled_step(model, opt, scaler, ce, device="cuda", dtype=torch.float16)
 
 
 def test_a_training_step_with_fp16_and_a_grad_scaler() -> None:

@@ -485,16 +485,8 @@ def test_an_lstm_of_cells_with_rmsprop(backend: str) -> None:
 
 
 def scaled_step(model: nn.Module, opt: torch.optim.Optimizer, scaler: Any) -> Step:
-    def step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            loss = nn.functional.mse_loss(model(x).float(), y)
-        scaler.scale(loss).backward()
-        scaler.step(opt)
-        scaler.update()
-        opt.zero_grad()
-        return loss
-
-    return step
+    mse = nn.functional.mse_loss
+    return H.scaled_step(model, opt, scaler, mse, device="cpu", dtype=torch.bfloat16)
 
 
 def _scaler_state(scaler: Any) -> tuple[float, int]:
