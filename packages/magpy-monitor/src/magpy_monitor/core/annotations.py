@@ -124,6 +124,7 @@ def writes_first_argument(name: str) -> bool | None:
     return writes.pop() if len(writes) == 1 else None
 
 
+@functools.cache
 def written_arguments(name: str) -> tuple[int, ...]:
     """The positional arguments of ATen operator ``name`` it writes in place, tensors or lists
     of tensors (``torch._foreach_mul_(tensors, x)``, ``torch._amp_update_scale_(scale,
@@ -146,6 +147,7 @@ def written_arguments(name: str) -> tuple[int, ...]:
     return found.pop() if len(found) == 1 else ()
 
 
+@functools.cache
 def _first_is_list(name: str) -> bool:
     schemas = torch._C._jit_get_schemas_for_operator(f"aten::{name}")
     return bool(schemas and schemas[0].arguments) and isinstance(
