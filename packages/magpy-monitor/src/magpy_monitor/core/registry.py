@@ -254,7 +254,7 @@ CALL_RULE_ORDER: tuple[str, ...] = (
     "autograd backward",  # libs/torch: loss.backward(), torch.autograd.backward
     "autograd grad",  # libs/torch: torch.autograd.grad
     "bound method",  # core: annotated as a whole, else unbound and dispatched again
-    "Function.apply",  # libs/torch: any other autograd Function, one graph node
+    "Function.apply",  # libs/torch: any other autograd Function: no_grad, its forward; else a node
     "tensor method self",  # core: a bound native tensor method gets its self, then goes on
     "tensor method handler",  # core: TENSOR_METHOD_HANDLERS (x.new, x.type)
     "graph operator",  # core: AS_OP, one graph node

@@ -30,12 +30,14 @@ from ..bytecode import (
 from ..core import attributes, dispatch, registry
 from ..libs.numpy import ndarrays
 from ..libs.numpy import rules as numpy_rules
-from ..libs.stdlib import pyenv, warn
+from ..libs.stdlib import locks, pyenv, warn
 from ..libs.torch import (
     autograd,
     checkpoint,
+    functions,
     globalstate,
     hooks,
+    hops,
     modattrs,
     modctor,
     optim,
@@ -84,9 +86,9 @@ LOADED = (
     special, highorder, iterators, contexts, copying,
     pyobj_rules,
     # libs: stdlib < numpy < torch
-    warn, pyenv, ndarrays, numpy_rules,
+    warn, pyenv, locks, ndarrays, numpy_rules,
     hooks, modattrs, modctor, tensorctors, autograd, tensorattrs, tensorrows, globalstate,
-    checkpoint, optim,
+    checkpoint, optim, hops, functions,
     torch_rules,
 )  # fmt: skip
 

@@ -13,14 +13,14 @@ from typing import Any
 
 import torch
 
-from magpy_refgraph import GuardKind
+from magpy_refgraph import Const, GuardKind
 
 from ..bytecode.attributes import store_attr, stored
 from ..core import registry
 from ..core.attributes import guard_class_attr, load_attr
 from ..core.frame import FrameMonitor, Inst
 from ..core.registry import register_builtin
-from ..core.values import Instance, Val
+from ..core.values import Construction, Instance, Val
 from ..core.valuetypes import is_value_type
 from .attrhooks import attribute_hook, follow_attribute, hooked, hooked_getattr, hooked_hasattr
 from .instances import _follow_getter, external_attr_followed, lookup, python_descriptor
@@ -80,21 +80,36 @@ def _hasattr_guard(m: FrameMonitor, base: Val, name: str, present: bool) -> None
 
 def _class_decides(m: FrameMonitor, base: Val, name: str, present: bool) -> bool:
     """``hasattr(obj, name)`` of a plain object built in the run that has no such attribute of
-    its own (the shadow follows all of them, deletions included): its class decides, and the
-    class's having it or not is guarded (True), unless the class runs Python to look
-    attributes up or is itself built in the run (False)."""
-    inst = base.payload(Instance)
-    if inst is None or base.attrs is None:
-        return False
+    its own (the shadow follows all of them, deletions included), or of a namedtuple built in
+    the run (it has none of its own): its class decides, and the class's having it or not is
+    guarded (True), unless the class runs Python to look attributes up or is itself built in
+    the run (False)."""
     cls = type(base.obj)
     if attribute_hook(base.obj) is not None or lookup(cls, "__getattr__") is not None:
         return False
-    cls_val = inst.cls_val
+    inst = base.payload(Instance)
+    if inst is None and _replayed_namedtuple(base):
+        cls_val = m.cap.root(Const(cls), cls)  # (its fields are the class's descriptors)
+    elif inst is None or base.attrs is None:
+        return False
+    else:
+        cls_val = inst.cls_val
     if cls_val.external and cls_val.node is not None:
         kind = GuardKind.HASATTR if present else GuardKind.NOT_HASATTR
         m.cap.graph.observe(cls_val.node, kind, name)
         return True
     return cls_val.const
+
+
+def _replayed_namedtuple(base: Val) -> bool:
+    """A namedtuple built in the run: no ``__dict__``, every attribute is its class's."""
+    ctor = base.payload(Construction)
+    return (
+        ctor is not None
+        and ctor.cls is type(base.obj)
+        and isinstance(base.obj, tuple)
+        and (not hasattr(base.obj, "__dict__"))
+    )
 
 
 @register_builtin(hasattr)

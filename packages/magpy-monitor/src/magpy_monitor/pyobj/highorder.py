@@ -5,10 +5,13 @@
 while its CALL is pending. Generator frames hand their yielded values to the pending
 instruction; callback frames are monitored with their arguments bound to the shadows of the
 objects native code passes them (found by identity), and their results are collected in order.
+``map(f, a, b, ...)`` calls ``f`` with one item of each source until the shortest ends (over
+iterators of different lengths, which it leaves one value apart, it is a break).
 """
 
 from __future__ import annotations
 
+import collections
 import functools
 import operator
 import types
@@ -18,6 +21,7 @@ from typing import Any, cast
 import torch
 
 from ..bytecode.iteration import (
+    IteratorState,
     consume_generator,
     consume_items,
     exhaust,
@@ -31,6 +35,7 @@ from ..core.frame import Callback, FrameMonitor, Inst, Pending
 from ..core.registry import BUILTIN_HANDLERS, METHOD_HANDLERS, register_builtin
 from ..core.values import Payload, Val
 from ..core.valuetypes import is_value_type
+from . import collections as _collections  # noqa: F401  (its deque handler, wrapped below)
 from .builtins import tuple_list
 
 __all__ = ["LazyMap", "consume", "unpack_lazy"]
@@ -41,14 +46,21 @@ Then = Callable[[list[Val], Any, Pending], Val]
 class LazyMap(Payload):
     """A ``map(fn, ...)`` or ``filter(fn, ...)`` (``kind``) made in the run, not consumed yet:
     the values it will apply ``fn`` to (None: unknown), or the ``source`` it draws them from
-    when it is consumed; ``drawn``: it was consumed (a second use finds it exhausted)."""
+    when it is consumed; ``more``: the further sources of ``map(fn, a, b, ...)``, drawn then
+    too; ``drawn``: it was consumed (a second use finds it exhausted)."""
 
-    __slots__ = ("drawn", "fn", "items", "kind", "source")
+    __slots__ = ("drawn", "fn", "items", "kind", "more", "source")
 
     def __init__(
-        self, kind: str, fn: Val, items: list[Val] | None, source: Val | None = None
+        self,
+        kind: str,
+        fn: Val,
+        items: list[Val] | None,
+        source: Val | None = None,
+        more: tuple[Val, ...] = (),
     ) -> None:
         self.kind, self.fn, self.items, self.source = kind, fn, items, source
+        self.more = more
         self.drawn = False
 
 
@@ -164,18 +176,8 @@ def _consume_lazy(
 ) -> Pending:
     """``outputs``: the instruction pushes that many values (``then`` returns them), else one.
     ``in_order``: the instruction's result holds the produced values in order."""
-    fn_val, items, source = lazy.fn, lazy.items, lazy.source
-    if source is not None:
-        # the values are drawn now, from what the source holds now (a list may have grown,
-        # an iterator advanced, since the map was made); a second use finds it exhausted
-        lazy.source = None
-        items = lazy.items = iter_items(m, source)
-        exhaust(m, source)
-    elif lazy.drawn:
-        items = lazy.items = []
-    lazy.drawn = True
-    if items is None:
-        raise m.unsupported(f"{lazy.kind}() over an iterable of unknown contents")
+    fn_val = lazy.fn
+    items, rows = _draw(m, lazy)
     native = not _is_python(fn_val.obj)
 
     def make(real: list[Any]) -> list[Val]:
@@ -184,15 +186,15 @@ def _consume_lazy(
                 raise m.unsupported(f"unpacking {len(items)} values into {outputs}")
             # the values UNPACK_SEQUENCE pushed are the calls' own results (last on top)
             results = [
-                _native_apply(m, fn_val.obj, [v], real=r)
-                for v, r in zip(items, real[::-1], strict=True)
+                _native_apply(m, fn_val.obj, row, real=r)
+                for row, r in zip(rows, real[::-1], strict=True)
             ]
         elif native and in_order and lazy.kind == "map" and len(real[0]) == len(items):
             # (the very objects native code made: tuple(map(list, rows)))
-            pairs = zip(items, real[0], strict=True)
-            results = [_native_apply(m, fn_val.obj, [v], real=r) for v, r in pairs]
+            pairs = zip(rows, real[0], strict=True)
+            results = [_native_apply(m, fn_val.obj, row, real=r) for row, r in pairs]
         elif native:
-            results = [_native_apply(m, fn_val.obj, [v]) for v in items]
+            results = [_native_apply(m, fn_val.obj, row) for row in rows]
         else:
             results = list(p.callback_results)
         if lazy.kind == "map":
@@ -209,8 +211,42 @@ def _consume_lazy(
 
     p = m.expect_outputs(inst, 1 if outputs is None else outputs, make)
     if not native:
-        follow_callbacks(m, p, fn_val, lambda k: [items[k]] if k < len(items) else [])
+        follow_callbacks(m, p, fn_val, lambda k: rows[k] if k < len(rows) else [])
     return p
+
+
+def _draw(m: FrameMonitor, lazy: LazyMap) -> tuple[list[Val], list[list[Val]]]:
+    """The values a map or filter draws as it is consumed, and the arguments of each call of
+    its function (one row per call: an item of every source, up to the shortest)."""
+    items, source = lazy.items, lazy.source
+    if source is not None:
+        # the values are drawn now, from what the source holds now (a list may have grown,
+        # an iterator advanced, since the map was made); a second use finds it exhausted
+        lazy.source = None
+        items = lazy.items = iter_items(m, source)
+        exhaust(m, source)
+    elif lazy.drawn:
+        items = lazy.items = []
+    if items is None:
+        raise m.unsupported(f"{lazy.kind}() over an iterable of unknown contents")
+    columns = [items]
+    for more in lazy.more:
+        drawn = [] if lazy.drawn else iter_items(m, more)
+        if drawn is None:
+            raise m.unsupported(f"{lazy.kind}() over an iterable of unknown contents")
+        columns.append(drawn)
+    lazy.drawn = True
+    if len({len(c) for c in columns}) > 1 and any(_stateful(s) for s in (source, *lazy.more)):
+        # (the longer iterators are left one value further on: not modelled)
+        raise m.unsupported(f"{lazy.kind}() over iterators of different lengths")
+    for more in lazy.more:
+        exhaust(m, more)
+    return items, [list(row) for row in zip(*columns, strict=False)]
+
+
+def _stateful(v: Val | None) -> bool:
+    """``v`` is an iterator: drawing from it leaves it changed."""
+    return v is not None and v.payload(IteratorState) is not None
 
 
 def follow_callbacks(
@@ -458,9 +494,12 @@ def _reduce(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> 
 
 def _lazy_handler(kind: str) -> Callable[[FrameMonitor, Inst, list[Val], dict[str, Val]], None]:
     def handle(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
-        if len(pos) != 2 or kw:
-            raise m.unsupported(f"{kind}() over several iterables")
+        if len(pos) < 2 or (len(pos) > 2 and kind != "map") or kw:
+            raise m.unsupported(f"{kind}() with other arguments")
         fn_val = pos[0]
+        if len(pos) > 2:
+            _map_several(m, inst, fn_val, pos[1:])
+            return
         if isinstance(pos[1].obj, torch.Tensor):
             m.cap.observe_identity(fn_val)
             registry.MAP_ROWS.impl(m, inst, kind, fn_val, pos[1])  # map(f, t): over t's rows
@@ -474,6 +513,19 @@ def _lazy_handler(kind: str) -> Callable[[FrameMonitor, Inst, list[Val], dict[st
         m.expect_outputs(inst, 1, lambda real: [m.cap.new(real[0], payload=lazy)])
 
     return handle
+
+
+def _map_several(m: FrameMonitor, inst: Inst, fn_val: Val, sources: list[Val]) -> None:
+    """``map(fn, a, b, ...)`` (pytree's ``tree_map`` over several trees): ``fn`` is called with
+    one item of every source, until the shortest ends."""
+    for src in sources:
+        if isinstance(src.obj, torch.Tensor) or is_generator(src):
+            raise m.unsupported("map() over several iterables, one a tensor or a generator")
+        if iter_items(m, src) is None:
+            raise m.unsupported("map() over an iterable of unknown contents")
+    m.cap.observe_identity(fn_val)
+    lazy = LazyMap("map", fn_val, None, sources[0], tuple(sources[1:]))
+    m.expect_outputs(inst, 1, lambda real: [m.cap.new(real[0], payload=lazy)])
 
 
 BUILTIN_HANDLERS[id(map)] = (map, _lazy_handler("map"))
@@ -492,6 +544,39 @@ def _sequence_handler(
 
 for _fn in (list, tuple):
     BUILTIN_HANDLERS[id(_fn)] = (_fn, _sequence_handler(tuple_list))
+
+
+def _deque_handler(previous: Any) -> Any:
+    """``deque(it, maxlen)`` over a generator or a map: run to its end, the last ``maxlen``
+    values kept (``deque(map(f, xs), maxlen=0)``, pytree's ``tree_map_``: ``f`` for its
+    effects); other sources go to ``previous`` (``pyobj.collections``)."""
+
+    def handle(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+        src = pos[0] if pos else kw.get("iterable")
+        maxlen = pos[1] if len(pos) > 1 else kw.get("maxlen")
+        lazy = src is not None and (is_generator(src) or _lazy(src) is not None)
+        if not lazy or len(pos) > 2 or set(kw) - {"iterable", "maxlen"}:
+            previous(m, inst, pos, kw)
+            return
+        assert src is not None
+        keep = None
+        if maxlen is not None:
+            m.cap.observe(maxlen)
+            keep = maxlen.obj
+
+        def then(items: list[Val], real: Any, p: Pending) -> Val:
+            kept = items if keep is None else items[max(0, len(items) - keep) :]
+            return m.cap.new(real, items=list(kept))
+
+        consume(m, inst, src, then)
+
+    return handle
+
+
+BUILTIN_HANDLERS[id(collections.deque)] = (
+    collections.deque,
+    _deque_handler(BUILTIN_HANDLERS[id(collections.deque)][1]),
+)
 
 
 def factory_missing_item(m: FrameMonitor, inst: Inst, container: Val, key: Val) -> None:

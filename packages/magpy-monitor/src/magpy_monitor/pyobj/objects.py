@@ -198,12 +198,18 @@ def ctor_of(v: Val) -> Construction | None:
     return v.payload(Construction)
 
 
-def item_shadow(m: FrameMonitor, real: Any, what: str) -> Val:
+def item_shadow(m: FrameMonitor, real: Any, what: str, ctor: Construction | None = None) -> Val:
     """The shadow of ``real``, an object a replayed construction stored: a value passed in, or a
-    constant."""
+    constant. With ``ctor``, an argument of the construction (or a value set on it since)
+    that is ``real`` itself is its shadow: a class passed in (pytree's ``TreeSpec(tuple,
+    ...)``) is no heap object the run knows, yet the mock passes the same one again."""
     known = m.cap.known(real)
     if known is not None:
         return known
+    if ctor is not None:
+        for v in (*ctor.pos, *ctor.kwargs.values(), *(x for _, x in reversed(ctor.sets))):
+            if v.obj is real:
+                return v
     if real is None or is_value_type(real):
         return m.cap.const(real)
     raise m.unsupported(f"{what} holds a {type(real).__name__} of unknown origin")

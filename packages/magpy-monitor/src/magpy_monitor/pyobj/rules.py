@@ -102,7 +102,7 @@ def _super_attr(m: FrameMonitor, r: Read) -> Val:
 
 @attr_rule("replayed object", lambda r: ctor_of(r.base) is not None)
 def _replayed_object(m: FrameMonitor, r: Read) -> Val:
-    return item_shadow(m, r.real, f"{type(r.obj).__name__}.{r.name}")
+    return item_shadow(m, r.real, f"{type(r.obj).__name__}.{r.name}", ctor_of(r.base))
 
 
 def _class_attribute(r: Read) -> bool:

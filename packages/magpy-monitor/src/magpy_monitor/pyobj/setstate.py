@@ -160,6 +160,10 @@ def _values_only(obj: Any) -> bool:
     return all(x is None or is_value_type(x) for x in obj)
 
 
+def _const_key(x: Any) -> Hashable:
+    return x if x is None or is_value_type(x) else IdKey(x)
+
+
 def set_state(cap: Capture, v: Val) -> SetState:
     """The shadow of set ``v`` (an entry set's contents are guarded on first use)."""
     st = state_of(v)
@@ -176,6 +180,9 @@ def set_state(cap: Capture, v: Val) -> SetState:
         st = SetState(keys_of(cap, v.items), DIRTY)
     elif v.const and _values_only(obj):
         st = SetState({x: cap.const(x) for x in obj}, FIXED)
+    elif v.const and all(x is None or is_value_type(x) or isinstance(x, _ID_STABLE) for x in obj):
+        # a constant set of classes or functions (pytree's BUILTIN_TYPES): keyed by identity
+        st = SetState({_const_key(x): cap.const(x) for x in obj}, FIXED)
     else:
         raise Unsupported(f"a {type(obj).__name__} of unknown contents")
     if v.payload(Payload) is None:  # (a value that carries something else keeps it)

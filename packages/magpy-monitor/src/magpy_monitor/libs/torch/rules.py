@@ -25,6 +25,7 @@ from ...core.values import BoundMethod, Val
 from ...pyobj.instances import lookup
 from ...pyobj.special import OPAQUE_FORWARDS, opaque_module_call
 from ..stdlib.warn import record_warning
+from .functions import apply_forward, follows_forward
 from .hooks import module_call
 from .modctor import construct_module
 from .tensorattrs import python_attribute
@@ -138,6 +139,9 @@ def _modelled_apply(m: FrameMonitor, inst: Inst, c: Call) -> None:
     lambda c: c.fn is _FUNCTION_APPLY and c.pos and isinstance(c.pos[0].obj, type),
 )
 def _function_apply(m: FrameMonitor, inst: Inst, c: Call) -> None:
+    if follows_forward(c.pos[0].obj, c.kwargs):  # grad mode off: apply computes forward
+        apply_forward(m, inst, c.pos[0], c.pos[1:])
+        return
     # MyFn.apply(x): PRECALL unbound the classmethod; record the bound call as one node
     bound = cast(Any, c.pos[0].obj).apply
     _as_op(m, inst, bound, classify(bound), c.pos[1:], c.kwargs)

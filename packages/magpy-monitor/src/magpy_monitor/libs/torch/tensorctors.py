@@ -37,6 +37,8 @@ from magpy_refgraph import Attr, Item
 
 from ...bytecode.iteration import iter_items
 from ...core import registry
+from ...core.annotations import classify
+from ...core.calls import _as_op as as_op
 from ...core.calls import pure_call
 from ...core.dispatch import dispatch_call
 from ...core.frame import FrameMonitor, Inst
@@ -164,6 +166,45 @@ def _tensor_new(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val])
 
 
 TENSOR_METHOD_HANDLERS["new"] = _tensor_new
+
+_SCATTER = torch.Tensor.scatter_
+
+
+def _tensor_scatter(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    """``x.scatter_(dim, index, src)``; into a tensor a legacy constructor left uninitialised
+    it writes every element when ``index`` is an ``argsort`` along ``dim`` of ``x``'s shape
+    (a permutation of each row: Reformer's ``undo_sorted_bucket_idx``), so ``x`` counts as
+    filled. The shapes are guarded to stay equal."""
+    dst = pos[0]
+    if dst.fx is not None and dst.fx.meta.get("uninit") is True and _permutes(m, pos, kw):
+        del dst.fx.meta["uninit"]  # (the scatter node, which fills it, replaces it)
+    as_op(m, inst, _SCATTER, classify(_SCATTER), pos, kw)
+
+
+def _permutes(m: FrameMonitor, pos: list[Val], kw: dict[str, Val]) -> bool:
+    """``pos[0].scatter_(*pos[1:], **kw)`` writes every element of ``pos[0]``."""
+    if len(pos) != 4 or set(kw) or not isinstance(pos[2].obj, torch.Tensor):
+        return False
+    dst, dim, index = pos[0].obj, pos[1].obj, pos[2]
+    node = index.fx
+    if type(dim) is not int or node is None or index.obj.shape != dst.shape:
+        return False
+    is_argsort = (node.op, node.target) in (
+        ("call_function", torch.argsort),
+        ("call_method", "argsort"),
+    )
+    if not is_argsort:
+        return False
+    sort_dim = node.kwargs.get("dim", node.args[1] if len(node.args) > 1 else -1)
+    if type(sort_dim) is not int or sort_dim % dst.dim() != dim % dst.dim():
+        return False
+    m.cap.observe(pos[1])
+    m.cap.guard_meta(pos[0])
+    m.cap.guard_meta(index)
+    return True
+
+
+TENSOR_METHOD_HANDLERS["scatter_"] = _tensor_scatter
 
 
 # ---------------------------------------------------------------------- nn.Parameter
