@@ -21,14 +21,16 @@ from typing import Any
 
 import torch
 
-from magpy_refgraph import GuardKind
+from magpy_refgraph import GuardKind, Outcome
 
 from ..core import registry
 from ..core.dispatch import dispatch_call
 from ..core.frame import FrameMonitor, Inst, Pending
 from ..core.registry import opcode
 from ..core.values import Payload, Val
+from ..core.valuetypes import is_value_type
 from ..cpython.code import real_offset
+from .variables import Defines
 
 __all__ = [
     "GRAD_MODE_CLASSES",
@@ -63,11 +65,32 @@ def _observe_cause(m: FrameMonitor, exc: BaseException) -> None:
             cap.observe_type(base)
             cap.graph.observe(base.node, GuardKind.NOT_HASATTR, name)
             return
+    if _missing_key(m, inst, exc, popped):
+        return
     for v in popped:
         if isinstance(v.obj, torch.Tensor):
             cap.guard_meta(v)
         else:
             cap.observe(v)
+
+
+def _missing_key(m: FrameMonitor, inst: Inst | None, exc: BaseException, popped: list[Val]) -> bool:
+    """``d[k]`` of a dict from outside raised KeyError: what decided it is that ``k`` is not
+    among the keys, not the other entries (``os.environ.get("X")`` reads ``environ._data``,
+    which holds every variable: a variable set later must not fail the guard). True when
+    guarded so."""
+    if inst is None or inst.opname != "BINARY_SUBSCR" or type(exc) is not KeyError:
+        return False
+    if len(popped) != 2 or type(popped[0].obj) is not dict or not popped[0].external:
+        return False
+    container, key = popped
+    if container.node is None or not (is_value_type(key.obj) or key.obj is None):
+        return False
+    cap = m.cap
+    cap.observe_type(container)
+    cap.observe(key)
+    cap.graph.observe(container.node, GuardKind.CUSTOM, Outcome(Defines(key.obj), False))
+    return True
 
 
 def on_exception(m: FrameMonitor, exc: BaseException) -> bool:

@@ -106,7 +106,8 @@ def global_value(m: FrameMonitor, globals_: dict[str, Any], name: str, obj: Any)
 
 
 class Defines:
-    """``name in scope``: the check that a module global does not shadow a builtin."""
+    """``name in scope``: the check that a module global does not shadow a builtin, or that a
+    dict from outside still lacks a key the program did not find (``exceptions``)."""
 
     __slots__ = ("name",)
 

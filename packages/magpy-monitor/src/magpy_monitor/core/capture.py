@@ -406,7 +406,7 @@ class Capture:
                 observe_meta(self, val, ())
                 return
             self.tensor_node(val)
-        elif val.fx is not None and val.fx.meta.get("dyn_shape"):
+        elif sizes and val.fx is not None and val.fx.meta.get("dyn_shape"):
             assume_shape(self, val)  # (a graph break where nothing can be assumed)
         if sizes and self.shapes is not None and val.fx is not None:
             self.shapes.specialise_tensor(self, val)

@@ -11,6 +11,8 @@ import torch.fx as fx
 
 from magpy_refgraph import Path, Unsupported
 
+from .speculation import is_random
+
 __all__ = ["FILL_METHODS", "GraphRecorder", "setitem"]
 
 _NAME = re.compile(r"[^0-9a-zA-Z_]+")
@@ -85,6 +87,9 @@ class GraphRecorder:
             a.meta.get("copied_view") for a in node.all_input_nodes
         ):
             node.meta["copied_view"] = True  # a view of a copied x[t]: a copy too
+        node.meta["varies"] = is_random(target, args, kwargs) or any(
+            _varies(a) for a in node.all_input_nodes
+        )
         if _data_dependent_shape(node):
             node.meta["dyn_shape"] = True
         if effect:
@@ -94,9 +99,12 @@ class GraphRecorder:
 
     def getitem(self, node: fx.Node, index: int) -> fx.Node:
         """``node[index]`` for operations returning several tensors."""
-        node = self.graph.call_function(operator.getitem, (node, index))
-        self.created.append(node)
-        return node
+        item = self.graph.call_function(operator.getitem, (node, index))
+        if _unchecked_shape(node):  # (``mask.nonzero(as_tuple=True)[0]``)
+            item.meta["dyn_shape"] = True
+        item.meta["varies"] = _varies(node)
+        self.created.append(item)
+        return item
 
     def truncate(self, n_created: int) -> None:
         """Erase every node created after the first ``n_created`` (a segment cut earlier)."""
@@ -159,6 +167,18 @@ _VIEW_NAMES = frozenset(
     "view view_as reshape reshape_as transpose permute squeeze unsqueeze expand expand_as "
     "narrow select getitem __getitem__ t T mT split chunk unbind as_strided flatten unflatten "
     "diagonal movedim swapaxes detach alias unfold real imag contiguous".split()
+)
+
+# operations whose output shape is given by arguments: a tensor among them (a 0-d count,
+# ``x.new_zeros(b, mask.sum(), d)``, ``torch.arange(n)``) makes the shape depend on tensor
+# values. Those that take the tensor they shape first (a method's ``self`` included), then
+# those made from sizes alone
+_SIZED_AFTER_TENSOR = frozenset(
+    "new_zeros new_ones new_empty new_full view reshape expand narrow repeat tile unflatten "
+    "split chunk tensor_split topk kthvalue resize_ pad interpolate".split()
+)
+_SIZED_BY_ARGS = frozenset(
+    "zeros ones empty full rand randn randint arange range linspace logspace".split()
 )
 
 _DATA_DEPENDENT = frozenset(
@@ -240,15 +260,73 @@ def _one_index(index: object, shape: tuple[int, ...]) -> tuple[int, int] | None:
 
 def _data_dependent_shape(node: fx.Node) -> bool:
     """True when the node's output shape may depend on tensor *values* (not only shapes)."""
-    if any(a.meta.get("dyn_shape") for a in node.all_input_nodes):
-        return True
     name = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "")
+    if _in_place(node, name):  # the shape of the tensor written into, whatever the index
+        return isinstance(node.args[0], fx.Node) and _unchecked_shape(node.args[0])
+    if any(_unchecked_shape(a) for a in node.all_input_nodes):
+        return True
     if name in _DATA_DEPENDENT:
         return True
     if name == "where" and len(node.args) + len(node.kwargs) == 1:
         return True
     if name in ("getitem", "__getitem__") and len(node.args) > 1:
-        return _has_mask_index(node.args[1])
+        return _has_mask_index(node.args[1]) or _has_tensor_bound(node.args[1])
+    if name in _SIZED_AFTER_TENSOR or name in _SIZED_BY_ARGS:
+        skip = 1 if name in _SIZED_AFTER_TENSOR else 0
+        return _holds_tensor_value((*node.args[skip:], *node.kwargs.values()))
+    return False
+
+
+_IN_PLACE_OPERATORS = frozenset(
+    "iadd isub imul imatmul itruediv ifloordiv imod ipow iand ior ixor ilshift irshift".split()
+)
+
+
+def _in_place(node: fx.Node, name: str) -> bool:
+    """``node`` writes into its first argument and gives it back (``x[i] = v``, ``x.add_(y)``,
+    ``x += y``): its shape is that argument's."""
+    if not node.args:
+        return False
+    if node.target is setitem or name in _IN_PLACE_OPERATORS:
+        return True
+    return (
+        node.op == "call_method"
+        and name.endswith("_")
+        and not name.endswith("__")
+        and name != "resize_"
+    )
+
+
+def _unchecked_shape(node: fx.Node) -> bool:
+    """``node``'s shape depends on tensor values and no assumption checks it (once one does,
+    ``speculation.assume_shape``, what is computed from it has shapes the graph can know)."""
+    return bool(node.meta.get("dyn_shape")) and not node.meta.get("shape_checked")
+
+
+def _holds_tensor_value(args: object) -> bool:
+    """A tensor among ``args`` (nested in tuples and lists) whose value may change from call
+    to call: computed from the graph's inputs, or drawn at random. (A symbolic size is no
+    tensor; ``torch.div(16, 4, rounding_mode="trunc")`` of static sizes is the same on every
+    call.)"""
+    if isinstance(args, fx.Node):
+        return args.meta.get("dtype") is not None and _varies(args)
+    if isinstance(args, tuple | list):
+        return any(_holds_tensor_value(a) for a in args)
+    return False
+
+
+def _varies(node: fx.Node) -> bool:
+    """``node`` reads a graph input, or draws random numbers, directly or through its args
+    (set as each node is recorded; a node made otherwise is taken to vary)."""
+    return bool(node.meta.get("varies", True))
+
+
+def _has_tensor_bound(index: object) -> bool:
+    """A slice bounded by a tensor's value (``x[:mask.sum()]``) in ``index``."""
+    if isinstance(index, slice):
+        return _holds_tensor_value((index.start, index.stop, index.step))
+    if isinstance(index, tuple | list):
+        return any(_has_tensor_bound(i) for i in index)
     return False
 
 

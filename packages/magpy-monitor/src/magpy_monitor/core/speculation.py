@@ -233,6 +233,7 @@ def assume_shape(cap: Capture, val: Val) -> None:
     same = rec.call("call_method", "all", (same,), {})
     assume(cap, same, True, f"{_SHAPE_READ} (shape {tuple(shape)})", truth=True)
     cap.assumed_shapes[node] = cap.assumptions[-1]
+    node.meta["shape_checked"] = True  # (a segment cut that drops the check ends the capture)
 
 
 def _first_read(val: Val) -> Val:

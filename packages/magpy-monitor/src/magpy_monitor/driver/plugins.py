@@ -54,6 +54,7 @@ from ..pyobj import (
     builtins,
     classes,
     collections,
+    compare,
     containers,
     contexts,
     copying,
@@ -81,8 +82,8 @@ LOADED = (
     control, variables, imports, attribute_ops, subscripts, operators, build, calls,
     closures, deletes, exceptions, iteration, match,
     # pyobj
-    builtins, methods, containers, collections, setstate, sets, objects, instances, attrhooks,
-    attrcalls, classes,
+    builtins, methods, containers, collections, compare, setstate, sets, objects, instances,
+    attrhooks, attrcalls, classes,
     special, highorder, iterators, contexts, copying,
     pyobj_rules,
     # libs: stdlib < numpy < torch
