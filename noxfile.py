@@ -284,6 +284,15 @@ def bench_overhead(session: nox.Session) -> None:
     session.run("python", "-m", "integration.bench_overhead", *session.posargs)
 
 
+@nox.session(python=PYTHON, default=False)
+def bench_warm_start(session: nox.Session) -> None:
+    """Install everything and run ``python -m integration.bench_warm_start`` (arguments after
+    ``--``): a new process's first call, cold and on warm Inductor/AOTAutograd caches, MagPy
+    vs torch.compile vs eager, each in a fresh process."""
+    _install_all(session, "numpy")
+    session.run("python", "-m", "integration.bench_warm_start", *session.posargs)
+
+
 # --- packaging ---------------------------------------------------------------------------------
 
 

@@ -35,7 +35,7 @@ from typing import Any, cast
 import torch
 import torch.fx as fx
 from torch._guards import TracingContext, tracing
-from torch._subclasses.fake_tensor import FakeTensor
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.fx import graph_module as fx_graph_module
 from torch.fx.passes.shape_prop import _extract_tensor_metadata
 
@@ -308,7 +308,9 @@ def _compile_or_run(compiler: Backend, gm: fx.GraphModule, inputs: list[Any]) ->
     joint = _is_torch_compiler(compiler) and runs_backward(gm)
     try:
         if joint:  # (a training step's backward)
-            return compile_joint(_joint_compiler(compiler, inputs), gm, inputs)
+            return compile_joint(_in_tracing_context(_joint_compiler(compiler, inputs)), gm, inputs)
+        if _is_torch_compiler(compiler):
+            return _in_tracing_context(compiler)(gm, inputs)
         return compiler(gm, inputs)
     except Exception as exc:
         # a trace that failed between a graph's grad-mode nodes left the mode it set
@@ -331,6 +333,144 @@ def _compile_or_run(compiler: Backend, gm: fx.GraphModule, inputs: list[Any]) ->
             + (f" ({', '.join(ops[:3])})" if ops else "")
         )
         return gm.forward
+
+
+def _in_tracing_context(compiler: Backend) -> Backend:
+    """``compiler`` (Inductor or AOTAutograd) called as ``torch.compile`` calls it: inside a
+    ``TracingContext`` whose fake mode has a ``ShapeEnv``. Without one, Inductor's FX graph
+    cache and AOTAutograd's cache are bypassed ("No shape env") and every new process compiles
+    every graph again. Inputs already fake (a graph with symbolic sizes) keep their fake mode;
+    real ones are faked with static sizes (what Dynamo gives a graph it compiles for static
+    shapes: the ShapeEnv holds no symbol, so no guard comes out of it) in a mode that, as
+    Dynamo's own does, refuses data-dependent output shapes and ``.item()``, so those still
+    raise and the graph runs as is (``_compile_or_run``). Whether the caches are used is left
+    to ``torch._inductor.config.fx_graph_cache`` and ``torch._functorch.config``."""
+
+    def compile_traced(gm: fx.GraphModule, inputs: list[Any]) -> Callable[..., Any]:
+        mode = next((t.fake_mode for t in inputs if isinstance(t, FakeTensor)), None)
+        if mode is not None:
+            with tracing(TracingContext(mode)):
+                return _compile_with_sizes(compiler, gm, inputs)
+        marked = _mark_method_receivers(gm, inputs)
+        mode = _static_fake_mode()
+        fakes = [mode.from_tensor(t) if isinstance(t, torch.Tensor) else t for t in inputs]
+        try:
+            with tracing(TracingContext(mode)):
+                return compiler(gm, fakes)
+        finally:
+            for node in marked:
+                node.meta.pop("example_value", None)
+
+    return compile_traced
+
+
+def _compile_with_sizes(
+    compiler: Backend, gm: fx.GraphModule, fakes: list[Any]
+) -> Callable[..., Any]:
+    """``compiler`` on a copy of ``gm`` that also takes each symbolic size as an int input
+    (Dynamo's form of a graph with symbolic sizes), called with those sizes read from the
+    tensors. Inductor's and AOTAutograd's caches save with a compiled graph the guards it
+    needs over its *int* inputs, and a hit puts them back into the ShapeEnv; over tensors
+    alone nothing is saved, so after a hit the shape guard would lack, say, the ``size == 8``
+    a ``Linear(8, ...)`` specialised. A symbol that is no input's size (only a product of
+    them) cannot be passed: that graph is compiled without the FX graph cache."""
+    sizes = _symbol_sizes(fakes)
+    if sizes is None:
+        _torch_compiler("inductor")  # (imports torch._inductor)
+        with torch._inductor.config.patch(fx_graph_cache=False):
+            return compiler(gm, fakes)
+    if not sizes:
+        return compiler(gm, fakes)
+    graph = fx.Graph()
+    out = graph.graph_copy(gm.graph, {})
+    last = next(n for n in reversed(graph.nodes) if n.op == "placeholder")
+    for i, d in sizes:
+        with graph.inserting_after(last):
+            last = graph.placeholder(f"magpy_size_{i}_{d}")
+    graph.output(out)
+    copy = fx.GraphModule(gm, graph)
+    try:
+        compiled = compiler(copy, [*fakes, *(fakes[i].size(d) for i, d in sizes)])
+    finally:
+        drop_example_values(copy)  # (as compile_graph does for gm)
+
+    def run(*args: Any) -> Any:
+        return compiled(*args, *(args[i].size(d) for i, d in sizes))
+
+    return run
+
+
+def _symbol_sizes(fakes: list[Any]) -> list[tuple[int, int]] | None:
+    """(input, dim) of a size that is each symbol of the inputs' sizes, strides and offsets
+    (None: some symbol is none of them)."""
+    found: dict[Any, tuple[int, int]] = {}
+    symbols: set[Any] = set()
+    for i, fake in enumerate(fakes):
+        if not isinstance(fake, torch.Tensor):
+            continue
+        shape: tuple[Any, ...] = tuple(fake.shape)  # (ints and SymInts)
+        for value in (*shape, *fake.stride(), fake.storage_offset()):
+            if isinstance(value, torch.SymInt):
+                symbols |= value.node.expr.free_symbols
+        for d, size in enumerate(shape):
+            if isinstance(size, torch.SymInt) and size.node.expr.is_Symbol:
+                found.setdefault(size.node.expr, (i, d))
+    return None if symbols - found.keys() else list(found.values())
+
+
+def _static_fake_mode() -> FakeTensorMode:
+    env = symbolic_shapes().ShapeEnv(
+        allow_scalar_outputs=False, allow_dynamic_output_shape_ops=False
+    )
+    return FakeTensorMode(shape_env=env, static_shapes=True, allow_non_fake_inputs=True)
+
+
+def _mark_method_receivers(gm: fx.GraphModule, inputs: list[Any]) -> list[fx.Node]:
+    """Give each node that a ``call_method`` node calls a method of its value (computed on
+    fake tensors of a mode of its own) as ``example_value``, as Dynamo's nodes all have one;
+    returns the nodes marked (the caller takes the values off after the compile).
+
+    AOTAutograd caches a graph only if every ``call_method`` is called on a node with an
+    ``example_value`` (its sign of a tensor: a method of anything else might read state the
+    cache key does not hold). A receiver in MagPy's graph is always a value the graph
+    computes from its inputs; without the mark, graphs with ``x.flatten(1)`` or ``x.view(n)``
+    would bypass that cache. If the graph cannot run on fake tensors (an output shape that
+    depends on values), nothing is marked and AOTAutograd compiles it without its cache."""
+    wanted = {
+        n.args[0]
+        for n in gm.graph.nodes
+        if n.op == "call_method" and isinstance(n.args[0], fx.Node)
+        and "example_value" not in n.args[0].meta
+    }  # fmt: skip
+    if not wanted:
+        return []
+    mode = _static_fake_mode()
+    values = _ValuesOf(gm, wanted)
+    grad_mode = torch.is_grad_enabled()
+    try:
+        with mode:
+            values.run(*[mode.from_tensor(t) if isinstance(t, torch.Tensor) else t for t in inputs])
+    except Exception:  # (then AOTAutograd bypasses its cache, as it would have)
+        return []
+    finally:
+        torch._C._set_grad_enabled(grad_mode)
+    for node, value in values.seen.items():
+        node.meta["example_value"] = value
+    return list(values.seen)
+
+
+class _ValuesOf(fx.Interpreter):
+    """Runs a graph, keeping the values of the nodes ``wanted``."""
+
+    def __init__(self, gm: fx.GraphModule, wanted: set[fx.Node]) -> None:
+        super().__init__(gm)
+        self.wanted, self.seen = wanted, dict[fx.Node, Any]()
+
+    def run_node(self, n: fx.Node) -> Any:
+        out = super().run_node(n)
+        if n in self.wanted:
+            self.seen[n] = out
+        return out
 
 
 def _joint_compiler(compiler: Backend, inputs: list[Any]) -> Backend:
