@@ -5,7 +5,7 @@
     python -m integration.bench_dynamic --models lstm --calls 30 --json /tmp/lstm.json
 
 The MagPy paper's Figures 17 and 18 in spirit, on a CPU: programs whose inputs change from call to
-call, so a compiler must recompile, generalize or fall back. Three workloads (built from
+call, so a compiler must recompile, generalize or fall back. Four workloads (built from
 ``integration/models``; each call's inputs are drawn up front from a seeded generator):
 
 - ``bert``: a BERT-like encoder (``transformer.BertLike``) with a new batch size *and* sequence
@@ -14,6 +14,10 @@ call, so a compiler must recompile, generalize or fall back. Three workloads (bu
   sequence in a Python loop, with a new sequence length on every call;
 - ``blockdrop``: BlockDrop (``blockdrop.BlockDrop``), whose policy network keeps different
   residual blocks for different inputs (a data-dependent ``if not keep.any()`` per block).
+- ``blocks``: the BERT-like encoder with 12 identical layers compiled one by one (each
+  instance's ``forward`` replaced by its compiled version, as FSDP users compile), same shapes
+  on every call: one compile should serve all twelve (MagPy: a block adopts the record another
+  block made, ``magpy_runtime._pool``; its "graphs" are the graphs compiled, not adopted).
 
 Modes: ``eager``; ``torch.compile`` (default settings: Inductor, ``dynamic=None``); ``magpy``
 (``magpy.compile(backend="inductor")``, ``dynamic=None``); ``magpy-eager``
@@ -108,6 +112,9 @@ class Workload:
     calls: list[Args]
     shapes: list[str]  # a short description of each call's inputs
     settings: dict[str, Any]
+    # blocks compiled one by one (each instance's ``forward``, as FSDP users do) instead of
+    # the whole model; none: the model is compiled
+    blocks: list[nn.Module] = dataclasses.field(default_factory=list)
 
 
 def bert_workload(calls: int, quick: bool, seed: int) -> Workload:
@@ -199,10 +206,30 @@ def blockdrop_workload(calls: int, quick: bool, seed: int) -> Workload:
     return Workload("blockdrop", model, args, shapes, settings)
 
 
+def blocks_workload(calls: int, quick: bool, seed: int) -> Workload:
+    """A 12-layer BERT-like encoder whose identical blocks are compiled one by one
+    (``block.forward = compile(block.forward)``); the shapes stay the same."""
+    vocab, hidden, layers, heads, batch, seq = (
+        (500, 32, 4, 2, 2, 8) if quick else (1000, 128, 12, 4, 8, 64)
+    )
+    torch.manual_seed(seed)
+    model = transformer.BertLike(vocab, hidden, layers, heads).eval()
+    gen = torch.Generator().manual_seed(seed)
+    args: list[Args] = []
+    for _ in range(calls):
+        ids = torch.randint(0, vocab, (batch, seq), generator=gen)
+        args.append((ids, torch.ones(batch, seq, dtype=torch.long)))
+    settings = {"vocab": vocab, "hidden": hidden, "layers": layers, "heads": heads}
+    settings |= {"batch": batch, "seq": seq, "compiled": "each block's forward"}
+    shapes = [f"{batch}x{seq}"] * calls
+    return Workload("blocks", model, args, shapes, settings, blocks=list(model.layers))
+
+
 MODELS: dict[str, Callable[[int, bool, int], Workload]] = {
     "bert": bert_workload,
     "lstm": lstm_workload,
     "blockdrop": blockdrop_workload,
+    "blocks": blocks_workload,
 }
 
 
@@ -261,6 +288,35 @@ def _records(compiled: Any) -> int:
     return magpy.stats(compiled).records
 
 
+class _PerBlock:
+    """The blocks of a workload compiled one by one: the model runs them."""
+
+    def __init__(self, model: nn.Module, blocks: list[nn.Module], mode: str) -> None:
+        self.model, self.blocks, self.mode = model, blocks, mode
+        for block in blocks:
+            if mode == "torch.compile":
+                block.forward = torch.compile(block.forward)
+            else:
+                backend = "inductor" if mode == "magpy" else "eager"
+                block.forward = magpy.compile(block.forward, backend=backend)
+
+    def __call__(self, *args: Any) -> Any:
+        return self.model(*args)
+
+    def stats(self) -> dict[str, int]:
+        """MagPy's counters summed over the blocks; ``graphs``: the graphs compiled (a
+        block that adopted another block's record compiled none)."""
+        forwards = [b.forward for b in self.blocks]
+        out = {name: sum(_stats(f)[name] for f in forwards) for name in STAT_FIELDS}
+        records = [r for f in forwards for r in f._magpy_state.records]
+        out["graphs"] = len({id(r.origin or r) for r in records if r.graph_module is not None})
+        return out
+
+    def undo(self) -> None:
+        for block in self.blocks:
+            block.__dict__.pop("forward", None)
+
+
 def _tc_graphs() -> int:
     return int(counters["stats"]["unique_graphs"])
 
@@ -273,10 +329,16 @@ def _no_magpy_warnings() -> Iterator[None]:
         yield
 
 
-def _compiler(mode: str, model: nn.Module) -> tuple[Callable[..., Any], Callable[[], int] | None]:
+def _compiler(mode: str, work: Workload) -> tuple[Callable[..., Any], Callable[[], int] | None]:
     """The callable of ``mode`` and a counter of what it compiled so far (None for eager)."""
+    model = work.model
     if mode == "eager":
         return model, None
+    if work.blocks:
+        per_block = _PerBlock(model, work.blocks, mode)
+        if mode == "torch.compile":
+            return per_block, _tc_graphs
+        return per_block, lambda: per_block.stats()["graphs"]
     if mode == "torch.compile":
         return torch.compile(model), _tc_graphs
     backend = "inductor" if mode == "magpy" else "eager"
@@ -347,7 +409,7 @@ def run_mode(mode: str, work: Workload, want: list[Any]) -> ModeResult:
     cache = _own_cache(mode if mode == "torch.compile" else "magpy")
     with cache if mode != "eager" else contextlib.nullcontext():
         try:
-            fn, compiled_so_far = _compiler(mode, work.model)
+            fn, compiled_so_far = _compiler(mode, work)
         except Exception as exc:
             result.error = f"compile: {type(exc).__name__}: {exc}"
             result.error_traceback = traceback.format_exc()
@@ -370,6 +432,8 @@ def run_mode(mode: str, work: Workload, want: list[Any]) -> ModeResult:
             if compiled_so_far is not None:
                 result.replay_compiling_calls = compiling
     _collect_compiler_state(result, mode, fn)
+    if isinstance(fn, _PerBlock):
+        fn.undo()
     return result
 
 
@@ -389,6 +453,8 @@ def _collect_compiler_state(result: ModeResult, mode: str, compiled: Any) -> Non
             "recompile limit" in key.lower() or "recompile_limit" in key
             for key in counters["unimplemented"]
         )
+    elif isinstance(compiled, _PerBlock):
+        result.magpy_stats = compiled.stats()
     elif mode.startswith("magpy"):
         result.magpy_stats = _stats(compiled)
         state = getattr(compiled, "_magpy_state", None)

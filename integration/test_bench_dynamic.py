@@ -51,10 +51,12 @@ def test_quick_eager_and_magpy_eager(tmp_path: Path) -> None:
     assert data["settings"]["quick"] is True
     assert data["settings"]["calls"] == 10
     assert data["settings"]["modes"] == ["eager", "magpy-eager"]
-    assert set(data["workloads"]) == {"bert", "lstm", "blockdrop"}
+    assert set(data["workloads"]) == {"bert", "lstm", "blockdrop", "blocks"}
     results = data["results"]
     assert [(r["model"], r["mode"]) for r in results] == [
-        (m, mode) for m in ("bert", "lstm", "blockdrop") for mode in ("eager", "magpy-eager")
+        (m, mode)
+        for m in ("bert", "lstm", "blockdrop", "blocks")
+        for mode in ("eager", "magpy-eager")
     ]
     for r in results:
         where = f"{r['model']} / {r['mode']}"
@@ -69,5 +71,7 @@ def test_quick_eager_and_magpy_eager(tmp_path: Path) -> None:
             stats = r["magpy_stats"]
             assert set(stats) == {"hits", "misses", "records", "graphs", "breaks", "fallbacks"}
             assert stats["records"] >= 1 and r["compiling_calls"] >= 1, where
+            if r["model"] == "blocks":  # 4 blocks compiled one by one: one graph serves all
+                assert stats["graphs"] == 1 and stats["records"] == 4, where
         else:
             assert r["magpy_stats"] is None and r["compiling_calls"] is None, where

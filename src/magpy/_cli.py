@@ -1,4 +1,4 @@
-"""``magpy demo``, ``magpy bench`` and ``magpy explain``.
+"""``magpy demo``, ``magpy bench``, ``magpy explain`` and ``magpy cache``.
 
 ``demo`` and ``bench`` time eager PyTorch, ``torch.compile`` and MagPy on the models in
 ``integration/models`` (our own implementations with random weights; found next to a source
@@ -9,19 +9,22 @@ This module parses the command line. The work is in ``magpy._commands`` (the com
 ``magpy._measure`` (timing and checking one model) and ``magpy._report`` (tables and chart),
 which are imported only when a command runs; ``magpy._paths`` finds the bundled models and
 Inductor's cache folder. ``magpy explain`` (``magpy._explain_cli``) explains what MagPy
-captures of a function or a script (see ``explain`` below and the README).
+captures of a function or a script (see ``explain`` below and the README). ``magpy cache
+list|clear`` (``magpy._cache_cli``) shows or deletes the records stored on disk
+(``MAGPY_RECORDS_DIR``, docs/persistent.md).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from ._paths import find_models_dir, inductor_cache_dir, load_models
 
-__all__ = ["bench", "demo", "explain", "find_models_dir", "load_models", "main"]
+__all__ = ["bench", "cache", "demo", "explain", "find_models_dir", "load_models", "main"]
 
 
 def _positive(text: str) -> int:
@@ -42,6 +45,10 @@ def _run_command(
         from ._explain_cli import run
 
         return run(args, parser.error)
+    if name == "cache":  # (imports the runtime, hence torch; not Inductor)
+        from ._cache_cli import run as run_cache
+
+        return run_cache(args)
     inductor_cache_dir()  # first: importing torch._dynamo sets torch's default cache folder
     from ._commands import RUNNERS
 
@@ -200,17 +207,36 @@ def _explain_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def cache(argv: Sequence[str]) -> int:
+    """``magpy cache list`` / ``magpy cache clear``: the records stored on disk."""
+    parser = argparse.ArgumentParser(
+        prog="magpy cache",
+        description="List or delete the records MagPy stored on disk (persistent records, "
+        "docs/persistent.md): the directory --dir, else MAGPY_RECORDS_DIR.",
+    )
+    parser.add_argument("action", choices=["list", "clear"], help="list or delete the entries")
+    parser.add_argument("--dir", type=Path, help="the directory (default: $MAGPY_RECORDS_DIR)")
+    args = parser.parse_args(argv)
+    if args.dir is None:
+        where = os.environ.get("MAGPY_RECORDS_DIR", "").strip()
+        if not where:
+            parser.error("no directory: pass --dir DIR or set MAGPY_RECORDS_DIR")
+        args.dir = Path(where)
+    return _run_command("cache", args)
+
+
 COMMANDS: dict[str, tuple[str, Callable[[Sequence[str]], int]]] = {
     "demo": ("compile three small models with MagPy and torch.compile and compare", demo),
     "bench": ("benchmark eager, torch.compile and MagPy on the bundled models", bench),
     "explain": ("explain what MagPy captures of a callable or a script", explain),
+    "cache": ("list or delete the records stored on disk (MAGPY_RECORDS_DIR)", cache),
 }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``magpy {demo,bench,explain} ...``."""
+    """``magpy {demo,bench,explain,cache} ...``."""
     parser = argparse.ArgumentParser(prog="magpy", description="MagPy, a JIT compiler for PyTorch.")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{demo,bench,explain}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{demo,bench,explain,cache}")
     for name, (help_text, _) in COMMANDS.items():
         sub.add_parser(name, help=help_text, add_help=False)
     args, rest = parser.parse_known_args(argv)

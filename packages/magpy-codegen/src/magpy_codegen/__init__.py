@@ -9,6 +9,13 @@ from ._backend import (
     resolve_backend,
     shape_guard,
 )
+from ._background import (
+    CompileJob,
+    cancel_compiles,
+    compiles_later,
+    pending_compiles,
+    wait_compiles,
+)
 from ._generated import GeneratedCode, NameAllocator, forget_generated
 from ._guard import generate_guard
 from ._instrument import Instrumented, Layout, instrument
@@ -19,6 +26,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BACKENDS",
+    "CompileJob",
     "ConfiguredInductor",
     "GeneratedCode",
     "Instrumented",
@@ -27,12 +35,16 @@ __all__ = [
     "Record",
     "ShapeGuard",
     "build_record",
+    "cancel_compiles",
     "compile_graph",
+    "compiles_later",
     "configured_backend",
     "forget_generated",
     "generate_guard",
     "generate_mock",
     "instrument",
+    "pending_compiles",
     "resolve_backend",
     "shape_guard",
+    "wait_compiles",
 ]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import copy
+import functools
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -12,6 +15,7 @@ import torch.fx as fx
 from magpy_refgraph import BackendError, InternalError, MagPyError, Plan, SpeculationMiss
 
 from ._backend import UNCOMPILED, Backend, compile_graph, shape_guard, update_rule
+from ._background import COMPILE_LOCK, CompileJob, compiles_later, submit
 from ._cguard import build_tree
 from ._generated import GeneratedCode, NameAllocator
 from ._guard import generate_guard
@@ -46,6 +50,14 @@ class Record:
     memoize: Callable[[Any, Any, Any], None] | None = None
     # the generated source of the memoizing guard, once it is in place
     memo_guard_code: GeneratedCode | None = None
+    # ``fork()``: a twin for another compiled callable of the same code (``magpy_runtime``'s
+    # ``_pool``): the same plan, mock and compiled graph, a guard (and memo) of its own
+    fork: Callable[[], Record] | None = None
+    # the record this one was forked from (itself when it was recorded)
+    origin: Record | None = None
+    # its graph's compile on MagPy's worker thread (``build_record(background=True)``): its
+    # ``status`` says whether the record still runs the graph as is; None: compiled when built
+    background: CompileJob | None = None
 
     @staticmethod
     def program_failed(miss: SpeculationMiss) -> bool:
@@ -76,8 +88,15 @@ def build_record(
     restore_inputs: tuple[int, ...] = (),
     undo_inputs: Callable[[str], tuple[int, ...]] | None = None,
     anchor: str | None = None,
+    background: bool = False,
+    on_compiled: Callable[[Record], None] | None = None,
 ) -> Record:
     """Generate the guard and mock of ``plan`` and compile ``graph`` with ``backend``.
+
+    ``background``: where ``compiles_later`` allows, the record runs the graph as is (the
+    eager backend's mock) while ``backend`` compiles a copy of it on MagPy's worker thread,
+    then switches once to the compiled graph (``_compile_later``); ``on_compiled(rec)`` is
+    called there after that, or after a failure (``rec.uncompiled`` says why).
 
     ``anchor``: for a site (``roots="frame"``), the local its guard's memo is kept for (the
     frame's first argument); ``rec.memoize(L[anchor], None, None)`` on a hit puts it in place.
@@ -88,14 +107,19 @@ def build_record(
     (``magpy_monitor``'s ``UPDATE_RULES``; default: all of them; see ``generate_mock``)."""
     op_count = sum(1 for n in graph.nodes if n.op in ("call_function", "call_method"))
     has_graph = op_count > 0 or plan.num_outputs > 0
-    gm = None
-    compiled: Callable[..., Any] | None = None
-    if has_graph:
-        gm, compiled = _compiled_graph(graph, example_inputs, backend, qualname)
+    later = has_graph and background and compiles_later(graph, backend)
+    gm, compiled = None, None
+    if later:
+        copied = copy.deepcopy(graph)  # the worker's own: a backend may rewrite what it compiles
+        gm, compiled = _compiled_graph(graph, example_inputs, "eager", qualname)
+    elif has_graph:
+        with COMPILE_LOCK:
+            gm, compiled = _compiled_graph(graph, example_inputs, backend, qualname)
+    updated = (restore_inputs, undo_inputs)
     try:
-        return _assemble(
-            plan, graph, gm, compiled, backend, qualname, roots, grad_enabled, ambient, op_count,
-            restore_rng, (restore_inputs, undo_inputs), anchor,
+        rec = _assemble(
+            plan, graph, gm, compiled, "eager" if later else backend, qualname, roots,
+            grad_enabled, ambient, op_count, restore_rng, updated, anchor,
         )  # fmt: skip
     except MagPyError:
         raise
@@ -103,6 +127,13 @@ def build_record(
         raise InternalError(
             f"generating the guard or mock of {qualname} failed: {type(exc).__name__}: {exc}"
         ) from exc
+    if later:
+        mock_of = functools.partial(
+            _mock_code, plan, backend=backend, qualname=qualname, roots=roots,
+            restore_rng=restore_rng, updated=updated,
+        )  # fmt: skip
+        _compile_later(rec, copied, list(example_inputs), backend, qualname, mock_of, on_compiled)
+    return rec
 
 
 def _compiled_graph(
@@ -141,7 +172,6 @@ def _assemble(
     updated: tuple[tuple[int, ...], Callable[[str], tuple[int, ...]] | None],
     anchor: str | None,
 ) -> Record:
-    has_graph = compiled is not None
     shape_check = shape_guard(gm if gm is not None else graph)
     guard_options: dict[str, Any] = {
         "grad_enabled": torch.is_grad_enabled() if grad_enabled is None else grad_enabled,
@@ -151,23 +181,10 @@ def _assemble(
         "ambient": ambient,
     }
     guard_code = generate_guard(plan, NameAllocator(), **guard_options)
-    undo = updated[1]  # (asked once the compiled graph tells how it applies its updates)
-    mock_code = generate_mock(
-        plan,
-        NameAllocator(),
-        has_graph=has_graph,
-        qualname=qualname,
-        roots=roots,
-        fresh_outputs=backend != "eager",
-        restore_rng=restore_rng,
-        restore_inputs=updated[0],
-        undo_inputs=None if undo is None else undo(update_rule(backend, gm, compiled)),
-    )
-    if compiled is not None:
-        mock_code.globals["__magpy_graph"] = compiled
-        # the graph as it is, to tell the program's errors from the backend's (program_failed)
-        reference = gm if gm is not None and compiled != gm.forward else None
-        mock_code.globals["__magpy_reference"] = reference
+    mock_code = _mock_code(
+        plan, gm, compiled, backend=backend, qualname=qualname, roots=roots,
+        restore_rng=restore_rng, updated=updated,
+    )  # fmt: skip
     guard = guard_code.load()["__magpy_guard"]
     mock = mock_code.load()["__magpy_mock"]
     rec = Record(
@@ -180,12 +197,134 @@ def _assemble(
         op_count=op_count,
         uncompiled=gm.meta.get(UNCOMPILED) if gm is not None else None,
     )
-    rec.upgrade = _upgrader(rec, guard_options)
-    if roots == "call":
-        rec.memoize = _memoizer(rec, guard_options, "fn")
-    elif anchor is not None:
-        rec.memoize = _memoizer(rec, guard_options, anchor)
+    _arm(rec, guard_options, "fn" if roots == "call" else anchor)
+    rec.fork = functools.partial(_fork, rec, guard_options, "fn" if roots == "call" else anchor)
     return rec
+
+
+def _mock_code(
+    plan: Plan,
+    gm: fx.GraphModule | None,
+    compiled: Callable[..., Any] | None,
+    *,
+    backend: str | Backend,
+    qualname: str,
+    roots: str,
+    restore_rng: bool,
+    updated: tuple[tuple[int, ...], Callable[[str], tuple[int, ...]] | None],
+) -> GeneratedCode:
+    """The mock of ``plan`` around ``compiled`` (``gm`` compiled by ``backend``): all it needs
+    of the compiled graph (the callable, the graph as is, the inputs a failed run puts back)
+    is in its own source and globals, so that switching mocks switches all of it at once."""
+    undo = updated[1]  # (asked once the compiled graph tells how it applies its updates)
+    mock_code = generate_mock(
+        plan,
+        NameAllocator(),
+        has_graph=compiled is not None,
+        qualname=qualname,
+        roots=roots,
+        fresh_outputs=backend != "eager",
+        restore_rng=restore_rng,
+        restore_inputs=updated[0],
+        undo_inputs=None if undo is None else undo(update_rule(backend, gm, compiled)),
+    )
+    if compiled is not None:
+        mock_code.globals["__magpy_graph"] = compiled
+        # the graph as it is, to tell the program's errors from the backend's (program_failed)
+        reference = gm if gm is not None and compiled != gm.forward else None
+        mock_code.globals["__magpy_reference"] = reference
+    return mock_code
+
+
+class _Switch:
+    """A record's mock while its graph compiles on the worker: calls the mock in ``mock``,
+    read once per call, so that a call in flight runs one mock from start to end. Twins of the
+    record (``fork``) share it, and switch with it."""
+
+    __slots__ = ("mock",)
+
+    def __init__(self, mock: Callable[..., Any]) -> None:
+        self.mock = mock
+
+    def __call__(self, *args: Any) -> Any:
+        return self.mock(*args)
+
+
+def _compile_later(
+    rec: Record,
+    graph: fx.Graph,
+    example_inputs: list[Any],
+    backend: str | Backend,
+    qualname: str,
+    mock_of: Callable[[fx.GraphModule, Callable[..., Any]], GeneratedCode],
+    on_compiled: Callable[[Record], None] | None,
+) -> None:
+    """Queue the compile of ``graph`` (``rec``'s graph, which runs as is meanwhile) on the
+    worker. Once it is compiled, the mock around the compiled graph (``mock_of``) is generated
+    there, then put in place with one store each (in ``rec`` and in the ``_Switch`` its twins
+    call): a hit reads ``rec.mock`` once, so every call runs either the mock around the graph
+    as is or the one around the compiled graph, with the callable, the reference graph and
+    the undo rule that belong to it. The guard does not change (``compiles_later``). The job
+    holds ``rec`` weakly: a record dropped meanwhile is not compiled."""
+    switch = _Switch(rec.mock)
+    rec.mock = switch
+    ref = weakref.ref(rec)
+
+    def compile() -> Callable[[], None] | str | None:
+        if ref() is None:
+            return None
+        gm, compiled = _compiled_graph(graph, example_inputs, backend, qualname)
+        if gm.meta.get(UNCOMPILED) is not None:
+            return str(gm.meta[UNCOMPILED])  # (the backend runs it as is too)
+        code = mock_of(gm, compiled)
+        mock = code.load()["__magpy_mock"]
+
+        def install() -> None:
+            target = ref()
+            if target is not None:
+                target.graph_module, target.mock_code = gm, code
+                target.mock = mock
+            switch.mock = mock
+
+        return install
+
+    def failed(reason: str) -> None:
+        target = ref()
+        if target is not None:
+            target.uncompiled = reason
+
+    def done() -> None:
+        target = ref()
+        if target is not None and on_compiled is not None:
+            on_compiled(target)
+
+    rec.background = CompileJob(qualname, compile, failed, done)
+    submit(rec.background)
+
+
+def _arm(rec: Record, guard_options: dict[str, Any], anchor: str | None) -> None:
+    """Give ``rec`` its guard upgrades: the C++ tree, and the memo for root ``anchor``."""
+    rec.upgrade = _upgrader(rec, guard_options)
+    if anchor is not None:
+        rec.memoize = _memoizer(rec, guard_options, anchor)
+
+
+def _fork(rec: Record, guard_options: dict[str, Any], anchor: str | None) -> Record:
+    """``rec.fork()``: a twin of ``rec`` with a fresh guard from its generated code (a memo is
+    armed on one compiled object; twins called with different ones would re-arm it on every
+    call and turn it off), sharing the plan, the mock and its compiled graph."""
+    twin = attrs.evolve(
+        rec,
+        guard=rec.guard_code.load()["__magpy_guard"],
+        hits=0,
+        upgrade=None,
+        memoize=None,
+        tree_guard_code=None,
+        memo_guard_code=None,
+        origin=rec.origin or rec,
+    )
+    _arm(twin, guard_options, anchor)
+    return twin
 
 
 def _memoizer(

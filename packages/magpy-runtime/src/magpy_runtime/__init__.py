@@ -10,6 +10,7 @@ from ._api import (
     explain,
     reset,
     stats,
+    wait_compiles,
 )
 from ._cache import BreakReason
 from ._config import config
@@ -33,4 +34,5 @@ __all__ = [
     "explain",
     "reset",
     "stats",
+    "wait_compiles",
 ]

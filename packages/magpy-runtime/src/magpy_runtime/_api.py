@@ -1,4 +1,5 @@
-"""The public API: ``compile``, ``explain``, ``stats``, ``reset``, ``annotate``."""
+"""The public API: ``compile``, ``explain``, ``stats``, ``reset``, ``annotate``,
+``wait_compiles``."""
 
 from __future__ import annotations
 
@@ -7,13 +8,21 @@ from typing import Any
 import attrs
 import torch
 
-from magpy_codegen import configured_backend, forget_generated, resolve_backend
+from magpy_codegen import (
+    cancel_compiles,
+    configured_backend,
+    forget_generated,
+    resolve_backend,
+)
+from magpy_codegen import wait_compiles as _wait_compiles
 from magpy_monitor import TABLE, Annotation, Kind, disabled_function
 from magpy_refgraph import UnknownOptionError
 
 from ._cache import CacheState, all_states
 from ._explain import ExplainOutput, explain, outside_share_of, state_of
+from ._pool import join
 from ._sites import restore_all
+from ._store import clear_stored, from_disk
 from ._wrappers import CompiledFunction, CompiledModule, wrap
 
 __all__ = [
@@ -26,11 +35,12 @@ __all__ = [
     "explain",
     "reset",
     "stats",
+    "wait_compiles",
 ]
 
 # MagPy's own options: "magpy.<name>" (the bare name is accepted too); any other key of
 # ``options`` is an Inductor setting, as in torch.compile
-_OPTIONS = frozenset({"max_records"})
+_OPTIONS = frozenset({"background_compile", "max_records"})
 _PREFIX = "magpy."
 
 
@@ -57,6 +67,11 @@ def _split_options(options: Any) -> tuple[dict[str, Any], dict[str, Any]]:
         n = own["max_records"]
         if type(n) is not int or n < 1:
             raise ValueError(f"options['magpy.max_records'] must be an int >= 1, got {n!r}")
+    if "background_compile" in own and type(own["background_compile"]) is not bool:
+        raise TypeError(
+            "options['magpy.background_compile'] must be True or False, got "
+            f"{own['background_compile']!r}"
+        )
     return own, inductor
 
 
@@ -93,7 +108,8 @@ def compile(
     per shape); see docs/dynamic.md. ``mode`` (``"default"``, ``"reduce-overhead"``,
     ``"max-autotune"``, ``"max-autotune-no-cudagraphs"``) and ``options`` (Inductor settings,
     e.g. ``{"triton.cudagraphs": True}``) reach Inductor as torch.compile passes them; MagPy's
-    own options are ``"magpy.max_records"``. ``disable=True`` returns ``model`` itself.
+    own options are ``"magpy.max_records"`` and ``"magpy.background_compile"`` (see
+    ``magpy.config``). ``disable=True`` returns ``model`` itself.
     """
     _check_args(backend, fullgraph, dynamic, mode, disable)
     own, inductor = _split_options(options)
@@ -124,6 +140,9 @@ def compile(
     state.dynamic = dynamic
     if "max_records" in own:
         state.max_records = int(own["max_records"])
+    if "background_compile" in own:
+        state.background_compile = bool(own["background_compile"])
+    join(state, model)
     return wrap(model, state)
 
 
@@ -172,6 +191,12 @@ class CacheStats:
     # places in the program where no record could start (a segment that cannot be replayed):
     # the code from there to the next site always runs uncompiled
     eager_sites: int = 0
+    # records whose graph runs as is while the backend compiles it in the background
+    # (``config.background_compile``), and those that switched to the compiled graph
+    pending_compiles: int = 0
+    background_swaps: int = 0
+    # records taken from the store of an earlier process (``magpy.config.records_dir``)
+    from_disk: int = 0
 
 
 def stats(compiled: Any) -> CacheStats:
@@ -191,16 +216,38 @@ def stats(compiled: Any) -> CacheStats:
         outside_share=outside_share_of(s),
         native_calls=s.native_calls,
         eager_sites=s.eager_sites,
+        pending_compiles=_with_status(records, "pending"),
+        background_swaps=_with_status(records, "swapped"),
+        from_disk=from_disk(s),
     )
 
 
+def _with_status(records: list[Any], status: str) -> int:
+    return sum(1 for r in records if r.background is not None and r.background.status == status)
+
+
+def wait_compiles(timeout: float | None = None) -> bool:
+    """Wait until no background compile is queued or running (``config.background_compile``),
+    at most ``timeout`` seconds; returns whether none is. Every record whose compile finished
+    runs its compiled graph from its next call on."""
+    if timeout is not None and (not isinstance(timeout, int | float) or timeout < 0):
+        raise ValueError(f"timeout must be None or a number >= 0, got {timeout!r}")
+    return _wait_compiles(timeout)
+
+
 def reset() -> None:
-    """Drop every record of every compiled callable and restore every instrumented function."""
+    """Drop every record of every compiled callable and restore every instrumented function.
+
+    Background compiles are cancelled first: the queued ones are dropped, the one running is
+    waited for and its result discarded, and the worker thread ends. Records stored on disk
+    (``magpy.config.records_dir``) are deleted too."""
+    cancel_compiles()
     for state in all_states():
         state.reset()
     restore_all()
     forget_generated()
     TABLE.clear_memo()  # (the annotations given with ``magpy.annotate`` stay)
+    clear_stored()
 
 
 def annotate(
@@ -238,7 +285,7 @@ def annotate(
 
 # MagPy's own API called inside a compiled function runs natively, at a graph break: it reads
 # or changes MagPy's state, which no record may replay and no monitor may follow
-for _own in (compile, explain, stats, reset, annotate):
+for _own in (compile, explain, stats, reset, annotate, wait_compiles):
     TABLE.register(
         _own, Annotation(Kind.EFFECT, reason=f"magpy.{_own.__name__}() is MagPy's own API")
     )

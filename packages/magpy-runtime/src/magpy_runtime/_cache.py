@@ -35,11 +35,13 @@ from magpy_refgraph import (
 
 from . import _depth
 from ._boundary_importlib_bootstrap import AGAIN, MISS, NATIVE, run
-from ._config import config
+from ._config import background_compile, config
 from ._dynamic import changed_on_miss, changed_scalars, promote_all
 from ._errors import FullGraphError, MagPyWarning
 from ._logging import log_topic
+from ._pool import adopt
 from ._sites import ensure_entry_site, split_loops_of, user_function
+from ._store import commit, snapshot
 from ._tree import memoize_guard, upgrade_guard
 
 __all__ = ["BreakReason", "CacheState", "all_states"]
@@ -87,6 +89,7 @@ class CacheState:
     backend: Any
     fullgraph: bool = False
     max_records: int | None = None
+    background_compile: bool | None = None  # its own option (None: ``config``'s)
     records: list[Record] = attrs.field(factory=list)
     hits: int = 0
     misses: int = 0
@@ -131,6 +134,9 @@ class CacheState:
     _recording: int = 0  # its monitored calls in progress (a recursive call nests)
     _lock: threading.Lock = attrs.field(factory=threading.Lock)
     _warned: bool = False
+    # the caches of other compiled callables of the same code, whose records this one may
+    # adopt (``_pool``); None: it shares with none
+    siblings: weakref.WeakSet[CacheState] | None = None
 
     def __attrs_post_init__(self) -> None:
         with _states_lock:
@@ -217,6 +223,9 @@ class CacheState:
         if self.trip_records >= 3 and self._split_loops(fn):
             return None  # each loop iteration a segment from now on
         limit = self.limit()
+        if len(records) < limit and adopt(self, fn, args, kwargs):
+            self.misses -= 1
+            return AGAIN  # a sibling's record serves it
         if len(records) >= limit:
             self._go_eager(
                 f"more than {limit} records (max_records); the inputs keep changing", warn=True
@@ -265,6 +274,7 @@ class CacheState:
         if epoch != self.epoch and not (self.fullgraph and isinstance(failure, Unsupported)):
             return result.value  # reset() ran during this call: it records nothing
         if failure is None and result.plan is not None and result.graph is not None:
+            stored = snapshot(self, result)  # (before the backend may rewrite the graph)
             try:
                 rec = build_record(
                     result.plan,
@@ -277,6 +287,8 @@ class CacheState:
                     restore_rng=result.capture.draws_random,
                     restore_inputs=result.capture.mutated_inputs,
                     undo_inputs=result.capture.undo_inputs,
+                    background=background_compile(self.background_compile),
+                    on_compiled=self.note_uncompiled,
                 )
             except MagPyError as exc:
                 failure = exc
@@ -284,6 +296,7 @@ class CacheState:
                 failure = InternalError(f"building the record failed: {type(exc).__name__}: {exc}")
             else:
                 self._add_record(rec, result, epoch)
+                commit(self, stored, epoch)  # (to ``config.cache_dir``, if set)
         if failure is not None:
             self._failed(failure, result.chain)
         return result.value
@@ -311,6 +324,12 @@ class CacheState:
         log_topic("mocks", "%s", rec.mock_source)
         if rec.graph_module is not None:
             log_topic("graphs", "%s", rec.graph_module.code)
+
+    def adopted(self, rec: Record) -> None:
+        """Add ``rec``, the twin of a sibling's record (``_pool.adopt``)."""
+        with self._lock:
+            self.records.insert(0, rec)
+            self.added += 1
 
     def _split_loops(self, fn: Any) -> bool:
         """Records keep coming for new trip counts of a range() loop: from now on each loop

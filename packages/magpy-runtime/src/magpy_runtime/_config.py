@@ -9,7 +9,7 @@ from typing import Any
 
 import attrs
 
-__all__ = ["Config", "config"]
+__all__ = ["Config", "background_compile", "config"]
 
 
 def _positive_int(variable: str, default: int) -> int:
@@ -43,6 +43,18 @@ class Config:
     (``magpy_codegen._cguard``; building the first one imports TorchDynamo's guard module);
     None keeps every guard in Python, the default: measured, the tree is not yet faster than
     the Python guard (``MAGPY_GUARD_TREE=N`` turns it on after N hits).
+    ``background_compile``: a new record whose backend compiles (not ``"eager"``) first runs
+    its fx graph as is (eager speed, eager results) while the backend compiles it on MagPy's
+    worker thread, then switches to the compiled graph (``MAGPY_BACKGROUND_COMPILE=1``; per
+    callable: ``options={"magpy.background_compile": True}``). Off by default: which calls
+    ran the graph as is then depends on how long the compile took, and the compiled graph's
+    results may differ from eager's in the last bits (Inductor fuses and reorders
+    reductions), so a run would no longer repeat itself exactly; and a compile competes with
+    the program for the GIL and the cores. Graphs with symbolic sizes and training steps
+    always compile while the call records (``magpy_codegen._background.compiles_later``).
+    ``records_dir``: a directory where whole-call records are stored and served from after a
+    restart (``MAGPY_RECORDS_DIR``; see ``_store`` and docs/persistent.md). None, the default:
+    loading generated code from a directory is a decision to trust it, made explicitly.
     """
 
     max_records: int = 8
@@ -51,6 +63,8 @@ class Config:
     max_assumption_misses: int = 3
     logs: frozenset[str] = frozenset()
     guard_tree_after: int | None = None
+    background_compile: bool = False
+    records_dir: str | None = None
 
     @classmethod
     def from_env(cls) -> Config:
@@ -67,6 +81,9 @@ class Config:
                 if os.environ.get("MAGPY_GUARD_TREE", "0").strip() in ("", "0")
                 else _positive_int("MAGPY_GUARD_TREE", 1)
             ),
+            background_compile=os.environ.get("MAGPY_BACKGROUND_COMPILE", "").strip()
+            not in ("", "0"),
+            records_dir=os.environ.get("MAGPY_RECORDS_DIR", "").strip() or None,
         )
 
     @contextlib.contextmanager
@@ -80,6 +97,12 @@ class Config:
         finally:
             for k, v in old.items():
                 setattr(self, k, v)
+
+
+def background_compile(own: bool | None) -> bool:
+    """Whether a callable whose own option is ``own`` (None: not given) compiles in the
+    background."""
+    return config.background_compile if own is None else own
 
 
 config = Config.from_env()

@@ -46,7 +46,7 @@ from magpy_monitor import (
 from magpy_refgraph import MagPyError, SpeculationMiss, Unsupported
 
 from . import _depth
-from ._config import config
+from ._config import background_compile, config
 from ._disable import disabled
 from ._dynamic import changed_on_miss, changed_scalars
 from ._errors import MagPyWarning
@@ -436,6 +436,8 @@ class _Host:
                 restore_inputs=seg.capture.mutated_inputs,
                 undo_inputs=seg.capture.undo_inputs,
                 anchor=seg.code.co_varnames[0] if seg.code.co_argcount else None,
+                background=background_compile(state.background_compile),
+                on_compiled=state.note_uncompiled,
             )
         except Exception as exc:
             self.on_failure(seg.code, seg.site, exc)

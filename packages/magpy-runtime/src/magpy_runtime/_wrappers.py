@@ -5,10 +5,11 @@ getter) whose value is the instance's ``functools.partial(run, state, original)`
 is the only MagPy frame between the caller and the original on a hit or a native call (see
 ``_boundary_importlib_bootstrap`` and ``_depth``).
 
-Copies. A record's guard is bound to the objects it was recorded with, so a copy never shares
-or copies records: ``copy.deepcopy`` and ``pickle`` of a compiled module give the same
-compilation (backend, ``fullgraph``, ``dynamic``, options) of a deep copy / the unpickled copy
-of the original module, with an empty cache; ``copy.copy`` compiles the same module again.
+Copies. A copy never copies records: ``copy.deepcopy`` and ``pickle`` of a compiled module
+give the same compilation (backend, ``fullgraph``, ``dynamic``, options) of a deep copy / the
+unpickled copy of the original module, with an empty cache; ``copy.copy`` compiles the same
+module again. Like every compilation of the same code and settings, the copy may adopt the
+original's records where their guards pass for it (``_pool``).
 A compiled function copies as a function does (``copy``/``deepcopy`` give it back) and pickles
 by reference where its module holds it under its name; otherwise as "compile this function
 again", the function pickled by reference (a local function fails as pickling it would).
@@ -33,6 +34,7 @@ import torch
 
 from ._boundary_importlib_bootstrap import run
 from ._cache import CacheState
+from ._pool import join
 
 __all__ = ["CompiledFunction", "CompiledModule", "rebuild", "wrap"]
 
@@ -49,6 +51,7 @@ def rebuild(model: Any, settings: Settings) -> Any:
     qualname, backend, fullgraph, dynamic, max_records = settings
     state = CacheState(qualname, backend, fullgraph=fullgraph, max_records=max_records)
     state.dynamic = dynamic
+    join(state, model)
     return wrap(model, state)
 
 

@@ -1,0 +1,451 @@
+"""Persistent records: whole-call records kept in a directory, served after a restart.
+
+With ``config.records_dir`` set (``MAGPY_RECORDS_DIR``; off by default: loading generated code
+from disk is a decision to trust that directory), each whole-call record a compiled callable
+makes is also written there, as one entry file keyed by the code it came from (the class and
+its ``forward``, or the function; their file and a digest of their code), the backend
+(a name, or Inductor's mode and options; a callable backend is never stored) and
+``fullgraph``/``dynamic``. A process whose call no record of its own (nor a sibling's, see
+``_pool``) serves reads the entries of that key once, and tries their guards before it
+monitors anything: one that passes is rebuilt with ``build_record`` (the backend's compile
+finds Inductor's caches warm) and serves the call.
+
+Not stored: records of graphs with symbolic sizes, records of split programs (sites and
+segments), and records holding what cannot be found again by name (``_persist``).
+
+Trust and integrity: the directory is created user-only (0700) and refused when it is
+another user's or writable by group or others; an entry is written to a temporary file
+(0600) and renamed into place. Its header holds the versions (MagPy with a digest of its
+sources, torch, Python), the key, the objects it refers to by name with their fingerprints,
+and a SHA-256 over header and content. Before anything is unpickled, the file's owner and
+permissions, the digest, the versions and the key are checked, and every referenced object
+is found and fingerprinted again; an entry failing any check is ignored with one warning
+(once per reason) and never raises. An entry whose referenced code changed is deleted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+import time
+import types
+import weakref
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeGuard
+
+import attrs
+import torch
+import torch.fx as fx
+
+from magpy_codegen import ConfiguredInductor, Record, build_record
+from magpy_monitor import ambient_state
+from magpy_monitor.core.shapes import FAKE
+from magpy_monitor.core.undo import UPDATE_RULES
+
+from ._config import background_compile, config
+from ._entryfiles import (
+    MAGIC,
+    MAX_ENTRIES_PER_KEY,
+    SUFFIX,
+    canonical,
+    clear_entries,
+    digest,
+    directory_problem,
+    entry_files,
+    read_entry,
+    versions,
+    warn_once,
+    write_entry,
+)
+from ._logging import log_topic
+from ._persist import (
+    Unstorable,
+    decode,
+    decode_graph,
+    encode,
+    encode_graph,
+    function_digest,
+    resolve_refs,
+)
+
+if TYPE_CHECKING:
+    from ._cache import CacheState
+
+__all__ = ["attach", "clear_stored", "commit", "from_disk", "serve", "snapshot"]
+
+
+# ----------------------------------------------------------------------------- keys
+def _backend_key(backend: Any) -> Any:
+    if isinstance(backend, str):
+        return backend
+    if isinstance(backend, ConfiguredInductor):
+        options = sorted((str(k), repr(v)) for k, v in backend.patch.items())
+        return {"mode": backend.mode, "options": options, "fast_random": backend.fast_random}
+    return None  # a callable of the program's: its records are never stored
+
+
+def _code_key(model: Any) -> dict[str, Any] | None:
+    if isinstance(model, torch.nn.Module):
+        cls = type(model)
+        target, kind = getattr(cls, "forward", None), "module"
+        module: str | None = cls.__module__
+        qualname = cls.__qualname__
+    else:
+        target, kind = getattr(model, "__func__", model), "function"
+        module = getattr(target, "__module__", None)
+        qualname = str(getattr(target, "__qualname__", ""))
+    if not isinstance(target, types.FunctionType) or not isinstance(module, str):
+        return None
+    if "<" in qualname:
+        return None  # a local function or class, or a lambda: not found again by name
+    file = target.__code__.co_filename
+    code = function_digest(target)
+    return {"kind": kind, "module": module, "qualname": qualname, "file": file, "code": code}
+
+
+@attrs.define(eq=False)
+class _Slot:
+    """A compiled callable's place in the store: its directory and key, and what it took."""
+
+    directory: str
+    key: dict[str, Any]
+    key_hash: str
+    from_disk: int = 0  # records it took from the store
+    used: set[str] = attrs.field(factory=set)  # entries it took (by file name)
+
+
+_slots: weakref.WeakKeyDictionary[CacheState, _Slot] = weakref.WeakKeyDictionary()
+
+
+def attach(state: CacheState, model: Any) -> None:
+    """Give ``state``, the cache of ``model`` compiled, its key in the store (when
+    ``config.records_dir`` is set and its code and backend can be stored)."""
+    directory = config.records_dir
+    if not directory:
+        return
+    key = _code_key(model)
+    backend = _backend_key(state.backend)
+    if key is None or backend is None:
+        log_topic("records", "%s: records not stored (no stable key)", state.qualname)
+        return
+    key |= {"backend": backend, "fullgraph": state.fullgraph, "dynamic": state.dynamic}
+    key_hash = hashlib.sha256(canonical(key)).hexdigest()[:24]
+    _slots[state] = _Slot(os.path.abspath(os.path.expanduser(directory)), key, key_hash)
+
+
+def from_disk(state: CacheState) -> int:
+    """Records of ``state`` taken from the store (``magpy.stats``)."""
+    slot = _slots.get(state)
+    return slot.from_disk if slot is not None else 0
+
+
+# ----------------------------------------------------------------------------- storing
+@attrs.frozen
+class Pending:
+    """A record's ingredients, taken before its graph is compiled (a backend may rewrite
+    the graph it compiles), written once the record is in the cache (``commit``)."""
+
+    slot: _Slot
+    content: dict[str, Any]
+    inputs: list[Any]
+
+
+def snapshot(state: CacheState, result: Any) -> Pending | None:
+    """What ``state``'s new record from ``result`` would store (None: nothing: no store, or
+    a graph with symbolic sizes, or example inputs that are not plain tensors)."""
+    slot = _slots.get(state)
+    if slot is None:
+        return None
+    try:
+        graph = result.graph
+        if _symbolic(graph):
+            raise Unstorable("its graph has symbolic sizes")
+        capture = result.capture
+        content = {
+            "plan": result.plan,
+            "graph": encode_graph(graph),
+            "grad_enabled": capture.grad_enabled,
+            "ambient": capture.ambient,
+            "restore_rng": bool(capture.draws_random),
+            "restore_inputs": tuple(capture.mutated_inputs),
+            "undo": {rule: tuple(capture.undo_inputs(rule)) for rule in UPDATE_RULES},
+        }
+        inputs = [_input_meta(x) for x in result.example_inputs]
+    except Unstorable as exc:
+        log_topic("records", "record of %s not stored: %s", state.qualname, exc)
+        return None
+    except Exception as exc:  # a failure of ours: the record serves this process anyway
+        warn_once(f"a record cannot be stored: {type(exc).__name__}: {exc}", state.qualname)
+        return None
+    return Pending(slot, content, inputs)
+
+
+_SYMBOLS = (torch.SymInt, torch.SymFloat, torch.SymBool)
+
+
+def _symbolic(graph: fx.Graph) -> bool:
+    for node in graph.nodes:
+        fake = node.meta.get(FAKE)
+        if isinstance(fake, _SYMBOLS):
+            return True
+        if isinstance(fake, torch.Tensor) and any(isinstance(s, _SYMBOLS) for s in fake.shape):
+            return True
+    return False
+
+
+def _input_meta(value: Any) -> Any:
+    """A graph input as the header shows it (the inputs of the call a loaded record serves
+    are what its backend compiles for: they passed the same tensor checks)."""
+    if type(value) in (bool, int, float):
+        return value
+    if type(value) not in (torch.Tensor, torch.nn.Parameter) or value.layout != torch.strided:
+        raise Unstorable(f"a graph input of type {type(value).__qualname__}")
+    return [list(value.shape), list(value.stride()), str(value.dtype), str(value.device)]
+
+
+def commit(state: CacheState, pending: Pending | None, epoch: int) -> None:
+    """Write ``pending`` as an entry (nothing when ``magpy.reset`` ran meanwhile, or when
+    the record holds something that cannot be stored; never raises)."""
+    if pending is None or epoch != state.epoch:
+        return
+    try:
+        _commit(state, pending)
+    except Exception as exc:  # a failure of ours: the record serves this process anyway
+        warn_once(f"a record cannot be stored: {type(exc).__name__}: {exc}", state.qualname)
+
+
+def _commit(state: CacheState, pending: Pending) -> None:
+    slot = pending.slot
+    try:
+        encoded = encode(pending.content)
+    except Unstorable as exc:
+        log_topic("records", "record of %s not stored: %s", state.qualname, exc)
+        return
+    problem = directory_problem(slot.directory, create=True)
+    if problem is not None:
+        warn_once(problem, slot.directory)
+        return
+    if len(entry_files(slot.directory, slot.key_hash + "-")) >= MAX_ENTRIES_PER_KEY:
+        log_topic(
+            "records", "record of %s not stored: %d entries", state.qualname, MAX_ENTRIES_PER_KEY
+        )
+        return
+    header: dict[str, Any] = {
+        "format": 1,
+        "key": slot.key,
+        "versions": versions(),
+        "qualname": state.qualname,
+        "refs": [list(r) for r in encoded.refs],
+        "inputs": pending.inputs,
+        "created": time.time(),
+    }
+    header["sha256"] = digest(header, encoded.payload)
+    name = f"{slot.key_hash}-{header['sha256'][:16]}{SUFFIX}"
+    try:
+        write_entry(Path(slot.directory), name, MAGIC + canonical(header) + b"\n" + encoded.payload)
+    except OSError as exc:
+        warn_once(f"cannot write an entry: {exc.strerror}", slot.directory)
+        return
+    slot.used.add(name)  # (this process has the record already)
+    log_topic("records", "record of %s stored as %s", state.qualname, name)
+
+
+# ----------------------------------------------------------------------------- loading
+@attrs.define(eq=False)
+class _Entry:
+    """An entry read, checked and unpickled; ``probe`` its record with the eager backend
+    (made on first use: it tries the guard, which does not depend on the backend)."""
+
+    name: str
+    header: dict[str, Any]
+    content: dict[str, Any]
+    probe: Record | None = None
+    broken: bool = False
+
+
+_loaded: dict[tuple[str, str], list[_Entry]] = {}
+_load_lock = threading.Lock()
+_CONTENT = frozenset(
+    {"plan", "graph", "grad_enabled", "ambient", "restore_rng", "restore_inputs", "undo"}
+)
+
+
+def serve(state: CacheState, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Add to ``state`` the record of the first stored entry of its key whose guard passes
+    for this call; whether one did (the entries are read once per process)."""
+    slot = _slots.get(state)
+    if slot is None:
+        return False
+    try:
+        return _serve(slot, state, fn, args, kwargs)
+    except Exception as exc:  # a failure of ours: the call is monitored, as without a store
+        warn_once(f"a stored record cannot be used: {type(exc).__name__}: {exc}", slot.directory)
+        return False
+
+
+def _serve(
+    slot: _Slot, state: CacheState, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> bool:
+    for entry in _entries(slot):
+        if entry.broken or entry.name in slot.used:
+            continue
+        inputs = _probe(entry, state, fn, args, kwargs)
+        if inputs is None:
+            continue
+        rec = _record(entry, state, inputs)
+        if rec is None:
+            continue
+        slot.used.add(entry.name)
+        slot.from_disk += 1
+        state.note_uncompiled(rec)
+        state.adopted(rec)
+        log_topic("records", "record of %s loaded from %s", state.qualname, entry.name)
+        return True
+    return False
+
+
+def _entries(slot: _Slot) -> list[_Entry]:
+    at = (slot.directory, slot.key_hash)
+    with _load_lock:
+        found = _loaded.get(at)
+        if found is None:
+            found = _loaded[at] = _load(slot)
+    return found
+
+
+def _load(slot: _Slot) -> list[_Entry]:
+    files = entry_files(slot.directory, slot.key_hash + "-")
+    if not files:
+        return []
+    problem = directory_problem(slot.directory, create=False)
+    if problem is not None:
+        warn_once(problem, slot.directory)
+        return []
+    entries = []
+    for path in files:
+        entry = _load_entry(path, slot)
+        if isinstance(entry, str):
+            warn_once(entry, str(path))
+        else:
+            entries.append(entry)
+    return entries
+
+
+def _load_entry(path: Path, slot: _Slot) -> _Entry | str:
+    """``path``'s entry, or why it is refused (checked in this order: the file, its digest,
+    versions and key, the objects it refers to; only then is it unpickled)."""
+    read = read_entry(path)
+    if isinstance(read, str):
+        return read
+    header, payload = read
+    made = header.get("versions")
+    if made != versions():
+        return f"made with other versions ({made}; this process: {versions()})"
+    refs = header.get("refs")
+    if header.get("key") != slot.key or header.get("format") != 1 or not _valid_refs(refs):
+        return "the header does not match the entry's name"
+    resolved = resolve_refs((m, q, f) for m, q, f in refs)
+    if isinstance(resolved, tuple):
+        reason, stale = resolved
+        if stale:
+            path.unlink(missing_ok=True)  # (the code it was made from is gone)
+        return reason
+    try:
+        content = decode(payload, resolved)
+    except Exception as exc:  # (a damaged content that passed the digest: not usable)
+        return f"the content cannot be read: {type(exc).__name__}: {exc}"
+    if not isinstance(content, dict) or set(content) != _CONTENT:
+        return "the content is not a record's"
+    return _Entry(path.name, header, content)
+
+
+def _valid_refs(refs: Any) -> TypeGuard[list[list[Any]]]:
+    return isinstance(refs, list) and all(
+        isinstance(r, list)
+        and len(r) == 3
+        and isinstance(r[0], str)
+        and isinstance(r[1], str)
+        and (r[2] is None or isinstance(r[2], str))
+        for r in refs
+    )
+
+
+def _build(entry: _Entry, state: CacheState, backend: Any, inputs: list[Any]) -> Record:
+    c = entry.content
+    return build_record(
+        c["plan"],
+        decode_graph(c["graph"]),
+        inputs,
+        backend,
+        qualname=state.qualname,
+        grad_enabled=c["grad_enabled"],
+        ambient=(ambient_state, c["ambient"]),
+        restore_rng=c["restore_rng"],
+        restore_inputs=c["restore_inputs"],
+        undo_inputs=c["undo"].__getitem__,
+        background=backend != "eager" and background_compile(state.background_compile),
+        on_compiled=state.note_uncompiled,
+    )
+
+
+def _probe(
+    entry: _Entry, state: CacheState, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[Any, ...] | None:
+    """The graph inputs ``entry``'s guard returns for this call (None: it does not pass)."""
+    if entry.probe is None:
+        try:
+            entry.probe = _build(entry, state, "eager", [])
+        except Exception as exc:  # (MagPyError included: the entry is not usable)
+            entry.broken = True
+            warn_once(f"its record cannot be rebuilt: {type(exc).__name__}: {exc}", entry.name)
+            return None
+    inputs = entry.probe.guard(fn, args, kwargs)  # (a generated guard never raises)
+    if inputs is None or not _inputs_match(entry.header.get("inputs"), inputs):
+        return None
+    return tuple(inputs)
+
+
+def _inputs_match(stored: Any, inputs: tuple[Any, ...]) -> bool:
+    """The call's graph inputs are what the entry was compiled for (its guard checked them
+    already; a damaged entry is refused here rather than compiled for other inputs)."""
+    if not isinstance(stored, list) or len(stored) != len(inputs):
+        return False
+    for meta, value in zip(stored, inputs, strict=True):
+        if isinstance(meta, list):
+            try:
+                if _input_meta(value) != meta:
+                    return False
+            except Unstorable:
+                return False
+        elif type(meta) is not type(value) and not isinstance(value, torch.Tensor):
+            return False
+    return True
+
+
+def _record(entry: _Entry, state: CacheState, inputs: tuple[Any, ...]) -> Record | None:
+    """``entry``'s record built with ``state``'s backend, compiled for ``inputs``."""
+    probe = entry.probe
+    if state.backend == "eager" and probe is not None and probe.fork is not None:
+        return probe.fork()
+    try:
+        return _build(entry, state, state.backend, list(inputs))
+    except Exception as exc:  # (MagPyError included: the call is then monitored, as without it)
+        entry.broken = True
+        warn_once(f"its record cannot be compiled: {type(exc).__name__}: {exc}", entry.name)
+        return None
+
+
+# ----------------------------------------------------------------------------- clearing
+def clear_stored() -> int:
+    """``magpy.reset()``: delete the stored entries (``config.records_dir``'s and those of the
+    directories compiled callables use) and forget the entries read; how many were deleted."""
+    directories = {slot.directory for slot in list(_slots.values())}
+    if config.records_dir:
+        directories.add(os.path.abspath(os.path.expanduser(config.records_dir)))
+    with _load_lock:
+        _loaded.clear()
+    for slot in list(_slots.values()):
+        slot.used.clear()
+        slot.from_disk = 0
+    return sum(clear_entries(d) for d in sorted(directories))
