@@ -75,7 +75,12 @@ from torch._dynamo.utils import counters
 import magpy
 from integration.models import blockdrop, lstm_cells, transformer
 from integration.models.resnet import randomize_bn
-from magpy._measure import add_run_options, bench_start, name_list, positive_int
+from magpy._measure import (
+    add_model_and_mode_lists,
+    add_run_options,
+    bench_start,
+    positive_int,
+)
 from magpy._measure import own_cache as _own_cache
 from magpy._measure import quiet_dynamo as _quiet_dynamo
 from magpy._report import markdown as _markdown
@@ -606,19 +611,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--quick", action="store_true", help="smaller models and shapes, 10 calls (a smoke run)"
     )
-    parser.add_argument(
-        "--models",
-        type=lambda t: name_list(t, list(MODELS), "model"),
-        default=list(MODELS),
-        help=f"comma-separated, from {', '.join(MODELS)} (default: all)",
-    )
-    parser.add_argument(
-        "--modes",
-        type=lambda t: name_list(t, list(MODES), "mode"),
-        default=list(MODES),
-        help=f"comma-separated, from {', '.join(MODES)} (default: all; eager is always "
-        "run first, as the baseline)",
-    )
+    add_model_and_mode_lists(parser, MODELS, MODES, "eager is always run first, as the baseline")
     add_run_options(parser, "bench_dynamic", "cold-cache totals")
     args = parser.parse_args(argv)
     if args.calls is None:

@@ -101,7 +101,13 @@ from torch._dynamo.utils import counters
 
 import magpy
 from magpy._cli import load_models
-from magpy._measure import add_run_options, bench_start, name_list, non_negative_int, positive_int
+from magpy._measure import (
+    add_model_and_mode_lists,
+    add_run_options,
+    bench_start,
+    non_negative_int,
+    positive_int,
+)
 from magpy._measure import own_cache as _own_cache
 from magpy._measure import quiet_dynamo as _quiet_dynamo
 from magpy._report import markdown as _markdown
@@ -784,19 +790,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         prog="python -m integration.bench_training",
         description=(__doc__ or "").split("\n\n")[0],
     )
-    parser.add_argument(
-        "--models",
-        type=lambda t: name_list(t, list(MODELS), "model"),
-        default=list(MODELS),
-        help=f"comma-separated, from {', '.join(MODELS)} (default: all)",
-    )
-    parser.add_argument(
-        "--modes",
-        type=lambda t: name_list(t, list(MODES), "mode"),
-        default=list(MODES),
-        help=f"comma-separated, from {', '.join(MODES)} (default: all; eager, the baseline, "
-        "always runs)",
-    )
+    add_model_and_mode_lists(parser, MODELS, MODES, "eager, the baseline, always runs")
     parser.add_argument(
         "--rounds", type=positive_int, help="timed rounds (default 7; 2 with --quick)"
     )

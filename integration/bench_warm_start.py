@@ -65,7 +65,7 @@ from torch._dynamo.utils import counters
 
 import magpy
 from integration.models import MODELS as ZOO
-from magpy._measure import mismatch, name_list, positive_int
+from magpy._measure import add_model_and_mode_lists, mismatch, positive_int
 from magpy._report import markdown as _markdown
 
 __all__ = ["MODELS", "MODES", "Mode", "main", "run_child"]
@@ -320,18 +320,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--rounds", type=positive_int, help="default 3; 1 with --quick")
     parser.add_argument("--quick", action="store_true", help="batch 1, 1 round (a smoke run)")
-    parser.add_argument(
-        "--models",
-        type=lambda t: name_list(t, list(MODELS), "model"),
-        default=list(MODELS),
-        help=f"comma-separated, from {', '.join(MODELS)} (default: all)",
-    )
-    parser.add_argument(
-        "--modes",
-        type=lambda t: name_list(t, list(MODES), "mode"),
-        default=list(MODES),
-        help=f"comma-separated, from {', '.join(MODES)} (default: all; magpy-records only "
-        "where magpy has persistent records)",
+    add_model_and_mode_lists(
+        parser, MODELS, MODES, "magpy-records only where magpy has persistent records"
     )
     parser.add_argument("--batch", type=positive_int, help="default 4; 1 with --quick")
     parser.add_argument("--seed", type=int, default=0, help="seed of the inputs")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import functools
 import logging
 import os
 import platform
@@ -439,6 +440,26 @@ def name_list(text: str, known: Sequence[str], what: str) -> list[str]:
             f"unknown {what} {unknown or text!r}; choose from {', '.join(known)}"
         )
     return names
+
+
+def add_model_and_mode_lists(
+    parser: argparse.ArgumentParser,
+    models: Sequence[str],
+    modes: Sequence[str],
+    modes_note: str,
+) -> None:
+    """A benchmark's ``--models`` and ``--modes`` (comma-separated, each checked against the
+    names it knows; default: all); ``modes_note`` ends the help of ``--modes``."""
+    for flag, known, what, note in (
+        ("--models", list(models), "model", ""),
+        ("--modes", list(modes), "mode", f"; {modes_note}" if modes_note else ""),
+    ):
+        parser.add_argument(
+            flag,
+            type=functools.partial(name_list, known=known, what=what),
+            default=known,
+            help=f"comma-separated, from {', '.join(known)} (default: all{note})",
+        )
 
 
 def non_negative_int(text: str) -> int:
