@@ -327,7 +327,7 @@ def _at_site(state: Any, key: tuple[int, int, int], stack: tuple[Any, ...]) -> t
             continue
         mine += 1
         inputs = rec.guard(f_locals, stack)
-        if inputs is None or layout not in layouts:
+        if inputs is None or not (branch := _branch(layouts, layout)):
             continue
         start = perf_counter()
         try:
@@ -341,7 +341,7 @@ def _at_site(state: Any, key: tuple[int, int, int], stack: tuple[Any, ...]) -> t
             continue
         state.graph_time += perf_counter() - start
         _note_hit(state, rec, cs.original, f_locals, key[1])
-        return (layouts.index(layout) + 1, out)
+        return (branch, out)
     state.misses += 1
     if assumed_wrong:
         state.assumption_misses += 1
@@ -370,6 +370,16 @@ def _at_site(state: Any, key: tuple[int, int, int], stack: tuple[Any, ...]) -> t
 
 
 builtins.__dict__["__magpy_site"] = site_entry
+
+
+def _branch(layouts: list[Layout], layout: Layout) -> int:
+    """The site block's branch for ``layout``: 1 + its position in ``layouts``, 0 if this
+    generation of the code has none. A record holds its site's own ``Layout`` object (see
+    ``on_segment``), so identity decides: no attrs ``__eq__`` on every hit."""
+    for i, known in enumerate(layouts):
+        if known is layout:
+            return i + 1
+    return 0
 
 
 def _note_hit(
@@ -449,6 +459,8 @@ class _Host:
             site = cs.sites.get(seg.site)
             if site is None:
                 return
+            known = [k for k in site.layouts if k == layout]
+            layout = known[0] if known else layout  # the site's own object (see _branch)
             if state.dynamic is not False:
                 mine = [r for r, _, b in site.records if b is state.backend]
                 site.dynamic_paths |= changed_scalars(rec.plan, mine)
@@ -460,7 +472,7 @@ class _Host:
                     if p[0] is not cs.original or not _served(cs, state, p[2])
                 ]
             state.note_record(rec, seg)
-            if layout not in site.layouts:
+            if not known:
                 site.layouts.append(layout)
                 cs.reinstrument()
 

@@ -500,7 +500,7 @@ class Capture:
         if val.external:
             refuse_joined_update(self.paths.get(cast(ShadowNode, val.node)))
         if val.fx is not None and val.fx.meta.get("copied_view"):
-            # x[t] with a promoted index is recorded as a copy (index_select), not a view
+            # x[t] with a promoted index is recorded as a copy (aten.index), not a view
             raise Unsupported("in-place update of x[i] indexed by a value that changes per call")
         node.meta["effect"] = True
         self.mutations += 1

@@ -498,26 +498,20 @@ def _quiet() -> Iterator[None]:
 def index_by_promoted_int(cap: Any, base: Val, key: Val) -> Any:
     """``x[t]`` with ``t`` a promoted int (a 0-d tensor graph input, e.g. a loop index).
 
-    Indexing with a tensor would make the result's meaning data-dependent for compilers
-    (Inductor cannot compile it); ``index_select`` of the wrapped index is the same values with
-    a shape known in advance. Returns None when ``key`` is not a promoted int.
+    Recorded as one ``aten.index`` with the 0-d index: the row's shape is known in advance
+    (``x[t]`` with Python's ``__index__`` would read the value, which compilers cannot trace),
+    a negative ``t`` counts from the end and an out-of-range one raises ``IndexError``, as
+    eager's ``x[t]`` does (the graph's error is the program's: it reruns natively and raises).
+    Returns None when ``key`` is not a promoted int.
     """
     if type(key.obj) is not int or key.const:
         return None
     scalar = cap.dynamic_scalar(key)
     if scalar is None or base.obj.dim() == 0:
         return None
-    rec = cap.rec
-    x = cap.to_arg(base)
-    size = rec.call("call_method", "size", (x, 0), {})
-    index = rec.call("call_function", torch.remainder, (scalar, size), {})  # x[-1] works too
-    picked = rec.call(
-        "call_function",
-        torch.index_select,
-        (x, 0, rec.call("call_method", "reshape", (index, (1,)), {})),
-        {},
+    row = cap.rec.call(
+        "call_function", torch.ops.aten.index.Tensor, (cap.to_arg(base), [scalar]), {}
     )
-    row = rec.call("call_method", "squeeze", (picked, 0), {})
     row.meta["copied_view"] = True  # eager's x[t] is a view: in-place updates of it break
     return row
 

@@ -1,0 +1,74 @@
+"""``x[t]`` with ``t`` a promoted int (a loop index, an int argument that changes per call).
+
+The graph indexes with the 0-d index input in one ``aten.index``: a negative ``t`` counts from
+the end and an out-of-range ``t`` raises ``IndexError`` as eager does (the graph's error makes
+the call rerun natively), never a row picked modulo the length.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import _integration_helpers as H
+import pytest
+import torch
+
+import magpy
+
+
+def running_sum(x: torch.Tensor, n: int) -> torch.Tensor:
+    acc = x[0] * 0
+    for t in range(n):
+        acc = acc + x[t] * 2
+    return acc
+
+
+def pick_row(x: torch.Tensor, t: int) -> torch.Tensor:
+    return x[t] * 2 + 1
+
+
+def test_a_promoted_index_picks_the_same_row_as_eager() -> None:
+    """Every ``t`` in range, negatives too, from one record after the index is promoted."""
+    compiled = magpy.compile(pick_row, backend="eager")
+    x = torch.randn(6, 3)
+    for t in [0, 1, 2, 5, -1, -6, 3, -3, 4]:
+        H.assert_same(compiled(x, t), pick_row(x, t), f"t={t}")
+    st = magpy.stats(compiled)
+    assert st.records <= 2 and st.fallbacks == 0 and st.hits >= 7, st
+
+
+@pytest.mark.parametrize("t", [6, 7, 100, -7, -100])
+def test_a_promoted_index_out_of_range_raises_as_eager(t: int) -> None:
+    """An index past either end raises eager's ``IndexError``; the record keeps serving."""
+    compiled = magpy.compile(pick_row, backend="eager")
+    x = torch.randn(6, 3)
+    for s in [0, 1, 2, 3]:
+        H.assert_same(compiled(x, s), pick_row(x, s))
+    with pytest.raises(IndexError, match="out of bounds"):
+        pick_row(x, t)
+    with pytest.raises(IndexError, match="out of bounds"):
+        compiled(x, t)
+    before = magpy.stats(compiled)
+    H.assert_same(compiled(x, 4), pick_row(x, 4))
+    st = magpy.stats(compiled)
+    assert st.hits == before.hits + 1 and st.records == before.records, st
+    assert st.fallbacks == 0, st
+
+
+def test_a_split_loop_running_past_the_tensor_raises_as_eager() -> None:
+    """Once the loop runs one segment per step, a trip count longer than ``x`` raises at the
+    step past its end, as eager does; shorter counts go on hitting the records."""
+    compiled = magpy.compile(running_sum, backend="eager")
+    x = torch.randn(6, 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for n in [2, 3, 4, 5, 6, 3, 5]:
+            H.assert_same(compiled(x, n), running_sum(x, n), f"n={n}")
+    for n in [7, 9]:
+        with pytest.raises(IndexError, match="index 6 is out of bounds"):
+            compiled(x, n)
+    before = magpy.stats(compiled)
+    H.assert_same(compiled(x, 4), running_sum(x, 4))
+    st = magpy.stats(compiled)
+    assert st.misses == before.misses and st.hits > before.hits, st
+    assert st.fallbacks == 0 and st.eager_sites == 0, st
