@@ -152,7 +152,8 @@ def bert_workload(calls: int, quick: bool, seed: int) -> Workload:
 
 def lstm_workload(calls: int, quick: bool, seed: int) -> Workload:
     """A stacked LSTM from ``nn.LSTMCell``s, stepped in Python over a sequence whose length
-    changes on every call (the loop unrolls into one graph per length)."""
+    changes on every call (torch.compile unrolls the loop into one graph per length; MagPy
+    into chunks of iterations that serve every length)."""
     input_size, hidden, layers, batch = (8, 16, 2, 2) if quick else (32, 64, 2, 8)
     seq_range = (2, 5) if quick else (4, 16)
     torch.manual_seed(seed)

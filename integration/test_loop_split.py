@@ -1,9 +1,10 @@
 """Loops whose trip count changes from call to call: each iteration becomes a segment.
 
 After a few whole-call records for different trip counts of a ``range()`` loop, MagPy stops
-unrolling: the function gets sites at the loop's head and after the loop, each iteration runs
-one compiled graph, and the records serve every trip count (the loop index becomes a graph
-input, the loop's iterator is guarded by what it has left and advanced by the mock).
+unrolling: the function gets a site at the loop's head, the loop runs in chunks of iterations
+(the largest power of two up to ``LOOP_CHUNK`` of those left: 13 iterations are 8 + 4 + 1),
+each chunk one compiled graph, and the records serve every trip count (the loop index becomes
+a graph input, the loop's iterator is guarded by what it has left and advanced by the mock).
 """
 
 from __future__ import annotations
@@ -43,11 +44,23 @@ def _site_records() -> dict[int, int]:
     }
 
 
+def _chunks(n: int) -> list[int]:
+    """The iterations each segment of a split loop of ``n`` iterations takes."""
+    from magpy_monitor.driver.segments import LOOP_CHUNK
+
+    out = []
+    while n:
+        out.append(min(LOOP_CHUNK, 1 << (n.bit_length() - 1)))
+        n -= out[-1]
+    return out
+
+
 def test_a_loop_over_a_changing_length_stops_recompiling() -> None:
-    """12 lengths: the whole-call records stop at 3, the loop body then serves every length."""
+    """12 lengths: the whole-call records stop at 3, then the loop runs in chunks of
+    iterations (8, 4, 2, 1) whose records serve every length."""
     w = torch.randn(4, 4)
     compiled = magpy.compile(rnn_steps, backend="eager")
-    lengths = [3, 5, 4, 6, 3, 7, 5, 8, 2, 9, 6, 7, 9, 2]
+    lengths = [3, 5, 4, 6, 3, 7, 5, 8, 2, 9, 6, 7, 9, 2, 15]
     per_call = []
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no site runs out of records here
@@ -58,14 +71,20 @@ def test_a_loop_over_a_changing_length_stops_recompiling() -> None:
             per_call.append(magpy.stats(compiled).misses - before.misses)
     st = magpy.stats(compiled)
     assert st.fallbacks == 0, st
-    # lengths seen before (the last four) hit at every site
-    assert per_call[-4:] == [0, 0, 0, 0], per_call
+    # lengths seen before hit at every site; 15 (8 + 4 + 2 + 1) at most re-records a chunk
+    # that starts at an index none did before (its indexes become graph inputs)
+    assert per_call[-5:-1] == [0, 0, 0, 0] and per_call[-1] <= 1, per_call
     records = _site_records()
-    head = [n for off, n in records.items() if off >= 0]
-    # the loop's head holds the body (a record for the first index, one with the index as a
-    # graph input) and the exit, the site after the loop one record per length (torch.stack of
-    # a list whose length is the trip count)
-    assert records[-1] <= 2 and min(head) <= 4, records
+    # the entry, and the loop's head: a record per chunk (and one more for a chunk first
+    # recorded before the index became a graph input), and the loop's end, which runs what
+    # follows the loop (``torch.stack`` of a list whose length is the trip count); no site
+    # after the loop
+    assert set(records) == {-1, min(o for o in records if o >= 0)}, records
+    assert records[-1] <= 2 and max(records.values()) <= 2 * 4 + 1, records
+    for n in (9, 6, 15):  # split calls: entry, one hit per chunk, the loop's end
+        before = magpy.stats(compiled).hits
+        H.assert_same(compiled(torch.ones(n, 4), w), rnn_steps(torch.ones(n, 4), w))
+        assert magpy.stats(compiled).hits - before == 2 + len(_chunks(n)), n
 
 
 def test_a_loop_over_an_int_argument() -> None:
@@ -76,10 +95,14 @@ def test_a_loop_over_an_int_argument() -> None:
         H.assert_same(compiled(x, n), count_up(x, n), f"n={n}")
     st = magpy.stats(compiled)
     assert st.fallbacks == 0 and st.records <= 9, st
+    for n in (12, 11, 13):  # chunks at new indexes: at most a record each, then served
+        x = torch.randn(3)
+        H.assert_same(compiled(x, n), count_up(x, n))
     last = magpy.stats(compiled)
-    x = torch.randn(3)
-    H.assert_same(compiled(x, 12), count_up(x, 12))
-    assert magpy.stats(compiled).misses == last.misses, "a new trip count re-recorded"
+    for n in (13, 12, 11, 12):
+        x = torch.randn(3)
+        H.assert_same(compiled(x, n), count_up(x, n))
+    assert magpy.stats(compiled).misses == last.misses, "a trip count seen before re-recorded"
 
 
 def test_lstm_from_cells_over_changing_sequence_lengths() -> None:
@@ -96,10 +119,12 @@ def test_lstm_from_cells_over_changing_sequence_lengths() -> None:
             x = torch.randn(n, 2, 32)
             H.assert_same(compiled(x), reference(x), f"length {n}")
     st = magpy.stats(compiled)
-    # whole-call records before the loop splits, then entry / loop head / after the loop
-    # (``torch.stack(outputs)`` of a list whose length is one dynamic size)
-    assert st.records <= 3 + 3 + 4 + 3 and st.fallbacks == 0, st
-    assert st.hits >= sum(lengths[5:]), st  # (one hit per step, at the least, once split)
+    # whole-call records before the loop splits, then entry / loop head (chunks of 1, 2, 4,
+    # 8 and 16 iterations, the loop's end with ``torch.stack(outputs)`` of a list whose
+    # length is one dynamic size)
+    assert st.records <= 3 + 3 + 2 * 5 + 2 and st.fallbacks == 0, st
+    # (a hit per chunk: 64 iterations are 4 hits, not 64)
+    assert st.hits <= sum(2 + len(_chunks(n)) for n in lengths), st
 
 
 @pytest.mark.parametrize("dynamic", [False])

@@ -235,7 +235,10 @@ def _iter_len_check(v: str, payload: IterLen, c: Any) -> str:
     # a loop's iterator that the record takes values from: at least that many left, or
     # exactly that many where the record saw the loop end
     op = "==" if payload.exact else ">="
-    return f"len({c(iter_remaining)}({v})) {op} {int(payload.n)}"
+    check = f"len({c(iter_remaining)}({v})) {op} {int(payload.n)}"
+    if payload.below is not None and not payload.exact:
+        check = f"{int(payload.n)} <= len({c(iter_remaining)}({v})) < {int(payload.below)}"
+    return check
 
 
 def _outcome_check(v: str, payload: Outcome, c: Any) -> str:
@@ -491,12 +494,12 @@ def generate_guard(
     pv = PathVars(names, body, ind, roots)
     c = names.const
     body.append(f"{ind}if {c(torch.is_grad_enabled)}() is not {grad_enabled}: return None")
-    if ambient is not None:
-        body.append(f"{ind}if {c(ambient[0])}() != {c(ambient[1])}: return None")
     memo_obj = _emit_entry_checks(plan, pv, body, ind, c, tree, memo)
     ret = _emit_inputs(plan, pv, body, ind, c, shape_check, memo_obj)
     if memo_obj is not None:
         _finish_memo(memo_obj, body, ret, ind)
+    if ambient is not None:  # (last: it costs a few torch calls, and rarely decides)
+        body.append(f"{ind}if {c(ambient[0])}() != {c(ambient[1])}: return None")
     src = [
         comment(f"guard of {qualname}"),
         "def __magpy_guard(fn, args, kwargs):" if roots == "call" else "def __magpy_guard(L, S):",

@@ -358,6 +358,10 @@ class TestGeneratedGuardSource:
         assert at_least(None, (), iter([1])) is None
         assert exactly(None, (), iter([1, 2])) == ()
         assert exactly(None, (), iter([1, 2, 3])) is None
+        chunk = load(IterLen(False, 2, below=4))  # a split loop's chunk of 2 iterations
+        assert chunk(None, (), iter(range(5, 8))) == ()
+        assert chunk(None, (), iter(range(5, 6))) is None
+        assert chunk(None, (), iter(range(5, 9))) is None
         positive = load(Outcome(lambda v: v > 0, True))
         assert positive(None, (), 5) == ()
         assert positive(None, (), -5) is None

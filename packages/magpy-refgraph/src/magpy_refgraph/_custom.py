@@ -10,7 +10,7 @@ objects are typed ``Any``: this package never imports torch.
 from __future__ import annotations
 
 from collections.abc import Hashable
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 
@@ -29,9 +29,11 @@ __all__ = [
 
 
 class CustomPayload:
-    """Base of the ``GuardKind.CUSTOM`` payloads."""
+    """Base of the ``GuardKind.CUSTOM`` payloads; ``cost`` orders its check among the others
+    (``GuardKind.cost``: the costliest kind unless a payload says otherwise)."""
 
     __slots__ = ()
+    cost: ClassVar[int] = 8
 
 
 @attrs.frozen
@@ -81,10 +83,16 @@ def plain_attr_absent(obj: object, name: str) -> bool:
 @attrs.frozen
 class IterLen(CustomPayload):
     """An iterator from outside that the record takes values from has at least ``n`` values
-    left, or exactly ``n`` (``exact``) where the record saw the loop end."""
+    left, or exactly ``n`` (``exact``) where the record saw the loop end; fewer than
+    ``below`` where it is set (a chunk of a split loop: the record serves the counts that
+    choose the same chunk)."""
 
     exact: bool
     n: int
+    below: int | None = None
+    # a len(): checked before the values the record took (which record of a split loop's
+    # head serves this chunk is decided at once)
+    cost: ClassVar[int] = 4
 
 
 @attrs.frozen

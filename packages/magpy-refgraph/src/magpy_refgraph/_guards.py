@@ -67,6 +67,11 @@ _COST = {
 _IDENTITY_KINDS = frozenset({GuardKind.ID, GuardKind.TYPE})
 
 
+def _cost(req: GuardReq) -> int:
+    payload = req.payload
+    return payload.cost if isinstance(payload, CustomPayload) else req.kind.cost
+
+
 _REAL = complex.real  # (the slot descriptors: a subclass's properties are never run)
 _IMAG = complex.imag
 # types whose ``==`` is identity (compared as they are)
@@ -234,7 +239,7 @@ class GuardSet:
     def _ordered(self) -> list[GuardReq]:
         if self._order is None:
             items = self._reqs.items()
-            ranked = sorted(items, key=lambda item: (len(item[0].path), item[0].kind.cost, item[1]))
+            ranked = sorted(items, key=lambda item: (len(item[0].path), _cost(item[0]), item[1]))
             self._order = [req for req, _ in ranked]
         return self._order
 

@@ -159,7 +159,9 @@ class TestCustomPayloads:
     def test_str_names_the_payload(self) -> None:
         """str of a requirement shows the payload's class and fields."""
         assert str(_custom(ModuleNoHooks())) == "L.x: CUSTOM ModuleNoHooks()"
-        assert str(_custom(IterLen(False, 2))) == "L.x: CUSTOM IterLen(exact=False, n=2)"
+        assert str(_custom(IterLen(False, 2))) == (
+            "L.x: CUSTOM IterLen(exact=False, n=2, below=None)"
+        )
         assert str(_custom(ModuleCall(own_forward=True))) == (
             "L.x: CUSTOM ModuleCall(own_forward=True, grad_off=False)"
         )
@@ -198,6 +200,23 @@ class TestGuardSet:
             "L.x.a: TYPE <class 'list'>",
             "L.x.a: LEN 2",
             "L.x.a[0]: ID 1",
+        ]
+
+    def test_a_custom_payload_may_cost_less(self) -> None:
+        """``IterLen`` (which chunk of a split loop a record serves) costs a ``len()``: it
+        comes before the tensor checks of its path length, other custom checks after them."""
+        reqs = [
+            GuardReq(X, GuardKind.CUSTOM, Outcome(abs, True)),
+            GuardReq(X, GuardKind.TENSOR_META, "meta"),
+            GuardReq(X, GuardKind.CUSTOM, IterLen(False, 2, below=4)),
+            GuardReq(X, GuardKind.TYPE, object),
+        ]
+        kinds = [(r.kind, type(r.payload)) for r in GuardSet(reqs)]
+        assert kinds == [
+            (GuardKind.TYPE, type),
+            (GuardKind.CUSTOM, IterLen),
+            (GuardKind.TENSOR_META, str),
+            (GuardKind.CUSTOM, Outcome),
         ]
 
     def test_contains_update_paths(self) -> None:

@@ -51,6 +51,7 @@ from ._disable import disabled
 from ._dynamic import changed_on_miss, changed_scalars
 from ._errors import MagPyWarning
 from ._logging import log_topic
+from ._sitestate import SiteState
 from ._tree import memoize_guard, upgrade_guard
 
 __all__ = [
@@ -65,30 +66,6 @@ __all__ = [
 
 ENTRY = -1  # site key of a function's entry (before its first traceable instruction)
 _tls = threading.local()
-
-
-@attrs.define(eq=False)
-class SiteState:
-    """Records of one site, most recently used first."""
-
-    offset: int
-    depth: int
-    records: list[tuple[Record, Layout, Any]] = attrs.field(factory=list)
-    layouts: list[Layout] = attrs.field(factory=list)
-    eager: bool = False
-    dynamic_paths: set[Any] = attrs.field(factory=set)
-    # ids of the ``self`` objects seen at this site: a method shared by several module
-    # instances (the blocks of a model) keeps up to ``max_records`` records per instance
-    selves: set[int] = attrs.field(factory=set)
-    speculate: bool = True  # assume the values of tensors read into Python (see _speculation)
-    assumption_misses: int = 0
-
-    def limit(self, per_instance: int, f_locals: dict[str, Any]) -> int:
-        """Records allowed at this site, ``per_instance`` for each ``self`` seen here."""
-        this = f_locals.get("self")
-        if this is not None and len(self.selves) < 64:
-            self.selves.add(id(this))
-        return per_instance * max(1, len(self.selves))
 
 
 @attrs.define(eq=False)
@@ -464,7 +441,7 @@ class _Host:
             if state.dynamic is not False:
                 mine = [r for r, _, b in site.records if b is state.backend]
                 site.dynamic_paths |= changed_scalars(rec.plan, mine)
-            site.records.insert(0, (rec, layout, state.backend))
+            site.add(rec, layout, state.backend)
             if seg.site == ENTRY and state.pending_graphs:  # pieces this record now serves
                 state.pending_graphs[:] = [
                     p

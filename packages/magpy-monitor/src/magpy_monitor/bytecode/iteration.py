@@ -88,12 +88,15 @@ class LazyRange(Payload):
 
 class AheadIterator(Payload):
     """A pre-existing built-in iterator followed by looking ahead in it (``_look_ahead``): how
-    many values the run took, and whether it found the iterator exhausted."""
+    many values the run took, whether it found the iterator exhausted, and the bound on the
+    values left that chose the run's chunk of a split loop (``below``, see
+    ``magpy_monitor.driver.segments``)."""
 
-    __slots__ = ("exhausted", "pos")
+    __slots__ = ("below", "exhausted", "pos")
 
     def __init__(self) -> None:
         self.pos, self.exhausted = 0, False
+        self.below: int | None = None
 
 
 class DictView(Payload):
@@ -523,7 +526,9 @@ def _for_iter_ahead(m: FrameMonitor, inst: Inst, it: Val, n_out: Callable[[int],
         if not real:
             m.stack.pop()
             state.exhausted = True
-            m.exhausted = it.obj
+            # a segment that took values ends right after the loop (a split loop's last
+            # chunk); one that found the loop done at once goes on with what follows it
+            m.exhausted = it.obj if state.pos else None
             return []
         val = m.cap.child(it, IterPos(state.pos), real[0])
         state.pos += 1

@@ -65,6 +65,9 @@ class LoopHead(Exception):
 _PROLOGUE = frozenset(("RESUME", "MAKE_CELL", "COPY_FREE_VARS", "NOP", "EXTENDED_ARG"))
 
 
+_RANGE_ITERATOR = type(iter(range(0)))
+
+
 class _Lazy:
     def __repr__(self) -> str:
         return "LAZY"
@@ -193,6 +196,16 @@ class FrameMonitor:
         self.block_sites: dict[int, int] = info.block_sites if info is not None else {}
         self.to_original: dict[int, int] | None = info.to_original if info is not None else None
 
+    def in_chunk(self) -> bool:
+        """At the site of a split loop's head whose chunk of iterations the segment has not
+        finished taking (``cap.loop_head``): the segment goes on past the site."""
+        return (
+            self.cap.loop_head is not None
+            and bool(self.stack)
+            and type(self.stack[-1].obj) is _RANGE_ITERATOR
+            and not self.cap.loop_head(self, None)
+        )
+
     # ------------------------------------------------------------------ protocol
     def on_opcode(self) -> None:
         """Handle the opcode event of the instruction at ``f_lasti``."""
@@ -201,7 +214,7 @@ class FrameMonitor:
         if self.pending is not None:
             self.bind(lasti)
         if lasti in self.injected:
-            if self.kind is FrameKind.SEGMENT and self.last is not None:
+            if self.kind is FrameKind.SEGMENT and self.last is not None and not self.in_chunk():
                 raise SegmentEnd("reached another site")
             if (
                 self.kind is not FrameKind.SEGMENT

@@ -333,7 +333,7 @@ class _Planner:
 def _advance(cap: Capture, it: Val) -> WriteBack | None:
     """Guard how many values a pre-existing iterator has left; advance it as the run did."""
     state = it.require(AheadIterator)
-    cap.graph.observe(it.node, GuardKind.CUSTOM, IterLen(state.exhausted, state.pos))
+    cap.graph.observe(it.node, GuardKind.CUSTOM, IterLen(state.exhausted, state.pos, state.below))
     if not state.pos:
         return None
     return AdvanceIter(FromPath(cap.paths[it.node]), state.pos)

@@ -25,9 +25,10 @@ from typing import Any, Protocol, cast
 import attrs
 import torch.fx as fx
 
-from magpy_refgraph import Local, MagPyError, Plan, Unsupported
+from magpy_refgraph import Local, MagPyError, Plan, Unsupported, iter_remaining
 
 from ..bytecode.closures import frame_cells
+from ..bytecode.iteration import AheadIterator
 from ..core.capture import Capture
 from ..core.frame import (
     CalleeSite,
@@ -104,6 +105,21 @@ class SegmentHost(Protocol):
 
 _local = threading.local()
 _RANGE_ITERATOR = type(iter(range(0)))
+# the most iterations of a split loop that one segment takes (a power of two)
+LOOP_CHUNK = 16
+
+
+def _chunk_done(ahead: AheadIterator, it: Any) -> bool:
+    """Whether a segment that started at a split loop's head has taken its chunk of
+    iterations: the largest power of two up to ``LOOP_CHUNK`` of the values the iterator had
+    when the segment started. So a loop of ``n`` iterations is ``popcount``-many segments,
+    each served by one of a few records that each unroll a fixed count (1, 2, 4, ...)."""
+    taken = ahead.pos
+    chunk = min(LOOP_CHUNK, 1 << ((taken + len(iter_remaining(it))).bit_length() - 1))
+    if taken < chunk:
+        return False
+    ahead.below = 2 * chunk if chunk < LOOP_CHUNK else None
+    return True
 
 
 def _original(host: SegmentHost, code: types.CodeType) -> tuple[types.CodeType, CodeInfo | None]:
@@ -279,7 +295,10 @@ class SegmentMonitor(Monitor):
             return False
         if exhausted is not None:
             return type(exhausted) is _RANGE_ITERATOR
-        return bool(mon.stack) and type(mon.stack[-1].obj) is _RANGE_ITERATOR
+        if not (mon.stack and type(mon.stack[-1].obj) is _RANGE_ITERATOR):
+            return False
+        ahead = mon.stack[-1].payload(AheadIterator)
+        return ahead is None or _chunk_done(ahead, mon.stack[-1].obj)
 
     def _can_end_at_call(self) -> bool:
         """Whether the segment can end at the root frame's current cut point (``pre``).
