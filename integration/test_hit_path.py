@@ -202,8 +202,8 @@ def test_a_site_guard_keeps_a_memo_for_self() -> None:
             out = compiled(x)
         after = magpy.stats(compiled)
         torch.testing.assert_close(out, model(x))
-    # entry, the chunks of 4 and 1 iterations, the loop's end
-    assert after.hits - before.hits >= 4 and after.misses == before.misses, (before, after)
+    # entry, a chunk of 4 iterations, the tail of 1 with what follows the loop
+    assert after.hits - before.hits >= 3 and after.misses == before.misses, (before, after)
     assert nn.Module.__getattr__.__code__ not in calls
 
 

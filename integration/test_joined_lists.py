@@ -1,11 +1,11 @@
 """A list from outside joined into one tensor (``torch.stack(outputs)``, ``torch.cat``).
 
-Where a segment joins a list it got from outside before reading or changing it, the joined
-tensor is an entry value the guard computes (``magpy_monitor.core.joined``): the list's
-length is one size of it, dynamic after a miss, so a loop's outputs stacked after the loop
-(or a list argument of changing length) need a few records, not one per length. Every case
-is compared with eager, the list too, and its record count is asserted.
-"""
+Where a segment joins a list it got from outside before reading or changing it (appending to
+it aside), the joined tensor is an entry value the guard computes
+(``magpy_monitor.core.joined``): the list's length is one size of it, dynamic after a miss, so
+a loop's outputs stacked after the loop (or a list argument of changing length) need a few
+records, not one per length. Every case is compared with eager, the list too, and its record
+count is asserted."""
 
 from __future__ import annotations
 
@@ -51,6 +51,12 @@ def appended_then_joined(xs: list[torch.Tensor], z: torch.Tensor) -> torch.Tenso
     return torch.stack(xs)
 
 
+def appended_twice_then_cat(xs: list[torch.Tensor], z: torch.Tensor) -> torch.Tensor:
+    xs.append(z)
+    xs.append(z * 2)
+    return torch.cat(xs, 1)
+
+
 def joined_then_appended(xs: list[torch.Tensor], z: torch.Tensor) -> torch.Tensor:
     y = torch.stack(xs)
     xs.append(z)
@@ -64,7 +70,9 @@ CASES: list[tuple[Callable[..., Any], int]] = [
     (cat_last_then_sum, 3),
     (item_changed_through_an_alias, len(_LENGTHS)),  # (the items are read: one per length)
     (joined_then_changed, 4),  # (the update of the joined tensor is a graph break)
-    (appended_then_joined, len(_LENGTHS)),
+    # (the entry items joined by the guard, the appended tensors after them in the graph)
+    (appended_then_joined, 3),
+    (appended_twice_then_cat, 3),
     (joined_then_appended, 3),
 ]
 
@@ -75,7 +83,7 @@ def _args(fn: Callable[..., Any], n: int) -> tuple[Any, ...]:
         return (tuple(xs),)
     if fn is item_changed_through_an_alias:
         return (xs, xs[-1])
-    if fn in (appended_then_joined, joined_then_appended):
+    if fn in (appended_then_joined, appended_twice_then_cat, joined_then_appended):
         return (xs, torch.randn(2, 3))
     return (xs,)
 

@@ -321,3 +321,33 @@ def test_packed_sequences(check: Any) -> None:
     assert H.graphs(PackedEncoder(), *as_tensor(0)[0]) == (1, [])
     out = check(packed, as_list, calls=3)(torch.rand(4, 4, 4), [4, 3, 2, 2])
     assert type(out) is torch.nn.utils.rnn.PackedSequence and out.unsorted_indices is None
+
+
+class TwoCells(nn.Module):
+    """Cells of each kind, a state given or not, batched or one sample."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lstm, self.gru, self.rnn = nn.LSTMCell(4, 6), nn.GRUCell(6, 6), nn.RNNCell(6, 3)
+
+    def forward(self, x: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+        h1, c1 = self.lstm(x, (h, h * 0.5))
+        return self.rnn(self.gru(h1 + c1)) + self.rnn(self.gru(h1), None).sum()
+
+
+@pytest.mark.parametrize("batch", [(3,), ()])
+def test_rnn_cells_are_followed_into_one_graph(check: Any, batch: tuple[int, ...]) -> None:
+    """``nn.LSTMCell``/``GRUCell``/``RNNCell`` are followed to their one ``torch.lstm_cell``-like
+    call: no node closes over the module (so AOTAutograd's cache keys the graph), the weights
+    are graph inputs, and a weight replaced between calls is caught."""
+    model = TwoCells()
+    check(model, H.randn_inputs((*batch, 4), (*batch, 6)), calls=3)
+    compiled = magpy.compile(model, backend="eager")
+    x, h = torch.randn(*batch, 4), torch.randn(*batch, 6)
+    H.assert_same(compiled(x, h), model(x, h))
+    (rec,) = compiled._magpy_state.records
+    targets = {n.target for n in rec.graph_module.graph.nodes if n.op == "call_function"}
+    assert {torch.lstm_cell, torch.gru_cell, torch.rnn_tanh_cell} <= targets, targets
+    assert not [t for t in targets if getattr(t, "_magpy_module", None) is not None], targets
+    model.gru.weight_hh = nn.Parameter(torch.randn(18, 6))
+    H.assert_same(compiled(x, h), model(x, h))

@@ -1,7 +1,7 @@
 """A stacked LSTM built from ``nn.LSTMCell``s, stepped over the sequence in a Python loop.
 
 The loop runs ``x.size(0)`` times: a tracer unrolls it into one graph per sequence length;
-MagPy, after a few lengths, runs it in chunks of 16, 8, 4, 2 and 1 unrolled iterations.
+MagPy, after a few lengths, runs it in chunks of 16, 8 and 4 unrolled iterations and a tail.
 """
 
 from __future__ import annotations

@@ -525,10 +525,7 @@ def _for_iter_ahead(m: FrameMonitor, inst: Inst, it: Val, n_out: Callable[[int],
         m.cap.mutations += 1  # the iterator advanced: an effect on outside state
         if not real:
             m.stack.pop()
-            state.exhausted = True
-            # a segment that took values ends right after the loop (a split loop's last
-            # chunk); one that found the loop done at once goes on with what follows it
-            m.exhausted = it.obj if state.pos else None
+            state.exhausted = True  # (a split loop's tail: the segment goes on after the loop)
             return []
         val = m.cap.child(it, IterPos(state.pos), real[0])
         state.pos += 1

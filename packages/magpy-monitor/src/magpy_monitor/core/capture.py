@@ -206,7 +206,7 @@ class Capture:
         Reading from an external, unmodified object gives an external value with an entry path;
         reading what the run itself stored gives back the stored ``Val``.
         """
-        items = base.items  # (flushes an append log)
+        items = None if access.kind is AccessKind.JOINED else base.items  # (flushes appends)
         if (
             isinstance(items, list)
             and type(base.obj) is list

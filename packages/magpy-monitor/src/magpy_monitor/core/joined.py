@@ -20,7 +20,7 @@ import torch
 
 from magpy_refgraph import AccessKind, Joined, Path, Unsupported
 
-from .values import Val
+from .values import AppendLog, Val
 
 __all__ = ["JOINING", "joined_entry", "refuse_joined_update", "storage_key"]
 
@@ -38,7 +38,9 @@ def storage_key(t: torch.Tensor) -> Any:
 
 def joined_entry(cap: Any, fn: Any, pos: list[Val], kwargs: dict[str, Val], out: Any) -> Val | None:
     """The ``Val`` of ``fn(*pos, **kwargs)`` (result ``out``) as an entry value of the list
-    it joins, where that is exact; else None (the items are read one by one)."""
+    it joins, where that is exact; else None (the items are read one by one). A list the
+    segment only appended to (a split loop's tail, then ``torch.stack(outputs)``) joins what it
+    held at entry and the appended tensors: ``cat([fn(entry items), fn(appended)])``."""
     if (
         fn not in JOINING
         or not 1 <= len(pos) <= 2
@@ -50,28 +52,37 @@ def joined_entry(cap: Any, fn: Any, pos: list[Val], kwargs: dict[str, Val], out:
     dim_val = pos[1] if len(pos) == 2 else kwargs.get("dim")
     dim = 0 if dim_val is None else dim_val.obj
     obj = seq.obj
+    log = seq._items
+    appended: list[Val] = log.values if type(log) is AppendLog else []
+    n0 = len(obj) - len(appended) if type(obj) in (list, tuple) else 0
     if not (
         type(dim) is int
         and seq.external
         and seq.node is not None
-        and seq._items is None  # (nothing read or appended in this segment)
+        and (log is None or appended)  # (nothing read in this segment, at most appended)
         and len(seq.node.versions) == 1  # (nothing written)
-        and type(obj) in (list, tuple)
-        and obj
+        and n0 >= 1
         and all(type(t) is torch.Tensor for t in obj)
         and type(out) is torch.Tensor
     ):
         return None
     # an item updated in place earlier in the segment (through another reference) would be
     # joined by the guard as it was at entry: read the items instead
-    if cap.updated_unknown or any(storage_key(t) in cap.updated for t in obj):
+    if cap.updated_unknown or any(storage_key(t) in cap.updated for t in obj[:n0]):
         return None
     if dim_val is not None:
         cap.observe(dim_val)
     cap.observe_type(seq)
-    val: Val = cap.child(seq, Joined(fn, dim), out)
-    cap.tensor_node(val)  # (a graph input: computed by the guard, where failing is a miss)
-    return val
+    head = fn(list(obj[:n0]), dim) if appended else out
+    val: Val = cap.child(seq, Joined(fn, dim), head)
+    node = cap.tensor_node(val)  # (a graph input: computed by the guard, where failing is a miss)
+    if not appended:
+        return val
+    tail = [cap.tensor_node(v) for v in appended]
+    if fn is torch.stack:
+        tail = [cap.rec.call("call_function", torch.stack, (tail, dim), {})]
+    node = cap.rec.call("call_function", torch.cat, ([node, *tail], dim), {})
+    return cap.op_result(out, node)
 
 
 def refuse_joined_update(path: Path | None) -> None:

@@ -105,17 +105,24 @@ class SegmentHost(Protocol):
 
 _local = threading.local()
 _RANGE_ITERATOR = type(iter(range(0)))
-# the most iterations of a split loop that one segment takes (a power of two)
+# the most iterations of a split loop that one segment takes (a power of two), and the fewest
+# that are a chunk: fewer left are the loop's tail, which one segment takes with what follows
 LOOP_CHUNK = 16
+LOOP_TAIL = 4
 
 
 def _chunk_done(ahead: AheadIterator, it: Any) -> bool:
     """Whether a segment that started at a split loop's head has taken its chunk of
     iterations: the largest power of two up to ``LOOP_CHUNK`` of the values the iterator had
-    when the segment started. So a loop of ``n`` iterations is ``popcount``-many segments,
-    each served by one of a few records that each unroll a fixed count (1, 2, 4, ...)."""
+    when the segment started. Fewer than ``LOOP_TAIL`` values are the loop's tail: the segment
+    takes them all and goes on after the loop. So a loop of ``n`` iterations is a few
+    segments (``n = 13``: 8, 4, then the tail of 1 with what follows the loop), each served by
+    one of a few records that each unroll a fixed count."""
     taken = ahead.pos
-    chunk = min(LOOP_CHUNK, 1 << ((taken + len(iter_remaining(it))).bit_length() - 1))
+    total = taken + len(iter_remaining(it))
+    if total < LOOP_TAIL:
+        return False
+    chunk = min(LOOP_CHUNK, 1 << (total.bit_length() - 1))
     if taken < chunk:
         return False
     ahead.below = 2 * chunk if chunk < LOOP_CHUNK else None

@@ -27,9 +27,12 @@ from .objects import python_tuple_new
 
 __all__ = ["OPAQUE_FORWARDS", "OPAQUE_MODULES", "SuperProxy", "opaque_module_call"]
 
+# (``nn.LSTMCell``/``GRUCell``/``RNNCell`` are followed: their ``forward`` is one
+# ``torch.lstm_cell``-like call, which then reads the weights as graph inputs, so a graph of
+# cells is keyed by AOTAutograd's cache and shared by instances, as a closure over the module
+# is not)
 OPAQUE_MODULES: tuple[type, ...] = (
     torch.nn.RNNBase,
-    torch.nn.RNNCellBase,
     torch.nn.MultiheadAttention,
 )
 
