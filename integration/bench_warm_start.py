@@ -20,11 +20,14 @@ first call would otherwise hide), per mode:
   folder of its own);
 - ``magpy-records``: offered only when ``magpy.config`` has ``records_dir`` (persistent
   records, ``MAGPY_RECORDS_DIR``): a process on a warm cache *and* a records folder an earlier
-  process of the round filled. The child is told through the environment alone (``Mode.dirs``),
-  so the column needs nothing else here;
-- ``magpy-records-bg``: the same folders (run it after ``magpy-records``, which fills them)
-  with ``MAGPY_BACKGROUND_COMPILE=1`` (``Mode.env``): the stored record serves the first call
-  with its graph run as is while Inductor loads the compiled graph on MagPy's worker thread.
+  process of the round filled (and whose worker built each stored record's library: a child
+  waits for it, untimed). The child is told through the environment alone (``Mode.dirs``), so
+  the column needs nothing else here;
+- ``magpy-records-nolib``: the same without libraries (``MAGPY_RECORDS_NATIVE=0``, folders of
+  its own): a loaded record's graph is compiled by Inductor, from its warm caches;
+- ``magpy-records-nolib-bg``: those folders with ``MAGPY_BACKGROUND_COMPILE=1``: the loaded
+  record serves its first calls with its graph run as is while Inductor loads the compiled
+  graph on MagPy's worker thread.
 
 Models (``integration/models``, ``"small"`` sizes, eval mode, under ``torch.no_grad()``):
 ``resnet18``, ``transformer`` (the BERT-like encoder with a padding mask) and ``lstm`` (the
@@ -75,7 +78,7 @@ MODELS = ("resnet18", "transformer", "lstm")
 CHILD_MARK = "BENCH_WARM_START_RESULT "
 # MagPy settings of the caller's environment that would change what a mode measures (a mode
 # that wants one sets it, ``Mode.dirs``)
-_OWN_ENV = ("MAGPY_RECORDS_DIR", "MAGPY_BACKGROUND_COMPILE")
+_OWN_ENV = ("MAGPY_RECORDS_DIR", "MAGPY_BACKGROUND_COMPILE", "MAGPY_RECORDS_NATIVE")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,9 +109,15 @@ if hasattr(magpy.config, "records_dir"):  # (persistent records: a column of the
         "MagPy records", "magpy", "magpy-records", warm=True,
         dirs=(("MAGPY_RECORDS_DIR", "records"),),
     )  # fmt: skip
-    MODES["magpy-records-bg"] = Mode(
-        "MagPy records, background compile", "magpy", "magpy-records", warm=True,
-        dirs=(("MAGPY_RECORDS_DIR", "records"),), env=(("MAGPY_BACKGROUND_COMPILE", "1"),),
+    _NOLIB = (("MAGPY_RECORDS_NATIVE", "0"),)
+    MODES["magpy-records-nolib"] = Mode(
+        "MagPy records without libraries", "magpy", "magpy-records-nolib", warm=True,
+        dirs=(("MAGPY_RECORDS_DIR", "records-nolib"),), env=_NOLIB,
+    )  # fmt: skip
+    MODES["magpy-records-nolib-bg"] = Mode(
+        "MagPy records without libraries, background compile", "magpy", "magpy-records-nolib",
+        warm=True, dirs=(("MAGPY_RECORDS_DIR", "records-nolib"),),
+        env=(*_NOLIB, ("MAGPY_BACKGROUND_COMPILE", "1")),
     )  # fmt: skip
 
 
@@ -140,8 +149,12 @@ def run_child(spec: dict[str, Any]) -> dict[str, Any]:
         fn(*inputs)
         second = time.perf_counter() - start
         want = model(*inputs)
+    inductor = "torch._inductor.compile_fx" in sys.modules
     stats = magpy.stats(fn) if compiler == "magpy" else None
+    if stats is not None:
+        magpy.wait_compiles()  # (untimed: a stored record's library, built on MagPy's worker)
     return {
+        "inductor_imported": inductor,
         "first_call_s": first,
         "second_call_ms": second * 1e3,
         "mismatch": mismatch(out, want),
@@ -297,6 +310,8 @@ def _cache_cell(results: list[dict[str, Any]]) -> str:
         text += f"; {r['magpy']['records']}/{r['magpy']['graphs']}"
         if r["magpy"].get("from_disk"):
             text += f" ({r['magpy']['from_disk']} from disk)"
+    if r.get("inductor_imported") is False and r["magpy"]:
+        text += ", Inductor not imported"
     return text
 
 

@@ -40,6 +40,7 @@ def act(t):
 
 PROGRAM = """
 import json
+import sys
 
 import torch
 
@@ -88,7 +89,9 @@ def drive(backend="eager", names=("net", "fn", "uses_key"), calls=3):
             equal = equal and close(got, want)
     fields = ("hits", "misses", "records", "from_disk")
     stats = {n: {f: getattr(magpy.stats(c), f) for f in fields} for n, c in compiled.items()}
-    return {"equal": equal, "stats": stats}
+    inductor = "torch._inductor.compile_fx" in sys.modules  # (before the libraries are built)
+    magpy.wait_compiles()  # (a stored Inductor record's library is built on the worker)
+    return {"equal": equal, "stats": stats, "inductor_imported": inductor}
 
 """
 # a fresh process runs the program imported (as this process imports it, by the same name)
@@ -106,15 +109,21 @@ def _write_program(where: Path) -> None:
     (where / "persist_prog.py").write_text(textwrap.dedent(PROGRAM))
 
 
-def _run(program: Path, records: Path, *argv: str) -> tuple[dict[str, Any], str]:
+def _run(
+    program: Path, records: Path, *argv: str, extra_env: dict[str, str] | None = None
+) -> tuple[dict[str, Any], str]:
     """``persist_prog`` run as a fresh process with ``records`` as its store: its ``drive``
     result and its log (``MAGPY_LOGS=records``)."""
-    env = os.environ | {
-        "MAGPY_RECORDS_DIR": str(records),
-        "MAGPY_LOGS": "records",
-        "PYTHONPATH": str(program),
-        "OMP_NUM_THREADS": "1",
-    }
+    env = (
+        os.environ
+        | {
+            "MAGPY_RECORDS_DIR": str(records),
+            "MAGPY_LOGS": "records",
+            "PYTHONPATH": str(program),
+            "OMP_NUM_THREADS": "1",
+        }
+        | (extra_env or {})
+    )
     out = subprocess.run(
         [sys.executable, "-c", MAIN, *argv],
         capture_output=True,
@@ -329,12 +338,36 @@ def test_a_graph_with_symbolic_sizes_is_not_stored(program: Any, tmp_path: Path)
 
 @pytest.mark.inductor
 def test_inductor_records_are_served_after_a_restart(tmp_path: Path) -> None:
-    """Backend "inductor": the second process's first call is served by the stored record,
-    compiled again (Inductor's caches are warm); results close to eager's."""
+    """Backend "inductor": the first process stores the record and, on its worker, the graph
+    compiled ahead of time into a library; the second process's first call is served by the
+    stored record running that library, without importing Inductor; results close to eager's."""
     _write_program(tmp_path / "program")
-    first, _ = _run(tmp_path / "program", tmp_path / "records", "inductor", "fn")
-    second, log = _run(tmp_path / "program", tmp_path / "records", "inductor", "fn")
+    where = (tmp_path / "program", tmp_path / "records", "inductor", "fn")
+    first, log = _run(*where)
+    assert "record of fn stored with its library as" in log
+    assert len(_entries(tmp_path / "records")) == 1  # (the entry without it was replaced)
+    second, log = _run(*where)
     assert first["equal"] and second["equal"]
-    assert first["stats"]["fn"]["from_disk"] == 0
+    assert first["stats"]["fn"]["from_disk"] == 0 and first["inductor_imported"]
     assert second["stats"]["fn"] == {"hits": 3, "misses": 0, "records": 1, "from_disk": 1}
     assert "new record for fn" not in log
+    assert not second["inductor_imported"]
+    # a library is made for its machine and thread count: with other threads it is not loaded,
+    # the record is compiled by Inductor instead (still served from disk)
+    third, log = _run(*where, extra_env={"OMP_NUM_THREADS": "2"})
+    assert third["equal"] and third["stats"]["fn"]["from_disk"] == 1
+    assert "its library was made for" in log and third["inductor_imported"]
+
+
+@pytest.mark.inductor
+def test_without_libraries_inductor_compiles_a_loaded_record(tmp_path: Path) -> None:
+    """``MAGPY_RECORDS_NATIVE=0``: entries hold no library; a loaded record is compiled by
+    Inductor (its caches warm), as before libraries."""
+    _write_program(tmp_path / "program")
+    where = (tmp_path / "program", tmp_path / "records", "inductor", "fn")
+    native_off = {"MAGPY_RECORDS_NATIVE": "0"}
+    _, log = _run(*where, extra_env=native_off)
+    assert "with its library" not in log
+    second, _ = _run(*where, extra_env=native_off)
+    assert second["equal"] and second["stats"]["fn"]["from_disk"] == 1
+    assert second["inductor_imported"]

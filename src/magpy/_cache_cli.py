@@ -29,9 +29,10 @@ def describe(row: dict[str, Any]) -> str:
         " ", "seconds"
     )
     state = "current" if row.get("current") else "other versions"
+    library = "  +library" if row.get("native") else ""
     return (
         f"{head}  {key.get('module')}.{key.get('qualname')} ({key.get('kind')}, "
-        f"backend={key.get('backend')!r})  {versions}  [{state}]  {created}"
+        f"backend={key.get('backend')!r}){library}  {versions}  [{state}]  {created}"
     )
 
 

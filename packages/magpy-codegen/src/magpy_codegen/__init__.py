@@ -14,12 +14,20 @@ from ._background import (
     cancel_compiles,
     compiles_later,
     pending_compiles,
+    submit,
     wait_compiles,
 )
 from ._generated import GeneratedCode, NameAllocator, forget_generated
 from ._guard import generate_guard
 from ._instrument import Instrumented, Layout, instrument
 from ._mock import generate_mock
+from ._native import (
+    NativeGraph,
+    compile_native,
+    load_native,
+    native_platform,
+    native_problem,
+)
 from ._record import Record, build_record
 
 __version__ = "0.1.0"
@@ -32,19 +40,25 @@ __all__ = [
     "Instrumented",
     "Layout",
     "NameAllocator",
+    "NativeGraph",
     "Record",
     "ShapeGuard",
     "build_record",
     "cancel_compiles",
     "compile_graph",
+    "compile_native",
     "compiles_later",
     "configured_backend",
     "forget_generated",
     "generate_guard",
     "generate_mock",
     "instrument",
+    "load_native",
+    "native_platform",
+    "native_problem",
     "pending_compiles",
     "resolve_backend",
     "shape_guard",
+    "submit",
     "wait_compiles",
 ]

@@ -55,6 +55,9 @@ class Config:
     ``records_dir``: a directory where whole-call records are stored and served from after a
     restart (``MAGPY_RECORDS_DIR``; see ``_store`` and docs/persistent.md). None, the default:
     loading generated code from a directory is a decision to trust it, made explicitly.
+    ``records_native``: a stored Inductor record's graph is also compiled ahead of time into a
+    library (AOTInductor, on MagPy's worker thread, after the entry is written) that a new
+    process loads without importing Inductor (``MAGPY_RECORDS_NATIVE=0`` turns it off).
     """
 
     max_records: int = 8
@@ -65,6 +68,7 @@ class Config:
     guard_tree_after: int | None = None
     background_compile: bool = False
     records_dir: str | None = None
+    records_native: bool = True
 
     @classmethod
     def from_env(cls) -> Config:
@@ -84,6 +88,7 @@ class Config:
             background_compile=os.environ.get("MAGPY_BACKGROUND_COMPILE", "").strip()
             not in ("", "0"),
             records_dir=os.environ.get("MAGPY_RECORDS_DIR", "").strip() or None,
+            records_native=os.environ.get("MAGPY_RECORDS_NATIVE", "1").strip() not in ("", "0"),
         )
 
     @contextlib.contextmanager

@@ -3,11 +3,13 @@ their checks, and the versions an entry is made with.
 
 An entry file is ``MAGIC``, one line of JSON (the header: format, key, versions, the callable's
 name, the objects referred to by name with their fingerprints, the graph inputs, the creation
-time, and a SHA-256 over the header without it and the content), then the content (a pickle,
-see ``_persist``). It is written to a temporary file (0600) renamed into place, in a directory
-made user-only (0700). A directory or a file that belongs to another user or that group or
-others may write is refused; so is a file that is not a regular file, too large, not in this
-format, or whose digest does not match. Each refusal is one warning per reason and process.
+time, the size of the library when there is one, and a SHA-256 over the header without it and
+the rest), then the content (a pickle, see ``_persist``) and, for an Inductor record, its graph
+compiled ahead of time (a shared library, see ``magpy_codegen._native``). It is written to a
+temporary file (0600) renamed into place, in a directory made user-only (0700). A directory or
+a file that belongs to another user or that group or others may write is refused; so is a file
+that is not a regular file, too large, not in this format, or whose digest does not match.
+Each refusal is one warning per reason and process.
 """
 
 from __future__ import annotations
@@ -188,7 +190,8 @@ def clear_entries(directory: str) -> int:
 
 def list_entries(directory: str) -> list[dict[str, Any]]:
     """The entries in ``directory``: file, size, and the header's key, callable, versions
-    (whether they are this process's), creation time; or the problem that makes it unusable.
+    (whether they are this process's), creation time, whether it holds a library; or the
+    problem that makes it unusable.
     Nothing is unpickled."""
     rows: list[dict[str, Any]] = []
     for path in entry_files(directory):
@@ -203,6 +206,7 @@ def list_entries(directory: str) -> list[dict[str, Any]]:
         else:
             header = read[0]
             row |= {k: header.get(k) for k in ("key", "qualname", "versions", "created")}
+            row["native"] = header.get("native") is not None  # (a library after the content)
             row["current"] = header.get("versions") == versions()
         rows.append(row)
     return rows

@@ -10,6 +10,14 @@ its ``forward``, or the function; their file and a digest of their code), the ba
 monitors anything: one that passes is rebuilt with ``build_record`` (the backend's compile
 finds Inductor's caches warm) and serves the call.
 
+Libraries (``config.records_native``, on by default): a stored record of the ``"inductor"``
+backend whose graph a shared library can run exactly (``magpy_codegen.native_problem``: CPU
+tensors in and out, no updates in place, no random draws, no autograd) also gets its graph
+compiled ahead of time (AOTInductor) on MagPy's worker thread after the entry is written; the
+entry is then written again with the library after its content. A process that loads such an
+entry runs the library (torch's C++ runner, ~1 ms to load) instead of compiling the graph:
+Inductor is not even imported. ``magpy.wait_compiles()`` waits for the libraries being built.
+
 Not stored: records of graphs with symbolic sizes, records of split programs (sites and
 segments), and records holding what cannot be found again by name (``_persist``).
 
@@ -17,7 +25,7 @@ Trust and integrity: the directory is created user-only (0700) and refused when 
 another user's or writable by group or others; an entry is written to a temporary file
 (0600) and renamed into place. Its header holds the versions (MagPy with a digest of its
 sources, torch, Python), the key, the objects it refers to by name with their fingerprints,
-and a SHA-256 over header and content. Before anything is unpickled, the file's owner and
+and a SHA-256 over header, content and library. Before anything is unpickled, the file's owner and
 permissions, the digest, the versions and the key are checked, and every referenced object
 is found and fingerprinted again; an entry failing any check is ignored with one warning
 (once per reason) and never raises. An entry whose referenced code changed is deleted.
@@ -58,6 +66,7 @@ from ._entryfiles import (
     warn_once,
     write_entry,
 )
+from ._libraries import Prebuilt, build_library, library_examples, loaded_library, split_library
 from ._logging import log_topic
 from ._persist import (
     Unstorable,
@@ -149,6 +158,7 @@ class Pending:
     slot: _Slot
     content: dict[str, Any]
     inputs: list[Any]
+    examples: list[Any] | None  # the recording call's graph inputs, for a native library
 
 
 def snapshot(state: CacheState, result: Any) -> Pending | None:
@@ -172,13 +182,14 @@ def snapshot(state: CacheState, result: Any) -> Pending | None:
             "undo": {rule: tuple(capture.undo_inputs(rule)) for rule in UPDATE_RULES},
         }
         inputs = [_input_meta(x) for x in result.example_inputs]
+        examples = library_examples(state, result)
     except Unstorable as exc:
         log_topic("records", "record of %s not stored: %s", state.qualname, exc)
         return None
     except Exception as exc:  # a failure of ours: the record serves this process anyway
         warn_once(f"a record cannot be stored: {type(exc).__name__}: {exc}", state.qualname)
         return None
-    return Pending(slot, content, inputs)
+    return Pending(slot, content, inputs, examples)
 
 
 _SYMBOLS = (torch.SymInt, torch.SymFloat, torch.SymBool)
@@ -240,15 +251,52 @@ def _commit(state: CacheState, pending: Pending) -> None:
         "inputs": pending.inputs,
         "created": time.time(),
     }
-    header["sha256"] = digest(header, encoded.payload)
+    name = _write(slot, header, encoded.payload)
+    if name is None:
+        return
+    log_topic("records", "record of %s stored as %s", state.qualname, name)
+    if pending.examples is not None:
+        entry = (header, encoded.payload)
+        build_library(
+            state.qualname,
+            pending.content["graph"],
+            pending.examples,
+            lambda library: _add_library(state, slot, name, entry, library),
+        )
+
+
+def _write(slot: _Slot, header: dict[str, Any], payload: bytes) -> str | None:
+    """Write an entry of ``header`` (signed here) and ``payload``; its file name (None: it
+    could not be written, said once)."""
+    header["sha256"] = digest(header, payload)
     name = f"{slot.key_hash}-{header['sha256'][:16]}{SUFFIX}"
     try:
-        write_entry(Path(slot.directory), name, MAGIC + canonical(header) + b"\n" + encoded.payload)
+        write_entry(Path(slot.directory), name, MAGIC + canonical(header) + b"\n" + payload)
     except OSError as exc:
         warn_once(f"cannot write an entry: {exc.strerror}", slot.directory)
-        return
+        return None
     slot.used.add(name)  # (this process has the record already)
-    log_topic("records", "record of %s stored as %s", state.qualname, name)
+    return name
+
+
+def _add_library(
+    state: CacheState,
+    slot: _Slot,
+    old: str,
+    entry: tuple[dict[str, Any], bytes],
+    library: tuple[bytes, dict[str, Any]],
+) -> None:
+    data, made_for = library
+    header = {k: v for k, v in entry[0].items() if k != "sha256"}
+    header["native"] = {"bytes": len(data), "runner": "cpu", "platform": made_for}
+    if not (Path(slot.directory) / old).exists():
+        return  # (cleared meanwhile)
+    name = _write(slot, header, entry[1] + data)
+    if name is None:
+        return
+    (Path(slot.directory) / old).unlink(missing_ok=True)
+    slot.used.discard(old)
+    log_topic("records", "record of %s stored with its library as %s", state.qualname, name)
 
 
 # ----------------------------------------------------------------------------- loading
@@ -260,6 +308,7 @@ class _Entry:
     name: str
     header: dict[str, Any]
     content: dict[str, Any]
+    native: bytes | None = None  # the compiled graph as a library (AOTInductor)
     probe: Record | None = None
     broken: bool = False
 
@@ -345,6 +394,10 @@ def _load_entry(path: Path, slot: _Slot) -> _Entry | str:
     refs = header.get("refs")
     if header.get("key") != slot.key or header.get("format") != 1 or not _valid_refs(refs):
         return "the header does not match the entry's name"
+    split = split_library(header, payload)
+    if split is None:
+        return "the header does not match the entry's content"
+    payload, native = split
     resolved = resolve_refs((m, q, f) for m, q, f in refs)
     if isinstance(resolved, tuple):
         reason, stale = resolved
@@ -357,7 +410,7 @@ def _load_entry(path: Path, slot: _Slot) -> _Entry | str:
         return f"the content cannot be read: {type(exc).__name__}: {exc}"
     if not isinstance(content, dict) or set(content) != _CONTENT:
         return "the content is not a record's"
-    return _Entry(path.name, header, content)
+    return _Entry(path.name, header, content, native)
 
 
 def _valid_refs(refs: Any) -> TypeGuard[list[list[Any]]]:
@@ -372,7 +425,7 @@ def _valid_refs(refs: Any) -> TypeGuard[list[list[Any]]]:
 
 
 def _build(entry: _Entry, state: CacheState, backend: Any, inputs: list[Any]) -> Record:
-    c = entry.content
+    c, native = entry.content, isinstance(backend, Prebuilt)
     return build_record(
         c["plan"],
         decode_graph(c["graph"]),
@@ -384,7 +437,9 @@ def _build(entry: _Entry, state: CacheState, backend: Any, inputs: list[Any]) ->
         restore_rng=c["restore_rng"],
         restore_inputs=c["restore_inputs"],
         undo_inputs=c["undo"].__getitem__,
-        background=backend != "eager" and background_compile(state.background_compile),
+        background=not native
+        and backend != "eager"
+        and background_compile(state.background_compile),
         on_compiled=state.note_uncompiled,
     )
 
@@ -428,6 +483,15 @@ def _record(entry: _Entry, state: CacheState, inputs: tuple[Any, ...]) -> Record
     probe = entry.probe
     if state.backend == "eager" and probe is not None and probe.fork is not None:
         return probe.fork()
+    if entry.native is not None and state.backend == "inductor":
+        native = loaded_library(entry.name, entry.header, entry.native)
+        entry.native = None if native is None else entry.native
+        if native is not None:
+            try:
+                return _build(entry, state, Prebuilt(native), list(inputs))
+            except Exception as exc:  # (the record is compiled as without the library)
+                warn_once(f"its library cannot be used: {type(exc).__name__}: {exc}", entry.name)
+                entry.native = None
     try:
         return _build(entry, state, state.backend, list(inputs))
     except Exception as exc:  # (MagPyError included: the call is then monitored, as without it)
