@@ -70,6 +70,7 @@ import magpy
 from integration.models import MODELS as ZOO
 from magpy._measure import add_model_and_mode_lists, mismatch, positive_int
 from magpy._report import markdown as _markdown
+from magpy_runtime._entryfiles import list_entries
 
 __all__ = ["MODELS", "MODES", "Mode", "main", "run_child"]
 
@@ -151,10 +152,15 @@ def run_child(spec: dict[str, Any]) -> dict[str, Any]:
         want = model(*inputs)
     inductor = "torch._inductor.compile_fx" in sys.modules
     stats = magpy.stats(fn) if compiler == "magpy" else None
+    libraries = None
     if stats is not None:
         magpy.wait_compiles()  # (untimed: a stored record's library, built on MagPy's worker)
+        if magpy.config.records_dir:
+            entries = list_entries(magpy.config.records_dir)
+            libraries = sum(1 for e in entries if e.get("native"))
     return {
         "inductor_imported": inductor,
+        "libraries": libraries,  # entries holding a library once the call's compiles ended
         "first_call_s": first,
         "second_call_ms": second * 1e3,
         "mismatch": mismatch(out, want),
@@ -230,7 +236,10 @@ def run_round(
             spec |= {"seed": args.seed, "threads": args.threads}
             if mode.warm and mode.cache not in filled:
                 log(f"{model} / {name}: priming its cache (untimed)")
-                _spawn(spec, env, args.timeout)
+                primed = _spawn(spec, env, args.timeout)
+                if "error" in primed or primed.get("libraries") == 0:
+                    made = primed.get("libraries")
+                    log(f"{model} / {name}: priming: {_summary(primed)}, {made} libraries")
             result = _spawn(spec, env, args.timeout)
             if mode.cache is not None and "error" not in result:
                 filled.add(mode.cache)

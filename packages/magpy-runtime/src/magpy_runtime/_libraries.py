@@ -75,8 +75,8 @@ def build_library(
             return data
         return lambda: done((data, made_for))
 
-    def failed(reason: str) -> None:
-        log_topic("records", "record of %s kept without a library: %s", qualname, reason)
+    def failed(reason: str) -> None:  # (a library that fails its check, or a failed compile)
+        warn_once(f"a record's library was not kept: {reason}", qualname)
 
     submit(CompileJob(f"library of {qualname}", compile, failed, None))
 
