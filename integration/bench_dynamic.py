@@ -576,6 +576,42 @@ def markdown_table(results: list[ModeResult], calls: int) -> str:
     return _markdown(header, rows)
 
 
+def _round_ratio(base: list[ModeResult], mine: list[ModeResult], key: str, over: bool) -> str:
+    """The median over rounds of ``base / mine`` (``over``) or ``mine / base`` of ``key``."""
+    pairs = [(getattr(b, key), getattr(r, key)) for b, r in zip(base, mine, strict=False)]
+    values = [(x / y if over else y / x) for x, y in pairs if x and y]
+    return f"{statistics.median(values):.2f}x" if values else "-"
+
+
+def rounds_table(results: list[ModeResult], models: Sequence[str], modes: Sequence[str]) -> str:
+    """Medians over the rounds (a model's modes ran once per round, eager first): steady and
+    total, each also as a ratio to the same round's eager and torch.compile figure (the machine's
+    speed drifts between rounds; a ratio within one round is steadier), and the noise of the
+    steady median, (max - min) / median over the rounds."""
+    header = ["model", "mode", "steady ms", "noise", "steady: eager / mode", "steady: tc / mode"]
+    header += ["total s", "total: mode / tc"]
+    rows = []
+    rounds = 0
+    for model in models:
+        by_mode = {m: [r for r in results if r.model == model and r.mode == m] for m in modes}
+        rounds = min(len(v) for v in by_mode.values())
+        eager, tc = by_mode["eager"], by_mode.get("torch.compile", [])
+        for mode in modes:
+            mine = by_mode[mode][:rounds]
+            steady = [r.steady_median_ms for r in mine if r.steady_median_ms]
+            totals = [r.total_s for r in mine if r.total_s]
+            mid = statistics.median(steady) if steady else None
+            noise = f"{(max(steady) - min(steady)) / mid * 100:.0f}%" if mid else "-"
+            rows.append([
+                model, MODES[mode], _ms(mid), noise,
+                _round_ratio(eager, mine, "steady_median_ms", True),
+                _round_ratio(tc, mine, "steady_median_ms", True),
+                _s(statistics.median(totals) if totals else None),
+                _round_ratio(tc, mine, "total_s", False),
+            ])  # fmt: skip
+    return f"Medians over {rounds} rounds:\n\n" + _markdown(header, rows)
+
+
 def notes(results: list[ModeResult]) -> list[str]:
     """Fallbacks, graph breaks, recompile limits, mismatches and errors, one line each."""
     out = []
@@ -613,6 +649,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--quick", action="store_true", help="smaller models and shapes, 10 calls (a smoke run)"
     )
     add_model_and_mode_lists(parser, MODELS, MODES, "eager is always run first, as the baseline")
+    parser.add_argument(
+        "--rounds",
+        type=positive_int,
+        default=1,
+        help="run every model's modes this many times (the compiled modes' order rotating) and "
+        "add a table of medians over the rounds (default 1)",
+    )
     add_run_options(parser, "bench_dynamic", "cold-cache totals")
     args = parser.parse_args(argv)
     if args.calls is None:
@@ -638,7 +681,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             work = MODELS[name](args.calls, args.quick, args.seed)
             workloads[name] = {"settings": work.settings, "calls": work.shapes}
             log(f"{name}: {args.calls} calls, {work.settings}")
-            results += run_model(work, args.modes, log)
+            for r in range(args.rounds):
+                turn = r % max(len(args.modes) - 1, 1)
+                order = ["eager", *args.modes[1 + turn :], *args.modes[1 : 1 + turn]]
+                if args.rounds > 1:
+                    log(f"{name}: round {r + 1}/{args.rounds}, {order}")
+                results += run_model(work, order, log)
     finally:
         if tmp is not None:
             tmp.cleanup()
@@ -656,6 +704,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     print(markdown_table(results, args.calls))
     print()
+    if args.rounds > 1:
+        print(rounds_table(results, args.models, args.modes))
+        print()
     for line in notes(results):
         print(f"- {line}")
     if startup:

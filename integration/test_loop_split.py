@@ -58,11 +58,13 @@ def _segments(n: int) -> list[int]:
 
 
 def test_a_loop_over_a_changing_length_stops_recompiling() -> None:
-    """12 lengths: the whole-call records stop at 3, then the loop runs in chunks of
-    iterations (8, 4, 2, 1) whose records serve every length."""
+    """Whole-call records (each length's loop unrolled) until the next one would use up the
+    record budget, then the loop runs in chunks of iterations whose records serve every other
+    length."""
     w = torch.randn(4, 4)
     compiled = magpy.compile(rnn_steps, backend="eager")
-    lengths = [3, 5, 4, 6, 3, 7, 5, 8, 2, 9, 6, 7, 9, 2, 15]
+    whole = magpy.config.max_records - 1  # (lengths 2..8 below)
+    lengths = [3, 5, 4, 6, 3, 7, 5, 8, 2, 9, 10, 11, 9, 10, 11, 7, 2, 15]
     per_call = []
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no site runs out of records here
@@ -72,10 +74,11 @@ def test_a_loop_over_a_changing_length_stops_recompiling() -> None:
             H.assert_same(compiled(x, w), rnn_steps(x, w), f"length {n}")
             per_call.append(magpy.stats(compiled).misses - before.misses)
     st = magpy.stats(compiled)
-    assert st.fallbacks == 0, st
-    # lengths seen before hit at every site; 15 (8, 4, then a tail of 3) at most re-records
-    # the segments that start at an index none did before (their indexes become graph inputs)
-    assert per_call[-5:-1] == [0, 0, 0, 0] and per_call[-1] <= 2, per_call
+    assert st.fallbacks == 0 and len(compiled._magpy_state.records) == whole, st
+    # lengths seen before hit (the whole-call records, or at every site of the split loop); 15
+    # (8, 4, then a tail of 3) at most re-records the segments that start at an index none did
+    # before (their indexes become graph inputs)
+    assert per_call[-6:-1] == [0, 0, 0, 0, 0] and per_call[-1] <= 2, per_call
     records = _site_records()
     # the entry, and the loop's head: a record per chunk (4, 8) and per tail (0..3 iterations,
     # then what follows the loop: ``torch.stack`` of the list as it was at the tail's start
@@ -83,7 +86,7 @@ def test_a_loop_over_a_changing_length_stops_recompiling() -> None:
     # saw); no site after the loop
     assert set(records) == {-1, min(o for o in records if o >= 0)}, records
     assert records[-1] <= 2 and max(records.values()) <= 2 * 6, records
-    for n in (9, 6, 15):  # split calls: entry, one hit per chunk, the tail
+    for n in (9, 11, 15):  # split calls: entry, one hit per chunk, the tail
         before = magpy.stats(compiled).hits
         H.assert_same(compiled(torch.ones(n, 4), w), rnn_steps(torch.ones(n, 4), w))
         assert magpy.stats(compiled).hits - before == 1 + len(_segments(n)), n

@@ -36,6 +36,7 @@ from magpy_refgraph import (
     GuardKind,
     GuardReq,
     InternalError,
+    IterLen,
     ModuleCall,
     ModuleNoHooks,
     NotInInstanceDict,
@@ -247,7 +248,10 @@ class _Builder:
     def _lambda(self, mgr: Any, req: GuardReq, text: list[str]) -> None:
         """The Python guard's own expression for ``req``, run by the tree."""
         names = NameAllocator()
-        expr = check_expr(req, "v", names.const)
+        subject = "v"
+        if req.kind is GuardKind.CUSTOM and type(req.payload) is IterLen:
+            subject = f"{names.const(iter_remaining)}(v)"  # (its check reads what is left)
+        expr = check_expr(req, subject, names.const)
         fn = eval(f"lambda v: bool({expr})", dict(names.consts))
         mgr.add_lambda_guard(fn, text, None)
 

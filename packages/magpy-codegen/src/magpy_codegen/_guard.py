@@ -66,6 +66,7 @@ class PathVars:
         self.lines = lines
         self.indent = indent
         self.vars: dict[Path, str] = {}
+        self.remaining: dict[str, str] = {}  # iterator variable -> its ``iter_remaining``
 
     def root_expr(self, access: Access) -> str:
         kind, key = access.kind, access.key
@@ -109,11 +110,24 @@ class PathVars:
             if expr in ROOT_LOCALS:
                 self.vars[path] = expr
                 return expr
+        elif path.steps[-1].kind is AccessKind.ITER:  # (its sequence evaluated once)
+            parent = self.var(Path(path.root, path.steps[:-1]))
+            expr = f"{self.remaining_of(parent)}[{path.steps[-1].key!r}]"
         else:
             expr = render_step(self.var(Path(path.root, path.steps[:-1])), path.steps[-1], self)
         name = self.names.fresh("v")
         self.lines.append(f"{self.indent}{name} = {expr}")
         self.vars[path] = name
+        return name
+
+    def remaining_of(self, iterator: str) -> str:
+        """The local variable holding what the iterator in ``iterator`` has left (one
+        ``iter_remaining`` per guard, however many of its items and checks read it)."""
+        name = self.remaining.get(iterator)
+        if name is None:
+            name = self.remaining[iterator] = self.names.fresh("r")
+            remaining = self.const_expr(iter_remaining)
+            self.lines.append(f"{self.indent}{name} = {remaining}({iterator})")
         return name
 
 
@@ -233,11 +247,12 @@ def _no_plain_attr_check(v: str, payload: NoPlainAttr, c: Any) -> str:
 
 def _iter_len_check(v: str, payload: IterLen, c: Any) -> str:
     # a loop's iterator that the record takes values from: at least that many left, or
-    # exactly that many where the record saw the loop end
+    # exactly that many where the record saw the loop end (``v``: what it has left, see
+    # ``_emit_checks``)
     op = "==" if payload.exact else ">="
-    check = f"len({c(iter_remaining)}({v})) {op} {int(payload.n)}"
+    check = f"len({v}) {op} {int(payload.n)}"
     if payload.below is not None and not payload.exact:
-        check = f"{int(payload.n)} <= len({c(iter_remaining)}({v})) < {int(payload.below)}"
+        check = f"{int(payload.n)} <= len({v}) < {int(payload.below)}"
     return check
 
 
@@ -333,6 +348,8 @@ def _emit_checks(
             continue
         if req.kind is GuardKind.TENSOR_META and tensors.add(v, cast(Any, req.payload)):
             continue  # (checked with the others, below)
+        if req.kind is GuardKind.CUSTOM and type(req.payload) is IterLen:
+            v = pv.remaining_of(v)  # (evaluated once, with the items the guard reads)
         pending.append(check_expr(req, v, c))
     flush()
     body += tensors.lines(c, ind)

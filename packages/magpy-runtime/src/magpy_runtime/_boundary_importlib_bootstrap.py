@@ -51,13 +51,16 @@ def run(state: Any, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
     if disabled():  # (inside magpy.disable: the original code, untouched)
         return fn(*args, **kwargs)
     start = perf_counter()
-    if not state.split and state.eager_reason is None:
+    # (split loops: the whole-call records made before serve their trip counts; any other
+    # call runs split, without a miss)
+    if state.eager_reason is None and (state.records or not state.split):
         seen = state.added
         found = state.hit(fn, args, kwargs)
         if found is not MISS and found is not NATIVE:
             state.time_total += perf_counter() - start
             return found
-        last = None if found is NATIVE else state.missed(fn, args, kwargs, seen)
+        split = found is NATIVE or state.split
+        last = None if split else state.missed(fn, args, kwargs, seen)
         while last is AGAIN:  # rare: another thread's record came meanwhile, it may serve
             seen = state.added
             found = state.hit(fn, args, kwargs)

@@ -80,6 +80,10 @@ OUTSIDE_WARN_SHARE = 0.5
 OUTSIDE_WARN_SECONDS = 1e-3
 OUTSIDE_BREAK_SECONDS = 5e-3
 
+# whole-call records of runs over a range() of different trip counts before a miss may split the
+# function's loops (``CacheState._splits_now``): fewer is not yet a loop whose count keeps changing
+SPLIT_AFTER = 3
+
 
 @attrs.define(eq=False)
 class CacheState:
@@ -201,7 +205,8 @@ class CacheState:
         except Exception as exc:  # a broken record must not break the program
             self._go_eager(f"internal error in a record: {type(exc).__name__}: {exc}", warn=True)
             return MISS
-        self.misses += 1
+        if not self.split:  # (a call of split loops that no whole-call record serves runs split)
+            self.misses += 1
         if assumed_wrong:
             self._assumption_missed()
         return MISS
@@ -220,8 +225,8 @@ class CacheState:
             self.dynamic_paths |= changed_on_miss(
                 records, {"fn": fn, "args": args, "kwargs": kwargs}
             )
-        if self.trip_records >= 3 and self._split_loops(fn):
-            return None  # each loop iteration a segment from now on
+        if self._splits_now() and self._split_loops(fn):
+            return None  # the loops run in chunks of iterations from now on
         limit = self.limit()
         if len(records) < limit and adopt(self, fn, args, kwargs):
             self.misses -= 1
@@ -330,6 +335,15 @@ class CacheState:
         with self._lock:
             self.records.insert(0, rec)
             self.added += 1
+
+    def _splits_now(self) -> bool:
+        """Whether a miss splits the function's range() loops: once records came for
+        ``SPLIT_AFTER`` trip counts and the next one would use up the record budget. Until then
+        each trip count gets a whole-call record: its loop unrolled into one graph, the fastest
+        tier (one guard, one graph call); the split loops serve every other trip count."""
+        if self.split:
+            return True
+        return self.trip_records >= SPLIT_AFTER and len(self.records) + 1 >= self.limit()
 
     def _split_loops(self, fn: Any) -> bool:
         """Records keep coming for new trip counts of a range() loop: from now on each loop
