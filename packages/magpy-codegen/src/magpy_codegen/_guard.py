@@ -179,6 +179,23 @@ def _dynamic_tensor_check(v: str, meta: tuple[Any, ...], c: Any) -> str:
     )
 
 
+_FLAT_ITEMS = (int, str, bool)
+
+
+def _flat_tuple_check(v: str, value: Any, c: Any) -> str | None:
+    """A tuple (or ``torch.Size``) of ints, strs and bools: its type, its items' types and
+    ``==`` (what ``exact_token`` decides, without building tokens on every check)."""
+    if type(value) not in (tuple, torch.Size) or len(value) > 16:
+        return None
+    if not all(type(x) in _FLAT_ITEMS for x in value):
+        return None
+    lit = literal_expr(tuple(value))
+    if lit is None:
+        return None
+    kinds = "".join(f"{type(x).__name__}, " for x in value)
+    return f"type({v}) is {c(type(value))} and tuple(map(type, {v})) == ({kinds}) and {v} == {lit}"
+
+
 def _value_check(v: str, value: Any, c: Any) -> str:
     """``v`` is ``value``'s type and value exactly, running no user code (see exact_token)."""
     if value is None or value is True or value is False or value is Ellipsis:
@@ -191,6 +208,9 @@ def _value_check(v: str, value: Any, c: Any) -> str:
         return f"type({v}) is float and {v} == {lit}"  # (no other float equals it)
     if isinstance(value, enum.Enum):
         return f"{v} is {c(value)}"
+    flat = _flat_tuple_check(v, value, c)
+    if flat is not None:
+        return flat
     exact = f"{c(exact_token)}({v}) == {c(exact_token(value))}"
     if immutable_value(value):  # the recorded object itself: nothing to compute
         return f"({v} is {c(value)} or {exact})"

@@ -13,7 +13,7 @@ from torch.nn.modules import module as module_hooks
 
 import magpy_refgraph
 from magpy_codegen import NameAllocator, generate_guard
-from magpy_codegen._guard import _CUSTOM_CHECKS
+from magpy_codegen._guard import _CUSTOM_CHECKS, _value_check
 from magpy_refgraph import (
     CustomPayload,
     GuardKind,
@@ -371,3 +371,33 @@ class TestGeneratedGuardSource:
         src = generate_guard(self._plan([]), NameAllocator(), grad_enabled=False).source
         first_check = next(line for line in src.splitlines() if line.strip().startswith("if "))
         assert "is not False" in first_check
+
+
+_TUPLE_PROBES: list[Any] = [
+    (1, 2),
+    (1.0, 2),
+    (True, 2),
+    (1, True),
+    torch.Size([1, 2]),
+    (3, 4),
+    (),
+    [1, 2],
+    (1, "a", True),
+    (1, "a", 1),
+    (1, 2, 3),
+]
+
+
+@pytest.mark.parametrize("value", [(1, 2), torch.Size([1, 2]), (1, "a", True), (), (1.0, 2)])
+def test_a_tuple_value_check_agrees_with_exact_tokens(value: Any) -> None:
+    """A tuple of ints, strs and bools (or a ``torch.Size``) is checked by its type, its items'
+    types and ``==``; it passes exactly where ``exact_token``s are equal (``1`` is neither
+    ``1.0`` nor ``True``; a ``torch.Size`` is not a tuple)."""
+    names = NameAllocator()
+    expr = _value_check("v", value, names.const)
+    for probe in _TUPLE_PROBES:
+        scope = dict(names.consts) | {"v": probe}
+        want = type(probe) is not list and (
+            magpy_refgraph.exact_token(probe) == magpy_refgraph.exact_token(value)
+        )
+        assert bool(eval(expr, scope)) is want, (value, probe, expr)
