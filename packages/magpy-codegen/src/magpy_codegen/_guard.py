@@ -343,6 +343,24 @@ def check_expr(req: GuardReq, v: str, c: Any) -> str:
     raise InternalError(f"no emitter for guard kind {kind}")
 
 
+def _pinned_sizes(reqs: list[tuple[GuardReq, bool]]) -> dict[Path, Any]:
+    """Tensors with a dynamic check and also a static one (the record fixed the sizes its
+    dynamic check leaves free, e.g. a whole-call record's trip count ``range(x.size(0))``): the
+    static check, which the dynamic one's place then checks in Python. The C++ batch at the
+    guard's end checks it too, but a record of another trip count is told apart early, before
+    the walk through the modules: the other records of a loop fail there fast."""
+    static: dict[Path, Any] = {}
+    dynamic: set[Path] = set()
+    for req, check in reqs:
+        if check and req.kind is GuardKind.TENSOR_META:
+            meta = cast(Any, req.payload)
+            if None in meta[3]:
+                dynamic.add(req.path)
+            else:
+                static.setdefault(req.path, meta)
+    return {p: static[p] for p in dynamic if p in static}
+
+
 def _emit_checks(
     reqs: Iterable[tuple[GuardReq, bool]], pv: PathVars, body: list[str], ind: str, c: Any
 ) -> None:
@@ -352,6 +370,8 @@ def _emit_checks(
     tensors = TensorBatch()
     pending: list[str] = []
     pending_path: Path | None = None
+    reqs = list(reqs)
+    pinned = _pinned_sizes(reqs)
 
     def flush() -> None:
         if pending:
@@ -368,6 +388,8 @@ def _emit_checks(
             continue
         if req.kind is GuardKind.TENSOR_META and tensors.add(v, cast(Any, req.payload)):
             continue  # (checked with the others, below)
+        if req.kind is GuardKind.TENSOR_META and req.path in pinned:
+            req = GuardReq(req.path, req.kind, pinned[req.path])  # (fails early, see below)
         if req.kind is GuardKind.CUSTOM and type(req.payload) is IterLen:
             v = pv.remaining_of(v)  # (evaluated once, with the items the guard reads)
         pending.append(check_expr(req, v, c))

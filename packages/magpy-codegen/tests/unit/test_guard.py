@@ -327,6 +327,28 @@ class TestGeneratedGuardSource:
         assert guard(None, (), built(1, 9)) == ()
         assert guard(None, (), built(9, 1)) is None
 
+    def test_a_dynamic_tensor_fixed_by_a_static_check_fails_early(self) -> None:
+        """A tensor whose sizes are dynamic in one check and fixed in another (a whole-call
+        record's trip count): the fixed sizes are checked in the dynamic check's place, not
+        only in the C++ batch at the guard's end, so a record of another length fails there."""
+        from magpy_monitor.core.shapes import tensor_meta
+
+        x, later = Path(Local("args"), (Item(0),)), Path(Local("args"), (Item(1),))
+        t = torch.zeros(5, 3)
+        plan = self._plan([
+            GuardReq(x, GuardKind.TENSOR_META, tensor_meta(t, {0})),
+            GuardReq(later, GuardKind.TYPE, list),
+            GuardReq(x, GuardKind.TENSOR_META, tensor_meta(t, set())),
+        ])  # fmt: skip
+        code = generate_guard(plan, NameAllocator(), grad_enabled=False)
+        src = code.source
+        assert ".shape[0] >=" not in src and src.index(".shape ==") < src.index("# v1: Tensor")
+        guard = code.load()["__magpy_guard"]
+        with torch.no_grad():
+            assert guard(None, (torch.ones(5, 3), []), {}) == ()
+            assert guard(None, (torch.ones(6, 3), []), {}) is None
+            assert guard(None, (torch.ones(5, 3), ()), {}) is None
+
     def test_unknown_custom_payload_is_an_internal_error(self) -> None:
         """A CUSTOM payload without an emitter (a bare string) is refused, not guessed."""
         plan = self._plan([GuardReq(Path(Local("kwargs")), GuardKind.CUSTOM, "module_call")])
