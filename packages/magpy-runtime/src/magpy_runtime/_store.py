@@ -483,15 +483,15 @@ def _record(entry: _Entry, state: CacheState, inputs: tuple[Any, ...]) -> Record
     probe = entry.probe
     if state.backend == "eager" and probe is not None and probe.fork is not None:
         return probe.fork()
+    native = None
     if entry.native is not None and state.backend == "inductor":
         native = loaded_library(entry.name, entry.header, entry.native)
-        entry.native = None if native is None else entry.native
-        if native is not None:
-            try:
-                return _build(entry, state, Prebuilt(native), list(inputs))
-            except Exception as exc:  # (the record is compiled as without the library)
-                warn_once(f"its library cannot be used: {type(exc).__name__}: {exc}", entry.name)
-                entry.native = None
+    if native is not None:
+        try:
+            return _build(entry, state, Prebuilt(native), list(inputs))
+        except Exception as exc:  # (the record is compiled as without the library)
+            warn_once(f"its library cannot be used: {type(exc).__name__}: {exc}", entry.name)
+    entry.native = None  # (not usable here: another platform, or it failed; the cache compiles)
     try:
         return _build(entry, state, state.backend, list(inputs))
     except Exception as exc:  # (MagPyError included: the call is then monitored, as without it)
