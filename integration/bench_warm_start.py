@@ -216,6 +216,9 @@ def _spawn(spec: dict[str, Any], env: dict[str, str], timeout: float) -> dict[st
         return {"error": f"child exited {proc.returncode} without a result: {tail}"}
     result: dict[str, Any] = json.loads(lines[-1][len(CHILD_MARK) :])
     result["process_s"] = wall
+    if result.get("libraries") == 0:  # (what the child said about it, for the log)
+        said = [ln for ln in (proc.stderr or "").splitlines() if "librar" in ln]
+        result["library_lines"] = said[-3:]
     return result
 
 
@@ -240,6 +243,8 @@ def run_round(
                 if "error" in primed or primed.get("libraries") == 0:
                     made = primed.get("libraries")
                     log(f"{model} / {name}: priming: {_summary(primed)}, {made} libraries")
+                    for line in primed.get("library_lines", []):
+                        log(f"  {line[:300]}")
             result = _spawn(spec, env, args.timeout)
             if mode.cache is not None and "error" not in result:
                 filled.add(mode.cache)
