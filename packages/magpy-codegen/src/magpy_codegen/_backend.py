@@ -42,6 +42,7 @@ from torch.fx.passes.shape_prop import _extract_tensor_metadata
 from magpy_monitor import symbolic_shapes
 from magpy_refgraph import UnknownOptionError
 
+from ._fusable import nothing_to_fuse
 from ._joint import compile_joint, runs_backward
 
 __all__ = [
@@ -51,6 +52,7 @@ __all__ = [
     "ShapeGuard",
     "compile_graph",
     "configured_backend",
+    "gains_nothing",
     "resolve_backend",
     "shape_guard",
 ]
@@ -140,6 +142,16 @@ def update_rule(
 def _is_torch_compiler(compiler: Any) -> bool:
     """Inductor or AOTAutograd (they compile fake inputs, and a training step jointly)."""
     return compiler in _TORCH_COMPILERS or isinstance(compiler, ConfiguredInductor)
+
+
+def gains_nothing(compiler: Backend, graph: fx.Graph) -> bool:
+    """Inductor (without CUDA graphs) on a graph it has nothing to fuse in
+    (``_fusable``): the graph runs as is."""
+    if isinstance(compiler, ConfiguredInductor):
+        inductor = not compiler.patch.get("triton.cudagraphs")
+    else:
+        inductor = compiler is _inductor or compiler is _inductor_fast_random
+    return inductor and nothing_to_fuse(graph)
 
 
 _MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
@@ -232,6 +244,8 @@ def compile_graph(
 def _compile(
     compiler: Backend, gm: fx.GraphModule, example_inputs: list[Any]
 ) -> Callable[..., Any]:
+    if gains_nothing(compiler, gm.graph):
+        compiler = _eager
     fakes = _symbolic_inputs(gm.graph)
     if fakes is None:
         return _compile_or_run(compiler, gm, list(example_inputs))

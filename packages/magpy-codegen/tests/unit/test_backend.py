@@ -13,6 +13,8 @@ import torch
 import torch.fx as fx
 
 from magpy_codegen import BACKENDS, compile_graph, resolve_backend
+from magpy_codegen._backend import gains_nothing
+from magpy_codegen._fusable import nothing_to_fuse
 from magpy_refgraph import MagPyError, UnknownOptionError
 
 
@@ -139,3 +141,50 @@ class TestCompileGraph:
         rec, _ = record_of(lambda t, n: n, torch.ones(2), 3, backend=backend)
         assert calls == []
         assert rec.graph_module is None
+
+
+class TestNothingToFuse:
+    """``"inductor"`` runs a graph as is when its only work is one operator (``_fusable``)."""
+
+    @staticmethod
+    def _traced(fn: Any) -> fx.Graph:
+        return fx.symbolic_trace(fn).graph
+
+    @pytest.mark.parametrize(
+        "fn",
+        [
+            lambda p: (p[:, 1], p[:, 1].any()),  # a view and one reduction
+            lambda x: (x.new_zeros(3, 4), x.new_zeros(3, 4), x.size(0)),  # made from a shape
+            lambda x: x.view(-1).transpose(0, 0).sum(),
+            lambda x: torch.relu(x),
+        ],
+        ids=["view-and-any", "new_zeros", "views-and-sum", "one-op"],
+    )
+    def test_one_operator_besides_views_is_nothing_to_fuse(self, fn: Any) -> None:
+        assert nothing_to_fuse(self._traced(fn))
+
+    @pytest.mark.parametrize(
+        "fn",
+        [
+            lambda x: torch.relu(x) + 1,  # two operators: Inductor fuses them
+            lambda x, i: x[i].sum(),  # a tensor index gathers: work
+            lambda x: x.add_(1),  # an in-place update keeps the compiler's path
+            lambda x: torch.nn.functional.relu(x, inplace=True),
+        ],
+        ids=["two-ops", "tensor-index", "in-place-method", "inplace-kwarg"],
+    )
+    def test_fusable_or_mutating_graphs_are_compiled(self, fn: Any) -> None:
+        assert not nothing_to_fuse(self._traced(fn))
+
+    def test_inductor_runs_such_a_graph_as_is(self) -> None:
+        """No compile: the graph's own forward, with eager's values; a fusable graph is
+        still handed to the backend (checked without compiling, through ``gains_nothing``)."""
+        graph = self._traced(lambda p: (p[:, 1], p[:, 1].any()))
+        p = torch.tensor([[0.0, 1.0], [0.0, 0.0]])
+        gm, compiled = compile_graph(graph, [p], "inductor")
+        assert compiled == gm.forward
+        view, any_ = compiled(p)
+        assert torch.equal(view, p[:, 1]) and bool(any_)
+        assert gains_nothing(BACKENDS["inductor"], graph)
+        assert not gains_nothing(BACKENDS["aot_eager"], graph)  # (a checking backend)
+        assert not gains_nothing(BACKENDS["inductor"], _graph())
