@@ -285,3 +285,41 @@ def test_inductor_compiles_in_the_background() -> None:
     assert rec.background.status == "swapped" and rec.uncompiled is None
     assert "__magpy_reference" in rec.mock_code.globals
     assert rec.mock_code.globals["__magpy_reference"] is rec.graph_module
+
+
+def branchy(x: torch.Tensor) -> torch.Tensor:
+    if x.sum() > 0:  # a tensor value read into Python: assumed by the record, checked after
+        return x * 2 + 1
+    return x - 1
+
+
+def test_a_record_that_assumes_values_compiles_on_its_first_confirmed_hit() -> None:
+    """Without the switch too: a record whose graph assumes a tensor value the program read
+    into Python runs its graph as is until a call confirms the assumption; that call compiles
+    it. A record whose assumption never holds again is never compiled."""
+    backend = Backend()
+    compiled = magpy.compile(branchy, backend=backend)
+
+    def check(sign: float, i: int) -> None:
+        x = sign * (torch.rand(4, 3, generator=torch.Generator().manual_seed(i)) + 0.1)
+        assert torch.equal(compiled(x), branchy(x)), f"call {i}"
+
+    check(1.0, 0)  # records; nothing compiled yet
+    st = magpy.stats(compiled)
+    assert (st.records, backend.compiles, st.pending_compiles) == (1, 0, 1)
+    check(1.0, 1)  # hits (as is), then compiles
+    st = magpy.stats(compiled)
+    assert (backend.compiles, backend.calls, st.pending_compiles, st.background_swaps) == (
+        1, 0, 0, 1,
+    )  # fmt: skip
+    check(1.0, 2)  # the compiled graph
+    assert backend.calls == 1
+    check(-1.0, 3)  # the compiled graph runs, its assumption fails: a second record
+    check(1.0, 4)
+    st = magpy.stats(compiled)
+    assert (st.records, backend.compiles, backend.calls, st.pending_compiles) == (2, 1, 3, 1)
+    check(-1.0, 5)  # confirmed: compiled now
+    check(-1.0, 6)
+    st = magpy.stats(compiled)
+    assert (backend.compiles, st.pending_compiles, st.background_swaps) == (2, 0, 2)
+    assert not magpy_threads()  # compiled in the program's thread, not on the worker

@@ -13,6 +13,10 @@ the record switches to the compiled graph once (``_record._compile_later``). The
   ``magpy.reset`` calls) came since the job was submitted: a record dropped by a reset is never
   switched. ``cancel_compiles`` drops the jobs not started and waits for the thread to end
   (a compile in progress cannot be interrupted: it finishes, and its result is discarded).
+
+The same job can instead be held (``hold``) and run later in a thread of the program
+(``compile_now``): what ``build_record`` does for a record that assumes tensor values, compiled
+on the first call that confirms them (``_record._OnReuse``).
 """
 
 from __future__ import annotations
@@ -27,13 +31,15 @@ from collections.abc import Callable, Iterator
 import torch
 import torch.fx as fx
 
-from ._backend import BACKENDS, FAKE, Backend, resolve_backend
+from ._backend import BACKENDS, FAKE, Backend, gains_nothing, resolve_backend
 
 __all__ = [
     "COMPILE_LOCK",
     "CompileJob",
     "cancel_compiles",
+    "compile_now",
     "compiles_later",
+    "hold",
     "pending_compiles",
     "submit",
     "wait_compiles",
@@ -48,14 +54,16 @@ COMPILE_LOCK = threading.RLock()
 def compiles_later(graph: fx.Graph, backend: str | Backend) -> bool:
     """Whether ``graph`` may run as is while ``backend`` compiles it on the worker.
 
-    Not when there is nothing to compile (``"eager"``); not when a placeholder has symbolic
+    Not when there is nothing to compile (``"eager"``, or a graph the backend would gain
+    nothing on: ``_fusable``); not when a placeholder has symbolic
     sizes (the record's guard checks what the compiler specialised, ``shape_guard(gm)``, so the
     guard is only known after the compile); not for a training step (a ``torch.autograd.grad``
     node: its joint graph is traced from the live parameters and optimizer state, which the
     step run as is updates in place meanwhile); not under a torch-function or dispatch mode
     (thread state the worker cannot take along). Those compile while the call records, as
     without the switch."""
-    if resolve_backend(backend) is BACKENDS["eager"]:
+    compiler = resolve_backend(backend)
+    if compiler is BACKENDS["eager"] or gains_nothing(compiler, graph):
         return False
     if torch._C._len_torch_function_stack() or torch._C._len_torch_dispatch_stack():
         return False
@@ -154,6 +162,15 @@ class _Worker:
                 self._thread.start()
             self._cond.notify_all()
 
+    def hold(self, job: CompileJob) -> None:
+        with self._cond:
+            job.epoch = self._epoch
+
+    def run_here(self, job: CompileJob) -> None:
+        steps, job.steps = job.steps, None
+        if steps is not None:
+            self._run(job, *steps)
+
     def pending(self) -> int:
         with self._cond:
             return len(self._queue) + (self._running is not None)
@@ -229,6 +246,17 @@ _WORKER = _Worker()
 def submit(job: CompileJob) -> None:
     """Queue ``job`` on the worker (started on first use)."""
     _WORKER.submit(job)
+
+
+def hold(job: CompileJob) -> None:
+    """Keep ``job`` for ``compile_now`` in a thread of the program (a record compiled once it
+    proved it is used again), dropped like a queued job by a ``cancel_compiles`` meanwhile."""
+    _WORKER.hold(job)
+
+
+def compile_now(job: CompileJob) -> None:
+    """Run a held ``job`` in this thread (once: a second call does nothing)."""
+    _WORKER.run_here(job)
 
 
 def pending_compiles() -> int:

@@ -15,7 +15,7 @@ import torch.fx as fx
 from magpy_refgraph import BackendError, InternalError, MagPyError, Plan, SpeculationMiss
 
 from ._backend import UNCOMPILED, Backend, compile_graph, shape_guard, update_rule
-from ._background import COMPILE_LOCK, CompileJob, compiles_later, submit
+from ._background import COMPILE_LOCK, CompileJob, compile_now, compiles_later, hold, submit
 from ._cguard import build_tree
 from ._generated import GeneratedCode, NameAllocator
 from ._guard import generate_guard
@@ -55,8 +55,9 @@ class Record:
     fork: Callable[[], Record] | None = None
     # the record this one was forked from (itself when it was recorded)
     origin: Record | None = None
-    # its graph's compile on MagPy's worker thread (``build_record(background=True)``): its
-    # ``status`` says whether the record still runs the graph as is; None: compiled when built
+    # its graph's compile on MagPy's worker thread (``build_record(background=True)``) or on
+    # its first confirmed hit (a record that assumes tensor values): its ``status`` says
+    # whether the record still runs the graph as is; None: compiled when built
     background: CompileJob | None = None
 
     @staticmethod
@@ -93,21 +94,20 @@ def build_record(
 ) -> Record:
     """Generate the guard and mock of ``plan`` and compile ``graph`` with ``backend``.
 
-    ``background``: where ``compiles_later`` allows, the record runs the graph as is (the
-    eager backend's mock) while ``backend`` compiles a copy of it on MagPy's worker thread,
-    then switches once to the compiled graph (``_compile_later``); ``on_compiled(rec)`` is
-    called there after that, or after a failure (``rec.uncompiled`` says why).
+    ``background``: where ``compiles_later`` allows, the record runs the graph as is while
+    ``backend`` compiles a copy on MagPy's worker thread, then switches once (``_compile_later``;
+    ``on_compiled(rec)`` is called after, ``rec.uncompiled`` says why it failed). A record that
+    assumes tensor values (``plan.checks``) compiles so on its first confirmed hit.
 
     ``anchor``: for a site (``roots="frame"``), the local its guard's memo is kept for (the
-    frame's first argument); ``rec.memoize(L[anchor], None, None)`` on a hit puts it in place.
-    Whole calls always get a memo for ``fn``.
+    frame's first argument; ``rec.memoize(L[anchor], None, None)`` on a hit). Calls: ``fn``.
 
     ``restore_inputs``: the inputs the graph updates in place; ``undo_inputs(rule)``: those a
-    failed run must put back when the compiled graph applies its updates by ``rule``
-    (``magpy_monitor``'s ``UPDATE_RULES``; default: all of them; see ``generate_mock``)."""
+    failed run puts back when the compiled graph applies its updates by ``rule`` (default: all;
+    ``magpy_monitor``'s ``UPDATE_RULES``, ``generate_mock``)."""
     op_count = sum(1 for n in graph.nodes if n.op in ("call_function", "call_method"))
     has_graph = op_count > 0 or plan.num_outputs > 0
-    later = has_graph and background and compiles_later(graph, backend)
+    later = has_graph and (background or bool(plan.checks)) and compiles_later(graph, backend)
     gm, compiled = None, None
     if later:
         copied = copy.deepcopy(graph)  # the worker's own: a backend may rewrite what it compiles
@@ -132,7 +132,8 @@ def build_record(
             _mock_code, plan, backend=backend, qualname=qualname, roots=roots,
             restore_rng=restore_rng, updated=updated,
         )  # fmt: skip
-        _compile_later(rec, copied, list(example_inputs), backend, qualname, mock_of, on_compiled)
+        job = (copied, list(example_inputs), backend, qualname, mock_of, on_compiled)
+        _compile_later(rec, *job, on_reuse=not background)
     return rec
 
 
@@ -250,6 +251,28 @@ class _Switch:
         return self.mock(*args)
 
 
+class _OnReuse(_Switch):
+    """A ``_Switch`` whose compile is held (``hold``) until a call's mock returned: the guard
+    passed and the assumed tensor values held. That call then compiles the graph, in its own
+    thread, before it returns (``compile_now``, once). For a record whose graph assumes the
+    values of tensors its program read into Python (``plan.checks``): such assumptions often
+    fail on the next call (a data-dependent branch that goes the other way), and a record
+    whose assumptions never hold again then costs no compile."""
+
+    __slots__ = ("job",)
+
+    def __init__(self, mock: Callable[..., Any]) -> None:
+        super().__init__(mock)
+        self.job: CompileJob | None = None
+
+    def __call__(self, *args: Any) -> Any:
+        out = self.mock(*args)
+        job, self.job = self.job, None
+        if job is not None:
+            compile_now(job)
+        return out
+
+
 def _compile_later(
     rec: Record,
     graph: fx.Graph,
@@ -258,6 +281,8 @@ def _compile_later(
     qualname: str,
     mock_of: Callable[[fx.GraphModule, Callable[..., Any]], GeneratedCode],
     on_compiled: Callable[[Record], None] | None,
+    *,
+    on_reuse: bool,
 ) -> None:
     """Queue the compile of ``graph`` (``rec``'s graph, which runs as is meanwhile) on the
     worker. Once it is compiled, the mock around the compiled graph (``mock_of``) is generated
@@ -265,8 +290,9 @@ def _compile_later(
     call): a hit reads ``rec.mock`` once, so every call runs either the mock around the graph
     as is or the one around the compiled graph, with the callable, the reference graph and
     the undo rule that belong to it. The guard does not change (``compiles_later``). The job
-    holds ``rec`` weakly: a record dropped meanwhile is not compiled."""
-    switch = _Switch(rec.mock)
+    holds ``rec`` weakly: a record dropped meanwhile is not compiled. ``on_reuse``: the job is
+    held for the record's first confirmed hit instead (``_OnReuse``)."""
+    switch = _OnReuse(rec.mock) if on_reuse else _Switch(rec.mock)
     rec.mock = switch
     ref = weakref.ref(rec)
 
@@ -299,7 +325,11 @@ def _compile_later(
             on_compiled(target)
 
     rec.background = CompileJob(qualname, compile, failed, done)
-    submit(rec.background)
+    if isinstance(switch, _OnReuse):
+        switch.job = rec.background
+        hold(rec.background)
+    else:
+        submit(rec.background)
 
 
 def _arm(rec: Record, guard_options: dict[str, Any], anchor: str | None) -> None:
