@@ -285,6 +285,50 @@ def test_the_last_record_allowed_is_fully_dynamic() -> None:
     assert (st.records, st.hits, st.fallbacks) == (2, 2, 0)
 
 
+def _symbolic(rec: Any) -> bool:
+    return any(
+        isinstance(size, torch.SymInt)
+        for n in rec.graph_module.graph.nodes
+        if n.op == "placeholder" and isinstance(n.meta.get("magpy_fake"), torch.Tensor)
+        for size in n.meta["magpy_fake"].shape
+    )
+
+
+def test_blocks_of_other_widths_keep_static_records() -> None:
+    """One function over blocks whose parameters have other sizes (a ResNet's stages): a
+    parameter's sizes stay static, so a miss on another width is another block shape, not a
+    changed size. Each width gets a static record; none is made symbolic in the input's width
+    (which the static weight would pin again), and each is hit on its next call."""
+
+    def step(block: nn.Module, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(block(x)) + x
+
+    torch.manual_seed(0)
+    blocks = [nn.Linear(w, w) for w in (4, 8, 16)]
+    compiled = magpy.compile(step, backend="eager")
+    for i in range(6):
+        block = blocks[i % 3]
+        x = torch.randn(2, block.in_features, generator=torch.Generator().manual_seed(i))
+        torch.testing.assert_close(compiled(block, x), step(block, x))
+    st = magpy.stats(compiled)
+    assert (st.records, st.hits, st.fallbacks) == (3, 3, 0)
+    assert not any(_symbolic(r) for r in compiled._magpy_state.records)
+
+
+def test_inputs_of_one_block_shape_still_become_symbolic() -> None:
+    """The same block with a changing batch: the batch size becomes symbolic as before."""
+    torch.manual_seed(0)
+    block = nn.Linear(4, 4)
+
+    def step(x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(block(x)) + x
+
+    compiled = _run(step, [(n, 4) for n in (2, 3, 5, 7)], backend="eager")
+    st = magpy.stats(compiled)
+    assert (st.records, st.hits) == (2, 2)
+    assert _symbolic(compiled._magpy_state.records[0])
+
+
 def test_dynamic_shapes_across_a_graph_break(capsys: Any) -> None:
     """Segments (sites) get dynamic sizes too: call 1 finds the break, call 2 records both
     segments, call 3 records them again with the batch size symbolic; later calls hit both."""

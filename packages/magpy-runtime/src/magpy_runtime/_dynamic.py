@@ -35,7 +35,8 @@ def changed_scalars(plan: Any, others: list[Record]) -> set[Any]:
     Those are the scalars that change from call to call: the next capture makes them graph
     inputs (the paper's promotion of non-constant scalars) instead of specializing again.
     Tensor sizes that differ between two records' TENSOR_META guards are included, as
-    ``dim_key(path, d)`` (the next capture makes them symbolic).
+    ``dim_key(path, d)`` (the next capture makes them symbolic), where both records run the
+    same block shape: the same parameters, of the same sizes (see ``changed_on_miss``).
     """
 
     def scalars(p: Any) -> dict[Any, Any]:
@@ -55,10 +56,22 @@ def changed_scalars(plan: Any, others: list[Record]) -> set[Any]:
         for path, value in scalars(rec.plan).items():
             if path in mine and type(mine[path]) is type(value) and mine[path] != value:
                 changed.add(path)
-        for path, shape in shapes(rec.plan).items():
+        theirs = shapes(rec.plan)
+        if _parameters(rec.plan) != _parameters(plan):
+            continue  # another block shape
+        for path, shape in theirs.items():
             if path in my_shapes:
                 changed |= _changed_dims(path, my_shapes[path], shape)
     return changed
+
+
+def _parameters(plan: Any) -> dict[Any, tuple[Any, ...]]:
+    """The sizes of the parameters ``plan`` reads, by path."""
+    return {
+        g.path: g.payload[3]
+        for g in plan.guards
+        if g.kind is GuardKind.TENSOR_META and issubclass(g.payload[0], torch.nn.Parameter)
+    }
 
 
 def _changed_dims(path: Any, old: tuple[Any, ...], now: tuple[Any, ...]) -> set[Any]:
@@ -73,12 +86,20 @@ def _changed_dims(path: Any, old: tuple[Any, ...], now: tuple[Any, ...]) -> set[
 
 
 def changed_on_miss(records: list[Record], roots: dict[str, Any]) -> set[Any]:
-    """Entry paths of int/float/bool values some record specialized on that differ in this call."""
+    """Entry paths of int/float/bool values some record specialized on that differ in this call.
+
+    A record's sizes count only where this call runs the same block shape: a parameter's sizes
+    stay static (one graph per block shape, as in ``torch.compile``), so a record whose
+    parameters have other sizes here, or whose tensors are not found here (another structure),
+    tells nothing about sizes: the symbolic graph its sizes would give is pinned again."""
     changed: set[Any] = set()
     for rec in records:
+        sizes: set[Any] | None = set()
         for g in rec.plan.guards:
             if g.kind is GuardKind.TENSOR_META:
-                changed |= _changed_sizes(g, roots)
+                if sizes is not None:
+                    dims = _changed_sizes(g, roots)
+                    sizes = None if dims is None else sizes | dims
                 continue
             if g.kind is not GuardKind.VALUE or type(g.payload) not in (int, float, bool):
                 continue
@@ -88,19 +109,22 @@ def changed_on_miss(records: list[Record], roots: dict[str, Any]) -> set[Any]:
                 continue
             if type(now) is type(g.payload) and now != g.payload:
                 changed.add(g.path)
+        changed |= sizes or set()
     return changed
 
 
-def _changed_sizes(guard: Any, roots: dict[str, Any]) -> set[Any]:
-    """Sizes a TENSOR_META guard names that differ in this call (same class, dtype, ndim)."""
+def _changed_sizes(guard: Any, roots: dict[str, Any]) -> set[Any] | None:
+    """Sizes a TENSOR_META guard names that differ in this call (same class, dtype, ndim);
+    None where the tensor is not found, or is a parameter whose sizes differ."""
     try:
         now = eval_path(guard.path, roots)
     except Exception:  # the path does not resolve in this call
-        return set()
+        return None
     cls, dtype, _device, shape = guard.payload[:4]
     if type(now) is not cls or not isinstance(now, torch.Tensor) or now.dtype is not dtype:
         return set()
-    return _changed_dims(guard.path, shape, tuple(now.shape))
+    dims = _changed_dims(guard.path, shape, tuple(now.shape))
+    return None if dims and isinstance(now, torch.nn.Parameter) else dims
 
 
 def eval_path(path: Any, roots: dict[str, Any]) -> Any:
