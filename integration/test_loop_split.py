@@ -92,6 +92,25 @@ def test_a_loop_over_a_changing_length_stops_recompiling() -> None:
         assert magpy.stats(compiled).hits - before == 1 + len(_segments(n)), n
 
 
+def test_split_sites_start_dynamic_in_what_the_calls_changed() -> None:
+    """When the loop splits, its sites start with what the whole calls saw change (the length:
+    ``x``'s dim 0) already dynamic: the entry's first record is symbolic in it and serves every
+    later length, instead of a record specialised on one length and then a symbolic one."""
+    from magpy_monitor import dim_key
+    from magpy_refgraph import Local, Path
+    from magpy_runtime._sites import REGISTRY
+
+    w = torch.randn(4, 4)
+    compiled = magpy.compile(rnn_steps, backend="eager")
+    for n in [*range(2, 2 + magpy.config.max_records - 1), 9, 10, 12, 13, 9]:
+        x = torch.randn(n, 4)
+        H.assert_same(compiled(x, w), rnn_steps(x, w), f"length {n}")
+    code = REGISTRY.state(rnn_steps.__code__)
+    assert dim_key(Path(Local("x")), 0) in code.dynamic_paths
+    assert len(code.sites[-1].records) == 1, _site_records()
+    assert magpy.stats(compiled).fallbacks == 0
+
+
 def test_a_loop_over_an_int_argument() -> None:
     """``range(n)`` over an int argument: the index becomes a graph input after one miss."""
     compiled = magpy.compile(count_up, backend="eager")

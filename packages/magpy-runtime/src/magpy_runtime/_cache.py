@@ -36,7 +36,7 @@ from magpy_refgraph import (
 from . import _depth
 from ._boundary_importlib_bootstrap import AGAIN, MISS, NATIVE, run
 from ._config import background_compile, config
-from ._dynamic import changed_on_miss, changed_scalars, promote_all
+from ._dynamic import as_locals, changed_on_miss, changed_scalars, promote_all
 from ._errors import FullGraphError, MagPyWarning
 from ._logging import log_topic
 from ._pool import adopt
@@ -349,11 +349,12 @@ class CacheState:
         """Records keep coming for new trip counts of a range() loop: from now on each loop
         iteration of the function is a segment (its records serve every trip count)."""
         func = getattr(fn, "forward", fn) if isinstance(fn, torch.nn.Module) else fn
+        bound = hasattr(func, "__func__")
         func = getattr(func, "__func__", func)
         if not isinstance(func, types.FunctionType) or not user_function(func):
             return False
         try:
-            split_loops_of(func)
+            split_loops_of(func, as_locals(func, bound, self.dynamic_paths))
         except MagPyError:
             return False
         log_topic("records", "%s: range() loops split per iteration", self.qualname)

@@ -12,21 +12,43 @@ from __future__ import annotations
 
 import builtins
 import inspect
+import types
 from typing import Any
 
 import torch
 
 from magpy_codegen import Record
 from magpy_monitor import dim_key
-from magpy_refgraph import AccessKind, GuardKind, iter_remaining
+from magpy_refgraph import AccessKind, GuardKind, Local, Path, iter_remaining
 
-__all__ = ["changed_on_miss", "changed_scalars", "eval_path", "promote_all"]
+__all__ = ["as_locals", "changed_on_miss", "changed_scalars", "eval_path", "promote_all"]
 
 
 def promote_all(dynamic: bool | None, last: bool) -> bool:
     """Capture with every scalar and size dynamic: ``dynamic=True``, or the last record allowed
     by ``max_records`` under ``dynamic=None`` (the region keeps changing: treat it as dynamic)."""
     return dynamic is True or (dynamic is None and last)
+
+
+def as_locals(func: types.FunctionType, bound: bool, paths: set[Any]) -> set[Path]:
+    """A compiled callable's dynamic ``paths`` (under ``args`` and ``kwargs``) as the paths
+    of ``func``'s own locals (what its sites see; ``bound``: the call passes no ``self``).
+    When a function's loops split, its sites start with the sizes and scalars the callable
+    already saw change (a trip count's tensor length): their first records are symbolic in
+    them, not specialised once and then recorded again."""
+    code = func.__code__
+    names = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
+    skip = 1 if bound else 0
+    mapped: set[Path] = set()
+    for path in paths:
+        if path.root.kind is not AccessKind.LOCAL or not path.steps:
+            continue
+        key, first = path.root.key, path.steps[0].key
+        if key == "args" and type(first) is int and first + skip < code.co_argcount:
+            mapped.add(Path(Local(names[first + skip]), path.steps[1:]))
+        elif key == "kwargs" and first in names:
+            mapped.add(Path(Local(first), path.steps[1:]))
+    return mapped
 
 
 def changed_scalars(plan: Any, others: list[Record]) -> set[Any]:

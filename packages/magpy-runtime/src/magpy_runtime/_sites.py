@@ -82,6 +82,8 @@ class CodeState:
     # each iteration of its range() loops is a segment of its own (a trip count that changes
     # from call to call would otherwise make a record per count)
     split_loops: bool = False
+    # the paths its new sites start dynamic in (``split_loops_of``)
+    dynamic_paths: set[Any] = attrs.field(factory=set)
 
     def add_function(self, fn: types.FunctionType) -> None:
         if not any(r() is fn for r in self.functions):
@@ -179,10 +181,15 @@ class _Registry:
 REGISTRY = _Registry()
 
 
-def split_loops_of(fn: types.FunctionType) -> CodeState:
-    """Give ``fn`` an entry site and make each iteration of its range() loops a segment."""
+def split_loops_of(fn: types.FunctionType, dynamic: set[Any] | None = None) -> CodeState:
+    """Give ``fn`` an entry site and make each iteration of its range() loops a segment;
+    its sites start with the ``dynamic`` paths of its locals (``_dynamic.as_locals``)."""
     st = ensure_entry_site(fn)
-    st.split_loops = True
+    with REGISTRY.lock:
+        st.split_loops = True
+        st.dynamic_paths |= dynamic or set()
+        for site in st.sites.values():
+            site.dynamic_paths |= st.dynamic_paths
     return st
 
 
@@ -549,7 +556,9 @@ class _Host:
             if cs is None:
                 return None
             if offset not in cs.sites:
-                cs.sites[offset] = SiteState(offset, len(stack))
+                cs.sites[offset] = SiteState(
+                    offset, len(stack), dynamic_paths=set(cs.dynamic_paths)
+                )
                 cs.reinstrument()
             site = cs.sites[offset]
         if state is None or site.eager or is_monitoring():
