@@ -91,17 +91,17 @@ def build_record(
     anchor: str | None = None,
     background: bool = False,
     on_compiled: Callable[[Record], None] | None = None,
+    confirmed_enough: Callable[[int], bool] | None = None,
 ) -> Record:
     """Generate the guard and mock of ``plan`` and compile ``graph`` with ``backend``.
 
-    ``background``: where ``compiles_later`` allows, the record runs the graph as is while
-    ``backend`` compiles a copy on MagPy's worker thread, then switches once (``_compile_later``;
-    ``on_compiled(rec)`` is called after, ``rec.uncompiled`` says why it failed). A record that
-    assumes tensor values (``plan.checks``) compiles so on its first confirmed hit.
+    ``background``: where ``compiles_later`` allows, the graph runs as is while ``backend``
+    compiles a copy on MagPy's worker thread, then switches once (``_compile_later``; then
+    ``on_compiled(rec)``). A record that assumes tensor values (``plan.checks``) compiles so
+    on the first confirmed hit whose count ``confirmed_enough(n)`` accepts (default: 1).
 
     ``anchor``: for a site (``roots="frame"``), the local its guard's memo is kept for (the
     frame's first argument; ``rec.memoize(L[anchor], None, None)`` on a hit). Calls: ``fn``.
-
     ``restore_inputs``: the inputs the graph updates in place; ``undo_inputs(rule)``: those a
     failed run puts back when the compiled graph applies its updates by ``rule`` (default: all;
     ``magpy_monitor``'s ``UPDATE_RULES``, ``generate_mock``)."""
@@ -133,7 +133,7 @@ def build_record(
             restore_rng=restore_rng, updated=updated,
         )  # fmt: skip
         job = (copied, list(example_inputs), backend, qualname, mock_of, on_compiled)
-        _compile_later(rec, *job, on_reuse=not background)
+        _compile_later(rec, *job, on_reuse=None if background else confirmed_enough or bool)
     return rec
 
 
@@ -252,24 +252,30 @@ class _Switch:
 
 
 class _OnReuse(_Switch):
-    """A ``_Switch`` whose compile is held (``hold``) until a call's mock returned: the guard
-    passed and the assumed tensor values held. That call then compiles the graph, in its own
-    thread, before it returns (``compile_now``, once). For a record whose graph assumes the
-    values of tensors its program read into Python (``plan.checks``): such assumptions often
-    fail on the next call (a data-dependent branch that goes the other way), and a record
-    whose assumptions never hold again then costs no compile."""
+    """A ``_Switch`` whose compile is held (``hold``) until calls confirmed it: their mock
+    returned (the guard passed and the assumed tensor values held), as many as ``enough(n)``
+    accepts. The call that makes them enough compiles the graph, in its own thread, before it
+    returns (``compile_now``, once). For a record whose graph assumes the values of tensors
+    its program read into Python (``plan.checks``): such assumptions often fail on the next
+    call (a data-dependent branch that goes the other way), and a record whose assumptions
+    never hold again then costs no compile."""
 
-    __slots__ = ("job",)
+    __slots__ = ("confirmed", "enough", "job")
 
-    def __init__(self, mock: Callable[..., Any]) -> None:
+    def __init__(self, mock: Callable[..., Any], enough: Callable[[int], bool]) -> None:
         super().__init__(mock)
         self.job: CompileJob | None = None
+        self.enough = enough
+        self.confirmed = 0
 
     def __call__(self, *args: Any) -> Any:
         out = self.mock(*args)
-        job, self.job = self.job, None
-        if job is not None:
-            compile_now(job)
+        if self.job is not None:
+            self.confirmed += 1
+            if self.enough(self.confirmed):
+                job, self.job = self.job, None
+                if job is not None:
+                    compile_now(job)
         return out
 
 
@@ -282,7 +288,7 @@ def _compile_later(
     mock_of: Callable[[fx.GraphModule, Callable[..., Any]], GeneratedCode],
     on_compiled: Callable[[Record], None] | None,
     *,
-    on_reuse: bool,
+    on_reuse: Callable[[int], bool] | None,
 ) -> None:
     """Queue the compile of ``graph`` (``rec``'s graph, which runs as is meanwhile) on the
     worker. Once it is compiled, the mock around the compiled graph (``mock_of``) is generated
@@ -291,8 +297,8 @@ def _compile_later(
     as is or the one around the compiled graph, with the callable, the reference graph and
     the undo rule that belong to it. The guard does not change (``compiles_later``). The job
     holds ``rec`` weakly: a record dropped meanwhile is not compiled. ``on_reuse``: the job is
-    held for the record's first confirmed hit instead (``_OnReuse``)."""
-    switch = _OnReuse(rec.mock) if on_reuse else _Switch(rec.mock)
+    held for a confirmed hit instead, the first whose count it accepts (``_OnReuse``)."""
+    switch = _Switch(rec.mock) if on_reuse is None else _OnReuse(rec.mock, on_reuse)
     rec.mock = switch
     ref = weakref.ref(rec)
 

@@ -294,6 +294,7 @@ class CacheState:
                     undo_inputs=result.capture.undo_inputs,
                     background=background_compile(self.background_compile),
                     on_compiled=self.note_uncompiled,
+                    confirmed_enough=self.confirmed_enough,
                 )
             except MagPyError as exc:
                 failure = exc
@@ -335,6 +336,11 @@ class CacheState:
         with self._lock:
             self.records.insert(0, rec)
             self.added += 1
+
+    def confirmed_enough(self, calls: int) -> bool:
+        """Whether a record that assumes tensor values has served enough calls to be compiled:
+        more than calls of this callable missed an assumption (none missed: the first)."""
+        return calls > self.assumption_misses
 
     def _splits_now(self) -> bool:
         """Whether a miss splits the function's range() loops: once records came for

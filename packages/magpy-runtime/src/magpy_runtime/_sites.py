@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import builtins
 import dis
+import functools
 import itertools
 import sys
 import threading
@@ -390,6 +391,14 @@ def _memoize_site(rec: Any, code: types.CodeType, f_locals: dict[str, Any]) -> N
     memoize_guard(rec, anchor, None, None)
 
 
+def _confirmed_enough(code: types.CodeType, offset: int, calls: int) -> bool:
+    """``CacheState.confirmed_enough`` for a record of the site at ``offset`` of ``code``."""
+    info = REGISTRY.infos.get(code)
+    st = REGISTRY.by_code.get(info.original if info is not None else code)
+    site = st.sites.get(offset) if st is not None else None
+    return calls > (site.assumption_misses if site is not None else 0)
+
+
 def _warn_once(msg: str) -> None:
     state = _current()
     if state is not None and not state.warned_sites:
@@ -432,6 +441,7 @@ class _Host:
                 anchor=seg.code.co_varnames[0] if seg.code.co_argcount else None,
                 background=background_compile(state.background_compile),
                 on_compiled=state.note_uncompiled,
+                confirmed_enough=functools.partial(_confirmed_enough, seg.code, seg.site),
             )
         except Exception as exc:
             self.on_failure(seg.code, seg.site, exc)
