@@ -45,7 +45,8 @@ shared cores the medians are noisy (spikes of a few ms); compare modes within on
 
 Inductor's compiles are cached across runs (``TORCHINDUCTOR_CACHE_DIR``, by default
 ``/tmp/torchinductor_$USER``; one subfolder per compiler as in ``magpy bench``), so a rerun's totals
-are lower than a cold run's; ``--fresh-cache`` compiles into a new temporary folder instead.
+are lower than a cold run's; ``--fresh-cache`` compiles into a new temporary folder instead,
+with a subfolder per round (``--rounds``): every round's totals are cold.
 Prints one progress line per (model, mode), a Markdown table on stdout, and writes a JSON file.
 Not a test: figures go into issue notes (``integration/test_bench_dynamic.py`` smoke-tests
 ``--quick``).
@@ -406,13 +407,13 @@ def _timed_calls(
     return times, compiling
 
 
-def run_mode(mode: str, work: Workload, want: list[Any]) -> ModeResult:
+def run_mode(mode: str, work: Workload, want: list[Any], cache_round: str = "") -> ModeResult:
     """A fresh compiler of ``mode``: the stream over every input of ``work`` (compiles
     included), then a replay of the same inputs (steady state); counters collected."""
     result = _new_result(mode, work)
     counters.clear()
     gc.collect()
-    cache = _own_cache(mode if mode == "torch.compile" else "magpy")
+    cache = _own_cache((mode if mode == "torch.compile" else "magpy") + cache_round)
     with cache if mode != "eager" else contextlib.nullcontext():
         try:
             fn, compiled_so_far = _compiler(mode, work)
@@ -469,13 +470,16 @@ def _collect_compiler_state(result: ModeResult, mode: str, compiled: Any) -> Non
         result.magpy_break_reasons = list(dict.fromkeys(reasons))[:MAX_DETAILS]
 
 
-def run_model(work: Workload, modes: Sequence[str], log: Log) -> list[ModeResult]:
+def run_model(
+    work: Workload, modes: Sequence[str], log: Log, cache_round: str = ""
+) -> list[ModeResult]:
     """Every mode in turn, each isolated: torch.compile's and MagPy's state is reset before
     and after it.
 
     Not interleaved across modes: MagPy's frame hook gives the functions around a graph break
     an instrumented ``__code__``, and Dynamo, whose caches are keyed by code object, would then
-    recompile those frames (and trace MagPy's sites) in an interleaved replay.
+    recompile those frames (and trace MagPy's sites) in an interleaved replay. ``cache_round``:
+    a suffix of each compiler's cache folder (a cold cache per round with ``--fresh-cache``).
     """
     with torch.no_grad():
         want = [work.model(*args) for args in work.calls]
@@ -484,7 +488,7 @@ def run_model(work: Workload, modes: Sequence[str], log: Log) -> list[ModeResult
         for mode in modes:
             torch._dynamo.reset()
             magpy.reset()
-            result = run_mode(mode, work, want)
+            result = run_mode(mode, work, want, cache_round)
             torch._dynamo.reset()
             magpy.reset()
             results.append(result)
@@ -686,7 +690,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 order = ["eager", *args.modes[1 + turn :], *args.modes[1 : 1 + turn]]
                 if args.rounds > 1:
                     log(f"{name}: round {r + 1}/{args.rounds}, {order}")
-                results += run_model(work, order, log)
+                cold = f"-{name}-round{r}" if args.fresh_cache else ""
+                results += run_model(work, order, log, cold)
     finally:
         if tmp is not None:
             tmp.cleanup()
