@@ -10,8 +10,8 @@ import torch
 
 import magpy_runtime as magpy
 from magpy_monitor import dim_key
-from magpy_refgraph import Item, Local, Path
-from magpy_runtime._dynamic import changed_on_miss, changed_scalars, promote_all
+from magpy_refgraph import DictItem, Item, Local, Path
+from magpy_runtime._dynamic import as_locals, changed_on_miss, changed_scalars, promote_all
 
 X = Path(Local("args"), (Item(0),))
 
@@ -79,3 +79,25 @@ class TestDynamicArgument:
     def test_promote_all(self, dynamic: bool | None, last: bool, want: bool) -> None:
         """The last record allowed by max_records is captured fully dynamic (dynamic=None)."""
         assert promote_all(dynamic, last) is want
+
+
+class TestAsLocals:
+    """A callable's dynamic paths renamed to its function's locals (the sites of split loops)."""
+
+    @staticmethod
+    def step(self: Any, x: torch.Tensor, n: int, *rest: Any, scale: float = 1.0) -> Any:
+        return x
+
+    def test_positional_arguments_skip_self_when_bound(self) -> None:
+        paths = {dim_key(X, 0), Path(Local("args"), (Item(1),))}
+        assert as_locals(self.step, True, paths) == {
+            dim_key(Path(Local("x")), 0),
+            Path(Local("n")),
+        }
+        assert as_locals(self.step, False, {dim_key(X, 0)}) == {dim_key(Path(Local("self")), 0)}
+
+    def test_keywords_and_what_has_no_local(self) -> None:
+        kw = Path(Local("kwargs"), (DictItem("scale"),))
+        extra = Path(Local("args"), (Item(5),))  # (taken by *rest: no local of its own)
+        other = Path(Local("fn"), (Item(0),))
+        assert as_locals(self.step, True, {kw, extra, other}) == {Path(Local("scale"))}
