@@ -16,7 +16,7 @@ the record switches to the compiled graph once (``_record._compile_later``). The
 
 The same job can instead be held (``hold``) and run later in a thread of the program
 (``compile_now``): what ``build_record`` does for a record that assumes tensor values, compiled
-on the first call that confirms them (``_record._OnReuse``).
+once calls confirmed them (``_record._OnReuse``).
 """
 
 from __future__ import annotations

@@ -56,7 +56,7 @@ class Record:
     # the record this one was forked from (itself when it was recorded)
     origin: Record | None = None
     # its graph's compile on MagPy's worker thread (``build_record(background=True)``) or on
-    # its first confirmed hit (a record that assumes tensor values): its ``status`` says
+    # a confirmed hit (a record that assumes tensor values, ``_OnReuse``): its ``status`` says
     # whether the record still runs the graph as is; None: compiled when built
     background: CompileJob | None = None
 
