@@ -192,8 +192,8 @@ class CacheStats:
     # the code from there to the next site always runs uncompiled
     eager_sites: int = 0
     # records whose graph runs as is until the backend compiled it: in the background
-    # (``config.background_compile``), or on the first call that confirms the tensor values
-    # the record assumes; and those that switched to the compiled graph
+    # (``config.background_compile``), or once calls confirmed the tensor values the record
+    # assumes; and those that switched to the compiled graph
     pending_compiles: int = 0
     background_swaps: int = 0
     # records taken from the store of an earlier process (``magpy.config.records_dir``)

@@ -73,15 +73,15 @@ def changed_scalars(plan: Any, others: list[Record]) -> set[Any]:
 
     mine = scalars(plan)
     my_shapes = shapes(plan)
+    my_parameters = _parameters(plan)
     changed: set[Any] = set()
     for rec in others:
         for path, value in scalars(rec.plan).items():
             if path in mine and type(mine[path]) is type(value) and mine[path] != value:
                 changed.add(path)
-        theirs = shapes(rec.plan)
-        if _parameters(rec.plan) != _parameters(plan):
+        if _parameters(rec.plan) != my_parameters:
             continue  # another block shape
-        for path, shape in theirs.items():
+        for path, shape in shapes(rec.plan).items():
             if path in my_shapes:
                 changed |= _changed_dims(path, my_shapes[path], shape)
     return changed
