@@ -22,7 +22,7 @@ import types
 from typing import Any
 
 import attrs
-from bytecode import Bytecode, Compare, Instr, Label
+from bytecode import Bytecode, Compare, ControlFlowGraph, Instr, Label, TryBegin, TryEnd
 from bytecode.instr import CellVar, FreeVar  # defined here; not in bytecode's __all__
 
 from magpy_refgraph import InternalError
@@ -153,7 +153,7 @@ def instrument(
     ``sites[offset] = (key, stack_depth, layouts)``: the constant passed to ``__magpy_site``,
     the stack depth there (no NULL slots allowed), and the record layouts it can dispatch to.
     """
-    bc = Bytecode.from_code(code)
+    bc = Bytecode.from_code(code, conserve_exception_block_stackdepth=True)
     real = _real_instrs(bc)
     offsets = _dis_offsets(code)
     if len(real) != len(offsets) or any(
@@ -165,6 +165,7 @@ def instrument(
     pre = {p: Label() for p in (set(sites) | ends)}
     items: list[Any] = []
     injected_ids: set[int] = set()
+    handlers = _Handlers()
     for x in bc:
         p = offset_of.get(id(x)) if isinstance(x, Instr) else None
         if p is not None and p in pre:
@@ -174,14 +175,94 @@ def instrument(
                 orig = Label()
                 block = _site_block(key, depth, layouts, orig, pre)
                 injected_ids.update(id(b) for b in block if isinstance(b, Instr))
-                items += [*block, orig]
-        items.append(x)
+                items += [*handlers.leave(), *block, orig, *handlers.reenter()]
+        items.append(handlers.follow(x))
     _fix_jump_directions(items)
     injected_ids |= {id(x) for x in items if isinstance(x, Instr) and id(x) not in offset_of}
     new_bc = Bytecode(items)
     new_bc._copy_attr_from(bc)
-    new_code = _fit_locations(new_bc.to_code())
+    new_code = _fit_locations(
+        new_bc.to_code(
+            stacksize=_stacksize(new_bc, code, sites), compute_exception_stack_depths=False
+        )
+    )
+    _check_handler_depths(new_code)
     return _maps(code, new_code, items, offset_of, injected_ids, set(sites))
+
+
+class _Handlers:
+    """Keeps site blocks outside every exception-table range.
+
+    A block packs the whole stack into one tuple, so inside it the stack can be shallower than
+    the depth the covering handler unwinds to: an exception there (a ``KeyboardInterrupt`` in
+    ``__magpy_site``) would run the handler on slots that are not there. So the range is ended
+    before each block and begun again, with the same handler, depth and lasti flag, right after
+    it. 3.11's table is flat: at most one range covers a point.
+    """
+
+    def __init__(self) -> None:
+        self.active: TryBegin | None = None
+        self.renamed: dict[int, TryBegin] = {}  # id(original TryBegin) -> the one now open
+
+    def follow(self, x: Any) -> Any:
+        if isinstance(x, TryBegin):
+            self.active = x
+        elif isinstance(x, TryEnd):
+            self.active = None
+            return TryEnd(self.renamed.get(id(x.entry), x.entry))
+        return x
+
+    def leave(self) -> list[Any]:
+        if self.active is None:
+            return []
+        return [TryEnd(self.renamed.get(id(self.active), self.active))]
+
+    def reenter(self) -> list[Any]:
+        if self.active is None:
+            return []
+        tb = self.active
+        again = TryBegin(tb.target, tb.push_lasti, tb.stack_depth)
+        self.renamed[id(tb)] = again
+        return [again]
+
+
+def _stacksize(bc: Bytecode, code: types.CodeType, sites: dict[int, Any]) -> int:
+    """A ``co_stacksize`` that covers every path, also the ones ``bytecode`` does not follow.
+
+    The handler depths stay the original's (``Bytecode.from_code`` read them from the
+    original table; ``compute_exception_stack_depths=False`` keeps them). ``bytecode``'s own
+    computation would lose them: a site's variant that jumps into the middle of a ``try`` or
+    ``with`` body from outside it (an entry site resuming before a call inside the body)
+    reaches that body first without its ``TryBegin``, so the handler block is never visited,
+    keeps the placeholder depth 32768 and is left out of the stack size. An exception there
+    then unwinds nothing and the handler runs on stale stack slots (a segfault). For the
+    same reason the computed size can miss the handlers' own needs: the original size plus
+    the most a site block adds bounds it.
+    """
+    computed = ControlFlowGraph.from_bytecode(bc).compute_stacksize(
+        compute_exception_stack_depths=False
+    )
+    extra = max(
+        (
+            depth + len(lay.stores) + len(lay.nulls) + _BLOCK_TEMPS
+            for _, depth, layouts in sites.values()
+            for lay in [*layouts, Layout(None)]
+        ),
+        default=0,
+    )
+    return max(computed, code.co_stacksize + extra)
+
+
+_BLOCK_TEMPS = 6  # most temporaries a site block holds above the stack it packs
+
+
+def _check_handler_depths(code: types.CodeType) -> None:
+    for entry in dis._parse_exception_table(code):  # type: ignore[attr-defined]
+        if entry.depth + entry.lasti + 1 > code.co_stacksize:
+            raise InternalError(
+                f"instrumented {code.co_qualname}: a handler at depth {entry.depth} "
+                f"exceeds the stack size {code.co_stacksize}"
+            )
 
 
 def _maps(
