@@ -26,6 +26,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
+from magpy_monitor import INTERP
+
 __all__ = ["load_disjoint", "load_snapcheck", "reason"]
 
 _SOURCE = Path(__file__).with_name("_snapcheck.c")
@@ -67,7 +69,7 @@ def _load() -> Any:
     module = None
     if os.environ.get("MAGPY_SNAPCHECK", "").strip().lower() == "python":
         reason = "MAGPY_SNAPCHECK=python"
-    elif sys.implementation.name != "cpython" or sys.version_info[:2] != (3, 11):
+    elif not INTERP.c_snapshot_check:
         reason = f"the C check is for CPython 3.11, not {sys.version.split()[0]}"
     else:
         suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"

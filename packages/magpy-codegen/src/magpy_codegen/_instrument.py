@@ -22,9 +22,15 @@ import types
 from typing import Any
 
 import attrs
-from bytecode import Bytecode, Compare, ControlFlowGraph, Instr, Label, TryBegin, TryEnd
-from bytecode.instr import CellVar, FreeVar  # defined here; not in bytecode's __all__
+from bytecode import Bytecode, Compare, ControlFlowGraph, Instr, Label
+from bytecode.instr import (  # defined here; not in bytecode's __all__
+    CellVar,
+    FreeVar,
+    TryBegin,
+    TryEnd,
+)
 
+from magpy_monitor import INTERP
 from magpy_refgraph import InternalError
 
 __all__ = ["Instrumented", "Layout", "instrument", "site_name"]
@@ -112,11 +118,10 @@ def _site_block(
 ) -> list[Any]:
     block: list[Any] = [
         Instr("BUILD_TUPLE", depth),
-        Instr("LOAD_GLOBAL", (True, SITE_FUNCTION)),
+        Instr("LOAD_GLOBAL", (True, SITE_FUNCTION)),  # (a NULL below or above it)
         Instr("LOAD_CONST", key),
         Instr("COPY", 4),
-        Instr("PRECALL", 2),
-        Instr("CALL", 2),
+        *(Instr(name, n) for name, n in INTERP.call_ops(2)),
         Instr("SWAP", 2),
         Instr("POP_TOP"),
         Instr("UNPACK_SEQUENCE", 2),
@@ -127,7 +132,7 @@ def _site_block(
             Instr("COPY", 1),
             Instr("LOAD_CONST", number),
             Instr("COMPARE_OP", Compare.EQ),
-            Instr("POP_JUMP_FORWARD_IF_TRUE", label),
+            Instr(INTERP.jump_if_true, label),
         ]
     block += [Instr("POP_TOP"), Instr("UNPACK_SEQUENCE", depth), Instr("JUMP_FORWARD", orig)]
     for label, layout in zip(labels, variants, strict=True):

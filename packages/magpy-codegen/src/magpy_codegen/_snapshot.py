@@ -16,7 +16,7 @@ from typing import Any, cast
 import torch
 from torch._C._dynamo.guards import dict_version
 
-from magpy_monitor import CodeOf, Defines
+from magpy_monitor import INTERP, CodeOf, Defines
 from magpy_refgraph import (
     Access,
     AccessKind,
@@ -74,9 +74,11 @@ def _static(cls: type, name: str) -> Any:
 
 
 # builtin types whose attribute lookup is CPython's generic one (PyObject_GenericGetAttr)
+# (3.13 leaves the inherited slot out of some of these types' own dicts)
 _GENERIC_GETATTR = tuple(
     k.__dict__["__getattribute__"]
     for k in (object, dict, tuple, list, set, frozenset, types.CodeType, types.MethodType)
+    if "__getattribute__" in k.__dict__
 )
 
 
@@ -152,9 +154,10 @@ class _Snapshot:
         if type(inst) is not dict:
             raise _Unsafe(f"a {kind.__name__} whose __dict__ is not a dict")
         self.owners[id(obj)] = (obj, inst)
-        if not isinstance(obj, torch.nn.Module):
+        if not isinstance(obj, torch.nn.Module) or not INTERP.instance_dict_tags_exact:
             # (a module's attributes rarely change: one version tag for its whole dict; other
-            # objects often keep state that changes per call: the entries read are checked)
+            # objects often keep state that changes per call: the entries read are checked;
+            # so are a module's where a store can leave the tag as it was, 3.13)
             self.namespaces.add(id(inst))
         return inst
 
@@ -286,7 +289,10 @@ def _item_step(s: _Snapshot, base: Any, key: Any, *, stored: bool = False) -> An
     the lookup could run user code); ``stored``: ``dict.__getitem__(base, key)``."""
     kind = type(base)
     if stored and isinstance(base, dict):
-        s.version(base)  # (any dict's entries change its version tag)
+        if id(base) in s.namespaces:
+            s.item(base, key)
+        else:
+            s.version(base)  # (any dict's entries change its version tag)
         return _entry_of(base, key)
     if kind in _DICTS:
         s.item(base, key)

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from magpy_codegen import Layout, instrument
+from magpy_monitor import INTERP
 
 
 def _handlers(code: types.CodeType) -> list[Any]:
@@ -33,9 +34,12 @@ def _covering(code: types.CodeType, offset: int) -> tuple[int, bool] | None:
     return None
 
 
+_CALL_STARTS = INTERP.call_ops(1)[0][0]  # (3.11's PRECALL, else CALL)
+
+
 def _first_call_in_a_handler_range(code: types.CodeType) -> dis.Instruction:
     for ins in dis.get_instructions(code):
-        if ins.opname == "PRECALL" and _covering(code, ins.offset) is not None:
+        if ins.opname == _CALL_STARTS and _covering(code, ins.offset) is not None:
             return ins
     raise AssertionError(f"{code.co_qualname} has no call inside a try body")
 
@@ -47,13 +51,14 @@ def _entry(code: types.CodeType) -> int:
 
 def _nulls_before(code: types.CodeType, offset: int) -> tuple[bool, ...]:
     """NULL flags of the stack before the call at ``offset``, bottom first, for straight-line
-    code that ends in ``NULL, f, x`` (a one-argument call of a global)."""
+    code that ends in a one-argument call of a global (``NULL, f, x``; 3.13: ``f, NULL, x``)."""
     depth = sum(
         dis.stack_effect(i.opcode, i.arg if i.opcode >= dis.HAVE_ARGUMENT else None, jump=False)
         for i in dis.get_instructions(code)
         if i.offset < offset
     )
-    return (False,) * (depth - 3) + (True, False, False)
+    call = (False, True, False) if INTERP.null_above_callable else (True, False, False)
+    return (False,) * (depth - 3) + call
 
 
 def _with_body(x: Any) -> Any:

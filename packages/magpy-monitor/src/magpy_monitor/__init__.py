@@ -10,7 +10,9 @@ from .core.shapes import dim_key, symbolic_shapes
 from .core.values import Val
 from .core.valuetypes import FROZEN_MODULE_ROOTS
 from .cpython import compat as _compat  # noqa: F401  (fails at import on other Python versions)
+from .cpython.current import INTERP
 from .cpython.frameio import NULL, StackView, read_stack, stack_depth
+from .cpython.interp import Interpreter
 from .driver.api import CaptureResult, capture, entry, finish, prepare
 from .driver.segments import CodeInfo, Segment, SegmentHost, is_monitoring, start_segment
 
@@ -18,6 +20,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "FROZEN_MODULE_ROOTS",
+    "INTERP",
     "NULL",
     "ORIGINAL_CODE",
     "TABLE",
@@ -28,6 +31,7 @@ __all__ = [
     "CodeInfo",
     "CodeOf",
     "Defines",
+    "Interpreter",
     "Kind",
     "Segment",
     "SegmentHost",

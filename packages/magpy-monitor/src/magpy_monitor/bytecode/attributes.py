@@ -25,7 +25,7 @@ __all__ = ["store_attr"]
 @opcode("LOAD_ATTR")
 def _load_attr(m: FrameMonitor, inst: Inst) -> None:
     (base,) = m.pop()
-    name = m.code.co_names[inst.arg]
+    name = inst.argval
     if registry.IS_PYOBJ.impl(base) and registry.LOAD_ATTR_FOLLOWED.impl(m, inst, base, name):
         return  # a property of an object built in the run: its getter is followed
     if registry.EXTERNAL_ATTR_FOLLOWED.impl(m, inst, base, name, method=False):
@@ -36,7 +36,7 @@ def _load_attr(m: FrameMonitor, inst: Inst) -> None:
 @opcode("LOAD_METHOD")
 def _load_method(m: FrameMonitor, inst: Inst) -> None:
     (base,) = m.pop()
-    name = m.code.co_names[inst.arg]
+    name = inst.argval
     if registry.IS_PYOBJ.impl(base) and registry.GETATTR_FOLLOWED.impl(
         m, inst, base, name, method=True
     ):
@@ -45,8 +45,10 @@ def _load_method(m: FrameMonitor, inst: Inst) -> None:
         return  # ``self.prop(x)``: a property of an object from outside giving a callable
 
     def make(real: list[Any]) -> list[Val]:
-        if real[0] is NULL:
+        if real[0] is NULL:  # [NULL, attr]
             return [Val(NULL, const=True), load_attr(m, base, name, real[1])]
+        if real[1] is NULL:  # [attr, NULL] (3.13)
+            return [load_attr(m, base, name, real[0]), Val(NULL, const=True)]
         if base.external:
             m.cap.observe_type(base)
         guard_method(m.cap, base, name, real[0])  # the lookup through the class's MRO
@@ -58,7 +60,7 @@ def _load_method(m: FrameMonitor, inst: Inst) -> None:
 @opcode("STORE_ATTR")
 def _store_attr(m: FrameMonitor, inst: Inst) -> None:
     base, value = m.pop(2)[::-1]
-    name = m.code.co_names[inst.arg]
+    name = inst.argval
     if registry.IS_PYOBJ.impl(base) and registry.STORE_ATTR_FOLLOWED.impl(
         m, inst, base, name, value
     ):
@@ -107,5 +109,5 @@ def store_attr(m: FrameMonitor, base: Val, name: str, value: Val) -> None:
 @opcode("DELETE_ATTR")
 def _delete_attr(m: FrameMonitor, inst: Inst) -> None:
     (base,) = m.pop()
-    m.cap.del_attr(base, m.code.co_names[inst.arg])
+    m.cap.del_attr(base, inst.argval)
     m.expect_outputs(inst, 0, lambda real: [])

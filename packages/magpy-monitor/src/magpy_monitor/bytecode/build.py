@@ -20,10 +20,10 @@ from ..core.registry import opcode
 from ..core.values import Val
 from .iteration import consume_generator, is_generator, iter_items, unpack, unpack_pending
 
-__all__: list[str] = []
+__all__ = ["new_with_items"]
 
 
-def _new_with_items(m: FrameMonitor, obj: Any, items: Any) -> Val:
+def new_with_items(m: FrameMonitor, obj: Any, items: Any) -> Val:
     if all(isinstance(i, Val) and i.const for i in items):
         return m.cap.const(obj)
     return m.cap.new(obj, items=items)
@@ -32,7 +32,7 @@ def _new_with_items(m: FrameMonitor, obj: Any, items: Any) -> Val:
 @opcode("BUILD_SLICE")
 def _build_slice(m: FrameMonitor, inst: Inst) -> None:
     parts = m.pop(inst.arg)
-    m.expect_outputs(inst, 1, lambda real: [_new_with_items(m, real[0], list(parts))])
+    m.expect_outputs(inst, 1, lambda real: [new_with_items(m, real[0], list(parts))])
 
 
 @opcode("BUILD_TUPLE", "BUILD_LIST", "BUILD_SET")
@@ -41,7 +41,7 @@ def _build_seq(m: FrameMonitor, inst: Inst) -> None:
 
     def make(real: list[Any]) -> list[Val]:
         if inst.opname == "BUILD_TUPLE":
-            return [_new_with_items(m, real[0], list(parts))]
+            return [new_with_items(m, real[0], list(parts))]
         return [m.cap.new(real[0], items=list(parts))]
 
     if inst.opname == "BUILD_SET":
@@ -145,7 +145,7 @@ def _list_to_tuple(m: FrameMonitor, inst: Inst) -> None:
     items = iter_items(m, lst)  # (a list from before the segment: read from outside)
     if items is None:
         raise m.unsupported("a tuple of a list of unknown contents")
-    m.expect_outputs(inst, 1, lambda real: [_new_with_items(m, real[0], items)])
+    m.expect_outputs(inst, 1, lambda real: [new_with_items(m, real[0], items)])
 
 
 @opcode("UNPACK_SEQUENCE")
@@ -165,6 +165,22 @@ def _format_value(m: FrameMonitor, inst: Inst) -> None:
     scalar_op(m, inst, fn, list(parts))
 
 
+@opcode("CONVERT_VALUE")
+def _convert_value(m: FrameMonitor, inst: Inst) -> None:
+    """``!s``/``!r``/``!a`` of an f-string field (3.13)."""
+    parts = m.pop()
+    m.cap.observe(parts[0]) if isinstance(parts[0].obj, torch.Tensor) else None
+    scalar_op(m, inst, _CONVERTERS[inst.arg], list(parts))
+
+
+@opcode("FORMAT_SIMPLE", "FORMAT_WITH_SPEC")
+def _format_simple(m: FrameMonitor, inst: Inst) -> None:
+    """An f-string field, with or without a format spec (3.13)."""
+    parts = m.pop(2 if inst.opname == "FORMAT_WITH_SPEC" else 1)
+    m.cap.observe(parts[0]) if isinstance(parts[0].obj, torch.Tensor) else None
+    scalar_op(m, inst, _fmt_plain, list(parts))
+
+
 def _fmt_plain(v: Any, spec: str = "") -> str:
     return format(v, spec)
 
@@ -182,6 +198,7 @@ def _fmt_ascii(v: Any, spec: str = "") -> str:
 
 
 _FORMATTERS = {0: _fmt_plain, 1: _fmt_str, 2: _fmt_repr, 3: _fmt_ascii}
+_CONVERTERS = {1: str, 2: repr, 3: ascii}
 
 
 def _join_strings(*parts: str) -> str:

@@ -58,6 +58,21 @@ def _make_function(m: FrameMonitor, inst: Inst) -> None:
     m.expect_outputs(inst, 1, make)
 
 
+@opcode("SET_FUNCTION_ATTRIBUTE")
+def _set_function_attribute(m: FrameMonitor, inst: Inst) -> None:
+    """3.13 makes a function in two steps: ``MAKE_FUNCTION`` from the code alone, then one of
+    these per part (defaults, keyword defaults, annotations, closure) on the same function."""
+    value, fn = m.pop(2)
+    made = fn.require(MadeFunction)
+    if inst.arg == 0x01:
+        made.defaults = value
+    elif inst.arg == 0x02:
+        made.kwdefaults = value
+    elif inst.arg == 0x08:
+        made.cells = list(value.items) if isinstance(value.items, list) else None
+    m.push(fn)
+
+
 def store_outer_cell(m: FrameMonitor, cell: Val, box: CellBox, value: Val) -> None:
     """``nonlocal n; n = value`` on a cell of a function from outside the run (the compiled
     function's own free variable, or an inlined callee's): the cell outlives the run, so the

@@ -7,6 +7,7 @@ guarded (``truthiness``); iteration itself is modelled in ``iteration.py``.
 
 from __future__ import annotations
 
+import dis
 import types
 from typing import Any
 
@@ -28,6 +29,7 @@ __all__: list[str] = []
 @opcode(
     "NOP",
     "RESUME",
+    "NOT_TAKEN",
     "JUMP_FORWARD",
     "JUMP_BACKWARD",
     "JUMP_BACKWARD_NO_INTERRUPT",
@@ -38,9 +40,40 @@ def _nop(m: FrameMonitor, inst: Inst) -> None:
     """Nothing to model (returns and yields are handled at the ``return`` event)."""
 
 
+@opcode("RETURN_CONST")
+def _return_const(m: FrameMonitor, inst: Inst) -> None:
+    """``return <constant>`` in one instruction (3.12): the value the return event pops."""
+    m.push(Val(inst.argval, const=True))
+
+
 @opcode("POP_TOP")
 def _pop_top(m: FrameMonitor, inst: Inst) -> None:
     m.pop()
+
+
+@opcode("END_FOR")
+def _end_for(m: FrameMonitor, inst: Inst) -> None:
+    """The end of a loop reached without its ``FOR_ITER`` (a generator's ``StopIteration``):
+    drops what it drops (3.12: the value and the iterator; 3.13: the value)."""
+    m.pop(-dis.stack_effect(dis.opmap["END_FOR"]))
+
+
+@opcode("END_SEND")
+def _end_send(m: FrameMonitor, inst: Inst) -> None:
+    """``[receiver, value] -> [value]`` after a ``yield from`` or ``await`` finished."""
+    _receiver, value = m.pop(2)
+    m.push(value)
+
+
+@opcode("TO_BOOL")
+def _to_bool(m: FrameMonitor, inst: Inst) -> None:
+    """``bool(v)`` before a conditional jump or ``not`` (3.13): the outcome is guarded here, as
+    3.11's jumps do themselves; the jump then reads a constant bool."""
+    (v,) = m.pop()
+    if python_truth(m, inst, v, 1):
+        return
+    truthiness(m, v)
+    m.expect_outputs(inst, 1, lambda real: [m.cap.const(real[0])])
 
 
 @opcode("COPY")

@@ -31,7 +31,7 @@ def _delete_global(m: FrameMonitor, inst: Inst) -> None:
     """``global g; del g``: the binding must exist at entry (read, so guarded), and the mock
     deletes it again."""
     scope = m.frame.f_globals
-    name = m.code.co_names[inst.arg]
+    name = inst.argval
     if name not in scope:
         raise m.unsupported(f"del of the missing global {name!r}")
     cap = m.cap

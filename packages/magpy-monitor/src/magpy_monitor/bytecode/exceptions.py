@@ -60,7 +60,7 @@ def _observe_cause(m: FrameMonitor, exc: BaseException) -> None:
     popped = m.popped
     if inst is not None and inst.opname in ("LOAD_ATTR", "LOAD_METHOD") and popped:
         base = popped[0]
-        name = m.code.co_names[inst.arg]
+        name = inst.argval
         if base.external and base.node is not None:
             cap.observe_type(base)
             cap.graph.observe(base.node, GuardKind.NOT_HASATTR, name)

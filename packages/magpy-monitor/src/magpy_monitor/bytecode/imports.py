@@ -46,5 +46,5 @@ def _import_name(m: FrameMonitor, inst: Inst) -> None:
 def _import_from(m: FrameMonitor, inst: Inst) -> None:
     """``from x import name``: an attribute read of the module (which stays on the stack)."""
     base = m.stack[-1]
-    name = m.code.co_names[inst.arg]
+    name = inst.argval
     m.expect_outputs(inst, 1, lambda real: [load_attr(m, base, name, real[-1])])

@@ -29,6 +29,7 @@ from ..core.recorder import setitem
 from ..core.registry import BUILT_OBJECT, MISSING_ITEM, opcode
 from ..core.values import Val
 from ..core.valuetypes import is_value_type
+from .build import new_with_items
 from .iteration import DICT_TYPES, iter_items, unpack
 
 __all__ = ["store_item", "subscr"]
@@ -132,9 +133,33 @@ def _binary_subscr(m: FrameMonitor, inst: Inst) -> None:
     subscr(m, inst, container, key)
 
 
+@opcode("BINARY_SLICE")
+def _binary_slice(m: FrameMonitor, inst: Inst) -> None:
+    """``container[start:stop]`` in one instruction (3.12): ``BUILD_SLICE 2`` then
+    ``BINARY_SUBSCR``."""
+    container, start, stop = m.pop(3)
+    subscr(m, inst, container, _slice_of(m, start, stop))
+
+
+@opcode("STORE_SLICE")
+def _store_slice(m: FrameMonitor, inst: Inst) -> None:
+    """``container[start:stop] = value`` in one instruction (3.12)."""
+    value, container, start, stop = m.pop(4)
+    _store(m, inst, value, container, _slice_of(m, start, stop))
+
+
+def _slice_of(m: FrameMonitor, start: Val, stop: Val) -> Val:
+    """The shadow of ``slice(start, stop)`` that ``BUILD_SLICE 2`` would have made."""
+    return new_with_items(m, slice(start.obj, stop.obj), [start, stop])
+
+
 @opcode("STORE_SUBSCR")
 def _store_subscr(m: FrameMonitor, inst: Inst) -> None:
     value, container, key = m.pop(3)
+    _store(m, inst, value, container, key)
+
+
+def _store(m: FrameMonitor, inst: Inst, value: Val, container: Val, key: Val) -> None:
     cap = m.cap
     if isinstance(container.obj, torch.Tensor):
         node = cap.rec.call(

@@ -15,6 +15,7 @@ from ..core.frame import LAZY, FrameMonitor, Inst
 from ..core.registry import opcode
 from ..core.values import UNBOUND, Val
 from ..core.valuetypes import FROZEN_MODULE_ROOTS
+from ..cpython.current import INTERP
 from ..cpython.frameio import NULL
 from .closures import store_outer_cell
 
@@ -35,8 +36,45 @@ def _load_fast(m: FrameMonitor, inst: Inst) -> None:
 
 @opcode("STORE_FAST")
 def _store_fast(m: FrameMonitor, inst: Inst) -> None:
-    m.fast[inst.arg] = m.pop()[0]
+    (v,) = m.pop()
+    # (a NULL stored back at an inlined comprehension's end: the local was unbound before it)
+    m.fast[inst.arg] = UNBOUND if v.obj is NULL else v
     m.stored.add(inst.arg)
+
+
+@opcode("LOAD_FAST_AND_CLEAR")
+def _load_fast_and_clear(m: FrameMonitor, inst: Inst) -> None:
+    """Save a local an inlined comprehension reuses (3.12): its value, or NULL when unbound;
+    the local is unbound until the comprehension's end stores the saved value back."""
+    v = m.fast[inst.arg]
+    if v is LAZY:  # (a local the segment has not read yet: bound only if the real one is)
+        v = UNBOUND if m.view.local(inst.arg) is NULL else m.load_fast(inst.arg)
+    m.push(v if isinstance(v, Val) else Val(NULL, const=True))
+    m.fast[inst.arg] = UNBOUND
+
+
+@opcode("LOAD_FAST_LOAD_FAST")
+def _load_fast_load_fast(m: FrameMonitor, inst: Inst) -> None:
+    """Two ``LOAD_FAST`` in one instruction (3.13)."""
+    m.push(m.load_fast(inst.arg >> 4), m.load_fast(inst.arg & 15))
+
+
+@opcode("STORE_FAST_STORE_FAST")
+def _store_fast_store_fast(m: FrameMonitor, inst: Inst) -> None:
+    """Two ``STORE_FAST`` in one instruction (3.13): the top goes to the first."""
+    first, second = inst.arg >> 4, inst.arg & 15
+    m.fast[first] = m.pop()[0]
+    m.fast[second] = m.pop()[0]
+    m.stored.update((first, second))
+
+
+@opcode("STORE_FAST_LOAD_FAST")
+def _store_fast_load_fast(m: FrameMonitor, inst: Inst) -> None:
+    """``STORE_FAST`` then ``LOAD_FAST`` in one instruction (3.13)."""
+    store, load = inst.arg >> 4, inst.arg & 15
+    m.fast[store] = m.pop()[0]
+    m.stored.add(store)
+    m.push(m.load_fast(load))
 
 
 @opcode("DELETE_FAST")
@@ -83,13 +121,16 @@ def _load_closure(m: FrameMonitor, inst: Inst) -> None:
 # ---------------------------------------------------------------------- globals
 @opcode("LOAD_GLOBAL")
 def _load_global(m: FrameMonitor, inst: Inst) -> None:
-    name = m.code.co_names[inst.arg >> 1]
+    name = inst.argval
     null = inst.arg & 1
     globals_ = m.frame.f_globals
 
     def make(real: list[Any]) -> list[Val]:
-        val = global_value(m, globals_, name, real[-1])
-        return [Val(NULL, const=True), val] if null else [val]
+        if not null:
+            return [global_value(m, globals_, name, real[0])]
+        if INTERP.null_above_callable:
+            return [global_value(m, globals_, name, real[0]), Val(NULL, const=True)]
+        return [Val(NULL, const=True), global_value(m, globals_, name, real[1])]
 
     m.expect_outputs(inst, 1 + null, make)
 
@@ -143,5 +184,5 @@ def _not_shadowed(m: FrameMonitor, globals_: dict[str, Any], name: str) -> None:
 def _store_global(m: FrameMonitor, inst: Inst) -> None:
     """``global g; g = value``: a write into the module's globals, replayed by the mock."""
     (value,) = m.pop()
-    m.cap.set_global(m.frame.f_globals, m.code.co_names[inst.arg], value)
+    m.cap.set_global(m.frame.f_globals, inst.argval, value)
     m.expect_outputs(inst, 0, lambda real: [])

@@ -17,6 +17,7 @@ from typing import Any
 from magpy_refgraph import InternalError, Local, Unsupported
 
 from ..cpython.code import Inst, decode, localsplus_names, positional_count, prefix_offsets
+from ..cpython.current import INTERP
 from ..cpython.frameio import NULL, StackView, nlocalsplus
 from .capture import Capture
 from .registry import OPCODE_HANDLERS
@@ -244,14 +245,11 @@ class FrameMonitor:
                 and self.cap.loop_head(self, self.exhausted)
             ):
                 raise LoopHead(lasti)  # just left a split loop: what follows is a segment
-        if (
-            self.kind is FrameKind.SEGMENT
-            and inst.opname != "CALL"
-            and not (
-                inst.opname == "PRECALL"
-                and self.last is not None
-                and self.last.opname == "KW_NAMES"
-            )
+        if self.kind is FrameKind.SEGMENT and not (
+            # a cut point is before the call's first instruction: 3.11's PRECALL, not its CALL;
+            # before a KW_NAMES, not between it and its call
+            (inst.opname == "CALL" and INTERP.precall)
+            or (self.last is not None and self.last.opname == "KW_NAMES")
         ):
             self.pre = (list(self.stack), self.cap.mark(), lasti, self.kwnames)
             self.pre_exc = self.exc_state

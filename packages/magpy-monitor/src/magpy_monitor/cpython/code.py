@@ -1,8 +1,10 @@
-"""CPython 3.11 code objects: decoded instructions, localsplus slots, argument counts.
+"""Code objects: decoded instructions, localsplus slots, argument counts.
 
 The monitor reads a code object's instructions from the de-specialised ``co_code`` through
-``dis``; what the 3.11 layout implies (``EXTENDED_ARG`` prefixes get the opcode event of the
-instruction they extend, ``KW_NAMES`` names a constant, cells and free variables follow the
+``dis``, renamed into the neutral vocabulary (``INTERP.rename``: 3.11's names where the
+semantics are 3.11's). What the layout implies (``EXTENDED_ARG`` prefixes get the opcode event
+of the instruction they extend, ``KW_NAMES`` names a constant, an exhausted ``FOR_ITER``
+continues at ``INTERP.for_iter_exit`` of its target, cells and free variables follow the
 varnames in ``localsplus``) is decided here, once.
 """
 
@@ -11,6 +13,8 @@ from __future__ import annotations
 import dis
 import types
 from typing import Any
+
+from .current import INTERP
 
 __all__ = [
     "CO_VARARGS",
@@ -47,6 +51,9 @@ class Inst:
     def __init__(self, i: dis.Instruction, line: int | None) -> None:
         arg = i.arg if i.arg is not None else 0
         self.opname, self.arg, self.argval, self.offset = i.opname, arg, i.argval, i.offset
+        renamed = INTERP.rename(i)
+        if renamed is not None:
+            self.opname, self.argval = renamed
         self.line = line
 
     def __repr__(self) -> str:
@@ -71,8 +78,7 @@ def decode(code: types.CodeType) -> dict[int, Inst]:
         prefixes: list[int] = []
         line = code.co_firstlineno
         for ins in dis.get_instructions(code):
-            if ins.starts_line is not None:
-                line = ins.starts_line
+            line = _line_of(ins, line)
             if ins.opname == "EXTENDED_ARG":
                 prefixes.append(ins.offset)
                 continue
@@ -87,12 +93,28 @@ def decode(code: types.CodeType) -> dict[int, Inst]:
                 inst.argval = code.co_consts[inst.arg]
             elif inst.opname in _JUMPS and isinstance(inst.argval, int):
                 inst.argval = real.get(inst.argval, inst.argval)
+                if inst.opname == "FOR_ITER":
+                    inst.argval = INTERP.for_iter_exit(inst.argval)
         _decoded[code] = table
     return table
 
 
 _real_offsets: dict[types.CodeType, dict[int, int]] = {}
-_JUMPS = frozenset(dis.opname[op] for op in dis.hasjrel + dis.hasjabs)
+_JUMPS = frozenset(dis.opname[op] for op in dis.hasjrel + dis.hasjabs) | {
+    f"POP_JUMP_{way}_IF_{cond}"
+    for way in ("FORWARD", "BACKWARD")
+    for cond in ("TRUE", "FALSE", "NONE", "NOT_NONE")
+}
+
+
+def _line_of(ins: dis.Instruction, current: int) -> int:
+    """The source line of ``ins`` (3.13's ``dis`` says it in ``line_number``; before, a line's
+    first instruction carries it in ``starts_line``)."""
+    number = getattr(ins, "line_number", None)
+    if number is not None:
+        return int(number)
+    starts = ins.starts_line
+    return starts if isinstance(starts, int) and not isinstance(starts, bool) else current
 
 
 def prefix_offsets(code: types.CodeType) -> dict[int, int]:

@@ -1,9 +1,15 @@
-"""Read the live value stack of a CPython 3.11 frame (ctypes; valid only inside a trace callback).
+"""Read the live value stack of a CPython frame (ctypes; valid only inside a trace callback).
 
-Layout (Include/internal/pycore_frame.h, 3.11): ``PyFrameObject`` = ob_refcnt, ob_type, f_back,
-f_frame -> ``_PyInterpreterFrame`` = f_func, f_globals, f_builtins, f_locals, f_code, frame_obj,
-previous, prev_instr, int stacktop, bool is_entry, char owner, localsplus[]. The stack occupies
-``localsplus[nlocalsplus:stacktop]``; ``stacktop`` is valid only while a trace function runs.
+Layout (Include/internal/pycore_frame.h): ``PyFrameObject`` = ob_refcnt, ob_type, f_back,
+f_frame -> ``_PyInterpreterFrame`` = eight pointers (3.11: f_func, f_globals, f_builtins,
+f_locals, f_code, frame_obj, previous, prev_instr; 3.12: f_code, previous, f_funcobj,
+f_globals, f_builtins, f_locals, frame_obj, prev_instr; 3.13: f_executable first and
+instr_ptr last), then ``int stacktop``, a few bytes, and ``localsplus[]``: the same offsets on
+all three. The stack occupies ``localsplus[nlocalsplus:nlocalsplus + depth]``. On 3.11,
+``stacktop`` holds that end while a trace function runs; from 3.12 on it does not
+(``INTERP.stacktop_in_frame``), and the depth before the current instruction comes from the
+bytecode (``stackdepth.stack_depths``). 3.14 changes the slots to tagged stack references and
+the frame layout: see docs/cpython.md.
 A NULL slot (``PUSH_NULL``, ``LOAD_GLOBAL`` with the low bit) is a zero pointer and is returned as
 the ``NULL`` sentinel, distinct from ``None``. A self-test at import checks the layout.
 """
@@ -15,7 +21,8 @@ import sys
 import types
 from typing import Any
 
-from . import compat as _compat  # noqa: F401  (fails at import on other Python versions)
+from .current import INTERP
+from .stackdepth import stack_depths
 
 __all__ = ["NULL", "StackView", "nlocalsplus", "read_stack", "stack_depth"]
 
@@ -65,25 +72,35 @@ def _interp_frame(frame: types.FrameType) -> int:
 class StackView:
     """Cached ctypes views of one frame's stack; build once per monitored frame."""
 
-    __slots__ = ("_base", "_slots", "_top", "frame")
+    __slots__ = ("_base", "_depths", "_slots", "_top", "frame")
 
     def __init__(self, frame: types.FrameType) -> None:
         self.frame = frame
         iframe = _interp_frame(frame)
         if not iframe:
             raise RuntimeError("frame has no interpreter frame (already finished?)")
-        self._top = ctypes.c_int.from_address(iframe + _STACKTOP_OFFSET)
         self._base = nlocalsplus(frame.f_code)
+        if INTERP.stacktop_in_frame:
+            self._top: ctypes.c_int | None = ctypes.c_int.from_address(iframe + _STACKTOP_OFFSET)
+            self._depths: dict[int, int] = {}
+        else:
+            self._top = None
+            self._depths = stack_depths(frame.f_code)
         size = self._base + frame.f_code.co_stacksize
         self._slots = (ctypes.c_void_p * size).from_address(iframe + _LOCALSPLUS_OFFSET)
 
     def depth(self) -> int:
         """Number of values on the stack."""
-        return self._top.value - self._base
+        if self._top is not None:
+            return self._top.value - self._base
+        return self._depths[self.frame.f_lasti]
+
+    def _end(self) -> int:
+        return self._top.value if self._top is not None else self._base + self.depth()
 
     def peek(self, i: int) -> Any:
         """The ``i``-th value from the top (0 = TOS); ``NULL`` for a NULL slot."""
-        p = self._slots[self._top.value - 1 - i]
+        p = self._slots[self._end() - 1 - i]
         if not p:
             return NULL
         return ctypes.cast(p, ctypes.py_object).value
@@ -99,7 +116,7 @@ class StackView:
         """Put ``obj`` in the ``i``-th slot from the top (0 = TOS), releasing the old value.
 
         Only for swapping a callable for an equivalent one right before its CALL runs."""
-        idx = self._top.value - 1 - i
+        idx = self._end() - 1 - i
         old = self._slots[idx]
         ctypes.pythonapi.Py_IncRef(ctypes.py_object(obj))
         self._slots[idx] = id(obj)
@@ -122,7 +139,8 @@ def read_stack(frame: types.FrameType) -> list[Any]:
 
 
 def _self_test() -> None:
-    """Trace a probe and check that NULL, a global and a constant sit where 3.11 puts them."""
+    """Trace a probe and check that NULL, a global and a constant sit where the version puts
+    them."""
     seen: list[list[Any]] = []
 
     def probe(a: object) -> object:
@@ -142,10 +160,10 @@ def _self_test() -> None:
         probe("x")
     finally:
         sys.settrace(old)
-    expected = [NULL, len, "x", 7]
-    if not any(s[:4] == expected and s[0] is NULL for s in seen):
+    expected = [len, NULL, "x", 7] if INTERP.null_above_callable else [NULL, len, "x", 7]
+    if not any(s[:4] == expected for s in seen):
         raise ImportError(
-            "magpy-monitor: the interpreter frame layout is not the CPython 3.11 one "
+            f"magpy-monitor: the interpreter frame layout is not the CPython {INTERP.version} one "
             f"(probe saw {seen!r}); a debug or patched build?"
         )
 

@@ -41,6 +41,7 @@ from ..core.frame import (
 )
 from ..core.values import UNBOUND, Val
 from ..cpython.code import localsplus_names, real_offset
+from ..cpython.current import INTERP
 from ..cpython.frameio import NULL, StackView
 from .planner import build_plan
 from .tracer import Monitor, TraceFn
@@ -487,14 +488,14 @@ _KW_NAMES_TAILS: weakref.WeakKeyDictionary[types.CodeType, frozenset[int]] = (
 
 
 def _after_kw_names(code: types.CodeType) -> frozenset[int]:
-    """Offsets of the PRECALL and CALL that follow a KW_NAMES in ``code``."""
+    """Offsets of the instructions of the call that follows a KW_NAMES in ``code``."""
     found = _KW_NAMES_TAILS.get(code)
     if found is None:
         tails: set[int] = set()
         insts = [i for i in dis.get_instructions(code) if i.opname != "CACHE"]
         for i, inst in enumerate(insts):
             if inst.opname == "KW_NAMES":
-                tails.update(x.offset for x in insts[i + 1 : i + 3])
+                tails.update(x.offset for x in insts[i + 1 : i + 1 + len(INTERP.call_ops(0))])
         found = _KW_NAMES_TAILS[code] = frozenset(tails)
     return found
 

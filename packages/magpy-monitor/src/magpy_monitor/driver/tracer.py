@@ -165,8 +165,6 @@ class Monitor:
     def _attach(self, mon: FrameMonitor) -> TraceFn:
         self.cap.frames.append(mon)
         frame = mon.frame
-        frame.f_trace_opcodes = True
-        frame.f_trace_lines = False
 
         def local(f: types.FrameType, event: str, arg: Any) -> TraceFn | None:
             if self.failure is not None:
@@ -186,6 +184,11 @@ class Monitor:
                 return None
             return local
 
+        # f_trace before f_trace_opcodes: 3.13 asks for the code's instruction events only
+        # when the frame has its trace function already
+        frame.f_trace = local
+        frame.f_trace_opcodes = True
+        frame.f_trace_lines = False
         return local
 
     def _on_return(self, mon: FrameMonitor, value: Any) -> None:
@@ -202,7 +205,7 @@ class Monitor:
             return
         inst = mon.last
         opname = inst.opname if inst is not None else ""
-        if opname not in ("RETURN_VALUE", "YIELD_VALUE"):
+        if opname not in ("RETURN_VALUE", "RETURN_CONST", "YIELD_VALUE"):
             raise mon.unsupported(f"frame left at {opname}")
         if mon.pending is not None:
             raise InternalError(f"{mon.pending.inst} still pending at return")

@@ -156,13 +156,13 @@ def class_attr(m: FrameMonitor, cls_val: Val, name: str, real: Any) -> Val:
 @opcode("STORE_NAME")
 def _store_name(m: FrameMonitor, inst: Inst) -> None:
     (value,) = m.pop()
-    put_item(_namespace(m), m.cap.const(m.code.co_names[inst.arg]), value)
+    put_item(_namespace(m), m.cap.const(inst.argval), value)
     m.expect_outputs(inst, 0, lambda real: [])
 
 
 @opcode("DELETE_NAME")
 def _delete_name(m: FrameMonitor, inst: Inst) -> None:
-    names, name = _namespace(m), m.code.co_names[inst.arg]
+    names, name = _namespace(m), inst.argval
     if name not in names:
         raise m.unsupported(f"del of {name!r}, not in the class namespace")
     del names[name]
@@ -171,7 +171,7 @@ def _delete_name(m: FrameMonitor, inst: Inst) -> None:
 
 @opcode("LOAD_NAME")
 def _load_name(m: FrameMonitor, inst: Inst) -> None:
-    name = m.code.co_names[inst.arg]
+    name = inst.argval
     hit = _namespace(m).get(name)  # else a global, else a builtin (as CPython looks)
     globals_ = m.frame.f_globals
 

@@ -20,9 +20,10 @@ from magpy_refgraph import Attr, GuardKind, ModuleCall, ModuleNoHooks
 
 from ..core.attributes import guard_class_attr
 from ..core.frame import CellBox, FrameMonitor, Inst
-from ..core.registry import BUILTIN_HANDLERS, register_builtin
+from ..core.registry import BUILTIN_HANDLERS, opcode, register_builtin
 from ..core.speculation import python_number, speculate_read
 from ..core.values import BoundMethod, Payload, Val
+from ..cpython.frameio import NULL
 from .objects import python_tuple_new
 
 __all__ = ["OPAQUE_FORWARDS", "OPAQUE_MODULES", "SuperProxy", "opaque_module_call"]
@@ -77,15 +78,48 @@ def super_attr(m: FrameMonitor, base: Val, name: str, real: Any) -> Val:
     replaced after the first call misses."""
     proxy = base.require(SuperProxy)
     self_val = proxy.self_val
-    obj = self_val.obj
-    mro = (obj if isinstance(obj, type) else type(obj)).__mro__
-    if proxy.cls in mro and mro.index(proxy.cls) + 1 < len(mro):
-        guard_class_attr(m.cap, mro[mro.index(proxy.cls) + 1], name)
+    _guard_super_lookup(m, proxy, name)
     if type(real) is types.MethodType and real.__self__ is self_val.obj:
         return Val(real, payload=BoundMethod(self_val))
     if type(real) is types.MethodWrapperType and real.__self__ is self_val.obj:
         return Val(real, payload=BoundMethod(self_val))  # super().__setitem__, a native slot
     return m.cap.new(real, const=True)
+
+
+def _guard_super_lookup(m: FrameMonitor, proxy: SuperProxy, name: str) -> None:
+    obj = proxy.self_val.obj
+    mro = (obj if isinstance(obj, type) else type(obj)).__mro__
+    if proxy.cls in mro and mro.index(proxy.cls) + 1 < len(mro):
+        guard_class_attr(m.cap, mro[mro.index(proxy.cls) + 1], name)
+
+
+@opcode("LOAD_SUPER_ATTR")
+def _load_super_attr(m: FrameMonitor, inst: Inst) -> None:
+    """``super().name`` in one instruction (3.12): ``[super, class, self]`` gives the attribute,
+    or with the method bit the two slots ``LOAD_METHOD`` gives (a function and ``self``, or the
+    attribute and a NULL)."""
+    cap = m.cap
+    sup, cls_val, self_val = m.pop(3)
+    if sup.obj is not super:
+        raise m.unsupported("super() where `super` is not the builtin")
+    cap.observe(sup)
+    if self_val.external:
+        cap.observe_type(self_val)
+    proxy = SuperProxy(self_val, cls_val.obj)
+    base = cap.new(super(cls_val.obj, self_val.obj), payload=proxy)
+    name = inst.argval
+
+    def make(real: list[Any]) -> list[Val]:
+        if len(real) == 1:
+            return [super_attr(m, base, name, real[0])]
+        if real[0] is NULL:
+            return [Val(NULL, const=True), super_attr(m, base, name, real[1])]
+        if real[1] is NULL:
+            return [super_attr(m, base, name, real[0]), Val(NULL, const=True)]
+        _guard_super_lookup(m, proxy, name)
+        return [cap.const(real[0]), self_val]
+
+    m.expect_outputs(inst, 2 if inst.arg & 1 else 1, make)
 
 
 def _variable(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:

@@ -441,9 +441,11 @@ def _script_function(
 def _callable_slots(inst: Inst) -> tuple[int, ...]:
     """Stack slots (from the top) that may hold the callable of the call ``inst``."""
     if inst.opname == "CALL":
-        return (inst.arg, inst.arg + 1)  # callable, or (NULL|function, self) below the args
+        return (inst.arg, inst.arg + 1)  # the two call slots below the arguments
+    if inst.opname == "CALL_KW":
+        return (inst.arg + 1, inst.arg + 2)  # the same, below the keyword names too
     if inst.opname == "CALL_FUNCTION_EX":
-        return (1 + (inst.arg & 1),)
+        return (1 + (inst.arg & 1), 2 + (inst.arg & 1))  # the call slots below *args, **kw
     return ()
 
 

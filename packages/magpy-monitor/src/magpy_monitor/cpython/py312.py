@@ -1,0 +1,67 @@
+"""CPython 3.12: what it renamed, merged or split, put back into the neutral vocabulary.
+
+- ``LOAD_ATTR`` with the low bit of its argument is 3.11's ``LOAD_METHOD`` (``[meth, self]`` or
+  ``[NULL, attr]``); ``LOAD_FAST_CHECK`` is ``LOAD_FAST``; a ``POP_JUMP_IF_*`` keeps its
+  direction in the name, as 3.11 spelled it.
+- ``CALL_INTRINSIC_1``/``_2`` name the instruction each intrinsic replaced (``UNARY_POSITIVE``,
+  ``LIST_TO_TUPLE``, ``IMPORT_STAR``, ``PRINT_EXPR``, ``ASYNC_GEN_WRAP``,
+  ``PREP_RERAISE_STAR``); the others keep an ``INTRINSIC_*`` name no handler knows (a break).
+- No ``PRECALL``; an exhausted ``FOR_ITER`` skips the ``END_FOR`` at its target; the stack
+  pointer is not in the frame during a callback; opcode events need priming.
+"""
+
+from __future__ import annotations
+
+import dis
+
+from .interp import Interpreter
+
+__all__ = ["INTERP", "rename_312"]
+
+_INTRINSIC_1 = {
+    1: "PRINT_EXPR",
+    2: "IMPORT_STAR",
+    3: "INTRINSIC_STOPITERATION_ERROR",
+    4: "ASYNC_GEN_WRAP",
+    5: "UNARY_POSITIVE",
+    6: "LIST_TO_TUPLE",
+}
+_INTRINSIC_2 = {1: "PREP_RERAISE_STAR"}
+_JUMPS = {
+    "POP_JUMP_IF_TRUE": "IF_TRUE",
+    "POP_JUMP_IF_FALSE": "IF_FALSE",
+    "POP_JUMP_IF_NONE": "IF_NONE",
+    "POP_JUMP_IF_NOT_NONE": "IF_NOT_NONE",
+}
+
+
+def rename_312(ins: dis.Instruction) -> tuple[str, object] | None:
+    """The 3.12 renames (3.13 starts from these)."""
+    name = ins.opname
+    if name == "LOAD_ATTR" and (ins.arg or 0) & 1:
+        return "LOAD_METHOD", ins.argval
+    if name == "LOAD_FAST_CHECK":
+        return "LOAD_FAST", ins.argval
+    if name in _JUMPS:
+        way = "FORWARD" if ins.argval > ins.offset else "BACKWARD"
+        return f"POP_JUMP_{way}_{_JUMPS[name]}", ins.argval
+    if name == "CALL_INTRINSIC_1":
+        return _INTRINSIC_1.get(ins.arg or 0, f"INTRINSIC_1_{ins.arg}"), ins.argval
+    if name == "CALL_INTRINSIC_2":
+        return _INTRINSIC_2.get(ins.arg or 0, f"INTRINSIC_2_{ins.arg}"), ins.argval
+    return None
+
+
+INTERP = Interpreter(
+    version=(3, 12),
+    stacktop_in_frame=False,
+    precall=False,
+    null_above_callable=False,
+    kwnames_on_stack=False,
+    for_iter_exit_skip=1,
+    jump_if_true="POP_JUMP_IF_TRUE",
+    opcode_events_need_priming=True,
+    instance_dict_tags_exact=True,
+    c_snapshot_check=False,
+    rename=rename_312,
+)

@@ -1,0 +1,28 @@
+"""CPython 3.13: 3.12's renames, plus what 3.13 changed.
+
+- A call's NULL sits above the callable (``LOAD_GLOBAL`` pushes ``[g, NULL]``, a non-method
+  ``LOAD_METHOD`` pushes ``[attr, NULL]``); ``CALL_KW`` takes the keyword names from the stack.
+- An exhausted ``FOR_ITER`` skips ``END_FOR`` and the ``POP_TOP`` after it.
+- Opcode events arrive without priming, with ``stacktop`` at -1.
+"""
+
+from __future__ import annotations
+
+from .interp import Interpreter
+from .py312 import rename_312
+
+__all__ = ["INTERP"]
+
+INTERP = Interpreter(
+    version=(3, 13),
+    stacktop_in_frame=False,
+    precall=False,
+    null_above_callable=True,
+    kwnames_on_stack=True,
+    for_iter_exit_skip=2,
+    jump_if_true="POP_JUMP_IF_TRUE",
+    opcode_events_need_priming=False,
+    instance_dict_tags_exact=False,
+    c_snapshot_check=False,
+    rename=rename_312,
+)
