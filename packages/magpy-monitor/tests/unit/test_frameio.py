@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from magpy_monitor import NULL, StackView, read_stack, stack_depth
+from magpy_monitor import INTERP, NULL, StackView, read_stack, stack_depth
 from magpy_monitor.cpython import frameio as _frameio
+from magpy_monitor.cpython.current import opcode_trace_off, opcode_trace_on
 
 
 def _snapshots(fn: Callable[..., Any], *args: Any) -> list[tuple[int, str, list[Any], int]]:
@@ -26,8 +27,10 @@ def _snapshots(fn: Callable[..., Any], *args: Any) -> list[tuple[int, str, list[
     def tracer(frame: types.FrameType, event: str, arg: object) -> Any:
         if frame.f_code is not code:
             return None
-        frame.f_trace_opcodes = True
-        frame.f_trace_lines = False
+        if event == "call":
+            opcode_trace_on(frame, tracer)  # (3.12+: from sys.monitoring)
+        elif event == "return":
+            opcode_trace_off(frame)
         if event == "opcode":
             view = StackView(frame)
             seen.append((frame.f_lasti, ops[frame.f_lasti], read_stack(frame), view.depth()))
@@ -46,6 +49,15 @@ def _at(seen: list[tuple[int, str, list[Any], int]], opname: str, n: int = 0) ->
     """The stack at the ``n``-th event of instruction ``opname``."""
     matches = [s for s in seen if s[1] == opname]
     return matches[n][2]
+
+
+def _slots(fn: object) -> list[Any]:
+    """A call's two slots for callable ``fn`` with no ``self``: NULL below it (3.11, 3.12) or
+    above it (3.13)."""
+    return [fn, NULL] if INTERP.null_above_callable else [NULL, fn]
+
+
+_CALL_STARTS = INTERP.call_ops(0)[0][0]  # (3.11's PRECALL, else CALL)
 
 
 def _call_none_and_len(f: Callable[..., Any], a: object) -> object:
@@ -73,26 +85,24 @@ class TestReadStack:
         """PUSH_NULL leaves NULL under a callable loaded from a local; None stays None."""
         seen = _snapshots(_call_none_and_len, _callee, None)
         stack = _at(seen, "LOAD_GLOBAL")  # before len is loaded: NULL, f, None, a
-        assert stack[0] is NULL
-        assert stack[1] is _callee
+        assert stack[:2] == _slots(_callee)
         assert stack[2] is None and stack[3] is None
 
     def test_load_global_with_null_bit_pushes_null_then_global(self) -> None:
-        """LOAD_GLOBAL (arg & 1) pushes NULL and then the global; the constant 7 sits on top."""
+        """LOAD_GLOBAL (arg & 1) pushes NULL and the global; the constant 7 sits on top."""
         seen = _snapshots(_call_none_and_len, _callee, None)
         stack = _at(seen, "BUILD_TUPLE")
-        assert stack[4] is NULL
-        assert stack[5] is len
+        assert stack[4:6] == _slots(len)
         assert stack[6] is None
         assert stack[7] == 7
-        assert [s is NULL for s in stack] == [True, False, False, False, True, False, False, False]
+        nulls = [s is NULL for s in [*_slots(_callee), None, None, *_slots(len), None, 7]]
+        assert [s is NULL for s in stack] == nulls
 
     def test_call_result_replaces_callable_and_null(self) -> None:
         """After the inner call, the NULL+len pair is replaced by len's result (2)."""
         seen = _snapshots(_call_none_and_len, _callee, "x")
-        stack = _at(seen, "PRECALL", 1)  # the outer call: NULL, f, None, a, 2
-        assert stack[0] is NULL
-        assert stack[1:] == [_callee, None, "x", 2]
+        stack = _at(seen, _CALL_STARTS, 1)  # the outer call: NULL, f, None, a, 2
+        assert stack == [*_slots(_callee), None, "x", 2]
 
     def test_return_value_event_sees_the_result(self) -> None:
         """At RETURN_VALUE the stack holds exactly the returned value."""
@@ -119,8 +129,7 @@ class TestReadStack:
 
         seen = _snapshots(probe, math)
         stack = _at(seen, "LOAD_CONST")
-        assert stack[0] is NULL
-        assert stack[1] is math.sqrt
+        assert stack == _slots(math.sqrt)
 
     def test_depth_matches_every_event(self) -> None:
         """StackView.depth() equals the number of values read at every event."""

@@ -14,13 +14,17 @@ from typing import Any
 
 import torch
 
+from magpy_refgraph import InternalError
+
 from ..core import registry
 from ..core.calls import truthiness
 from ..core.frame import FrameMonitor, Inst
 from ..core.operators import guard_identity, scalar_op, tensor_op
 from ..core.registry import opcode
+from ..core.scalars import tensor_operands
 from ..core.values import Val, plain_container
 from ..core.valuetypes import is_value_type
+from ..cpython.current import INTERP
 from .control import python_truth
 from .iteration import DictView, iter_items, unpack
 
@@ -124,10 +128,32 @@ def _compare_op(m: FrameMonitor, inst: Inst) -> None:
     if model is not None:
         model(m, inst, args[0], args[1], inst.argval)  # sets
         return
-    if _tensor_involved(*args):
+    if inst.arg & INTERP.compare_bool_bit:
+        _compare_truth(m, inst, fn, args)
+    elif _tensor_involved(*args):
         tensor_op(m, inst, fn, args)
     else:
         scalar_op(m, inst, fn, args)
+
+
+def _compare_truth(m: FrameMonitor, inst: Inst, fn: Any, args: list[Val]) -> None:
+    """A comparison that pushes its truth (3.13 folds ``TO_BOOL`` into ``COMPARE_OP``): the
+    comparison as the graph would have it, then its truth as a branch takes it."""
+    cap = m.cap
+    if not _tensor_involved(*args):
+        # (a comparison of Python values is its truth already; symbolic sizes keep their
+        # relation guarded, as without the bit)
+        scalar_op(m, inst, fn, args)
+        return
+
+    def make(real: list[Any]) -> list[Val]:
+        result = fn(args[0].obj, args[1].obj)  # (what the instruction compared, before bool())
+        node = cap.rec.call("call_function", fn, tensor_operands(cap, fn, args), {})
+        if truthiness(m, cap.op_result(result, node)) is not real[0]:
+            raise InternalError(f"{inst}: the comparison's truth is not {real[0]!r}")
+        return [cap.const(real[0])]
+
+    m.expect_outputs(inst, 1, make)
 
 
 @opcode("UNARY_NEGATIVE", "UNARY_POSITIVE", "UNARY_INVERT")

@@ -21,7 +21,7 @@ import sys
 import types
 from typing import Any
 
-from .current import INTERP
+from .current import INTERP, opcode_trace_off, opcode_trace_on
 from .stackdepth import stack_depths
 
 __all__ = ["NULL", "StackView", "nlocalsplus", "read_stack", "stack_depth"]
@@ -149,9 +149,12 @@ def _self_test() -> None:
     def tracer(frame: types.FrameType, event: str, arg: object) -> Any:
         if frame.f_code is not probe.__code__:
             return None
-        frame.f_trace_opcodes = True
-        if event == "opcode":
+        if event == "call":
+            opcode_trace_on(frame, tracer)
+        elif event == "opcode":
             seen.append(read_stack(frame))
+        elif event == "return":
+            opcode_trace_off(frame)
         return tracer
 
     old = sys.gettrace()

@@ -20,9 +20,9 @@ import dataclasses
 import dis
 import sys
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
-__all__ = ["Interpreter", "Renamed", "prime_opcode_events"]
+__all__ = ["Interpreter", "Renamed", "prime_opcode_events", "start_tracing"]
 
 T = TypeVar("T")
 
@@ -50,15 +50,26 @@ class Interpreter:
     for_iter_exit_skip: int
     #: the names of the conditional forward jump the site blocks use
     jump_if_true: str
+    #: opcode events come from ``sys.monitoring`` under MagPy's own tool id
+    #: (``cpython/instructions.py``), not from ``sys.settrace`` (3.12+: its legacy tracing
+    #: lets an untraced frame of the same code turn them off)
+    instruction_events_from_monitoring: bool
     #: ``sys.settrace`` delivers opcode events to a frame that sets ``f_trace_opcodes`` only
     #: after some frame set it before ``settrace`` was called (3.12's legacy tracing)
     opcode_events_need_priming: bool
+    #: instruction events that a profiler's callback turned off (``DISABLE`` through the
+    #: machinery ``sys.settrace`` shares with ``sys.setprofile``, 3.12) stay off for later
+    #: tracing of the same code unless ``sys.monitoring.restart_events()`` runs first
+    restart_events_before_tracing: bool
     #: every change of an instance's ``__dict__`` gives the dict a new version tag; 3.13 stores
     #: an attribute of an object whose values live inline without a new tag (or a watcher
     #: event, on 3.13.0), so the guard memo checks such a dict's entries one by one
     instance_dict_tags_exact: bool
     #: the guard memo's C check (``_snapcheck.c``) reads this version's dict layout
     c_snapshot_check: bool
+    #: the bit of ``COMPARE_OP``'s argument that makes it push ``bool(result)`` (3.13; 0
+    #: before: a ``TO_BOOL`` or the jump itself takes the truth)
+    compare_bool_bit: int
     #: version-specific renames into the neutral vocabulary
     rename: Renamed
 
@@ -78,6 +89,13 @@ class Interpreter:
         if self.null_above_callable:  # [callable, NULL | self, args...]
             return (a, args) if is_null(b) else (a, [b, *args])
         return (b, args) if is_null(a) else (a, [b, *args])  # [NULL | method, callable | self]
+
+
+def start_tracing(interp: Interpreter, trace: Any) -> None:
+    """``sys.settrace(trace)``, with the opcode events a profiler did not turn off."""
+    if interp.restart_events_before_tracing:
+        getattr(sys, "monitoring").restart_events()  # noqa: B009  (3.12+; mypy targets 3.11)
+    sys.settrace(trace)
 
 
 def prime_opcode_events() -> None:

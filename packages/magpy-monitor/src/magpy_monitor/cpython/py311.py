@@ -21,8 +21,11 @@ INTERP = Interpreter(
     kwnames_on_stack=False,
     for_iter_exit_skip=0,
     jump_if_true="POP_JUMP_FORWARD_IF_TRUE",
+    instruction_events_from_monitoring=False,
     opcode_events_need_priming=False,
+    restart_events_before_tracing=False,
     instance_dict_tags_exact=True,
     c_snapshot_check=True,
+    compare_bool_bit=0,
     rename=_rename,
 )

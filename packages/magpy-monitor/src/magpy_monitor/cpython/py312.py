@@ -60,8 +60,11 @@ INTERP = Interpreter(
     kwnames_on_stack=False,
     for_iter_exit_skip=1,
     jump_if_true="POP_JUMP_IF_TRUE",
+    instruction_events_from_monitoring=False,
     opcode_events_need_priming=True,
+    restart_events_before_tracing=True,
     instance_dict_tags_exact=True,
     c_snapshot_check=False,
+    compare_bool_bit=0,
     rename=rename_312,
 )

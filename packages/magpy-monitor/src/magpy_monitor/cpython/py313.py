@@ -3,7 +3,9 @@
 - A call's NULL sits above the callable (``LOAD_GLOBAL`` pushes ``[g, NULL]``, a non-method
   ``LOAD_METHOD`` pushes ``[attr, NULL]``); ``CALL_KW`` takes the keyword names from the stack.
 - An exhausted ``FOR_ITER`` skips ``END_FOR`` and the ``POP_TOP`` after it.
-- Opcode events arrive without priming, with ``stacktop`` at -1.
+- ``stacktop`` reads -1 during a callback. Opcode events come from ``sys.monitoring`` under a
+  tool id of MagPy's own (``instructions.py``): through ``sys.settrace``, an untraced frame of
+  the same code in another thread turns them off for the traced one.
 """
 
 from __future__ import annotations
@@ -21,8 +23,11 @@ INTERP = Interpreter(
     kwnames_on_stack=True,
     for_iter_exit_skip=2,
     jump_if_true="POP_JUMP_IF_TRUE",
+    instruction_events_from_monitoring=True,
     opcode_events_need_priming=False,
+    restart_events_before_tracing=False,
     instance_dict_tags_exact=False,
     c_snapshot_check=False,
+    compare_bool_bit=16,
     rename=rename_312,
 )

@@ -41,7 +41,7 @@ from ..core.frame import (
 )
 from ..core.values import UNBOUND, Val
 from ..cpython.code import localsplus_names, real_offset
-from ..cpython.current import INTERP
+from ..cpython.current import INTERP, opcode_trace_off, opcode_trace_on, trace_with
 from ..cpython.frameio import NULL, StackView
 from .planner import build_plan
 from .tracer import Monitor, TraceFn
@@ -178,7 +178,7 @@ class SegmentMonitor(Monitor):
         self._begin_compiling()
         local = self._attach(self.root)
         self.frame.f_trace = local
-        sys.settrace(self._global)
+        trace_with(self._global)
         if now:
             local(self.frame, "opcode", None)
         return local
@@ -444,6 +444,7 @@ def _arm_finder(host: SegmentHost, frame: types.FrameType) -> None:
 
     def finder(f: types.FrameType, event: str, arg: Any) -> TraceFn | None:
         if event == "return" or event == "exception":
+            opcode_trace_off(f)
             _release()
             return None
         if event != "opcode":
@@ -451,7 +452,7 @@ def _arm_finder(host: SegmentHost, frame: types.FrameType) -> None:
         lasti = real_offset(f.f_code, f.f_lasti)
         if lasti in injected:
             if info is not None and lasti in info.block_sites:
-                f.f_trace = None  # an existing site takes over from here
+                opcode_trace_off(f)  # an existing site takes over from here
                 _release()
                 return None
             return finder
@@ -461,7 +462,7 @@ def _arm_finder(host: SegmentHost, frame: types.FrameType) -> None:
         stack = tuple(view.peek(i) for i in range(depth - 1, -1, -1))
         if any(x is NULL for x in stack):
             return finder
-        f.f_trace = None
+        opcode_trace_off(f)
         _release()
         offset = to_original[lasti] if to_original is not None else lasti
         try:
@@ -471,15 +472,13 @@ def _arm_finder(host: SegmentHost, frame: types.FrameType) -> None:
             return None
         # whatever tracing resume left on the frame (a segment monitor, or a new finder armed
         # because that segment broke at once) must stay: our return value would replace it
-        return cast("TraceFn | None", f.f_trace)
+        return f.f_trace
 
     if getattr(_local, "finders", 0) == 0:
         _local.prev = sys.gettrace()
-        sys.settrace(_finder_global)
+        trace_with(_finder_global)
     _local.finders = getattr(_local, "finders", 0) + 1
-    frame.f_trace = finder
-    frame.f_trace_opcodes = True
-    frame.f_trace_lines = False
+    opcode_trace_on(frame, finder)
 
 
 _KW_NAMES_TAILS: weakref.WeakKeyDictionary[types.CodeType, frozenset[int]] = (

@@ -25,6 +25,7 @@ from ..core.frame import Callback, FrameKind, FrameMonitor, Pending, initial_fas
 from ..core.values import Val
 from ..core.valuetypes import is_value_type
 from ..cpython.code import positional_count
+from ..cpython.current import opcode_trace_off, opcode_trace_on, trace_with
 from ..libs.torch.globalstate import set_compiling
 from . import plugins  # noqa: F401  (every handler is registered before the first run)
 
@@ -68,7 +69,7 @@ class Monitor:
         # typeshed types the event as a Literal; the previous tracer only goes back to settrace
         self._prev = cast("TraceFn | None", sys.gettrace())
         self._begin_compiling()
-        sys.settrace(self._global)
+        trace_with(self._global)
 
     def trace_off(self) -> None:
         """Remove the trace function (the entry call returned or raised)."""
@@ -184,11 +185,7 @@ class Monitor:
                 return None
             return local
 
-        # f_trace before f_trace_opcodes: 3.13 asks for the code's instruction events only
-        # when the frame has its trace function already
-        frame.f_trace = local
-        frame.f_trace_opcodes = True
-        frame.f_trace_lines = False
+        opcode_trace_on(frame, local)
         return local
 
     def _on_return(self, mon: FrameMonitor, value: Any) -> None:
@@ -196,6 +193,8 @@ class Monitor:
         if not frames or frames[-1] is not mon:
             raise InternalError("monitored frames out of order at return")
         frames.pop()
+        if mon.kind is not FrameKind.GENERATOR:  # (a generator's frame is resumed later)
+            opcode_trace_off(mon.frame)
         if mon.unwinding:  # the frame is left by an exception; its caller sees it next
             if mon.kind is FrameKind.ROOT:
                 self.finished = True
@@ -252,14 +251,12 @@ class Monitor:
             set_compiling(self._was_compiling)
             self._was_compiling = None
         for mon in self.cap.frames:
-            mon.frame.f_trace = None
-            mon.frame.f_trace_opcodes = False
+            opcode_trace_off(mon.frame)
         for gen in self.cap.gen_frames.values():
             state = gen.payload(GeneratorState)
             mon = state.monitor if state is not None else None
             if mon is not None:
-                mon.frame.f_trace = None
-                mon.frame.f_trace_opcodes = False
+                opcode_trace_off(mon.frame)
         self.cap.frames.clear()
 
     @property
