@@ -22,7 +22,12 @@ from pathlib import Path
 import nox
 
 ROOT = Path(__file__).parent
-PYTHON = "3.11"
+# The CPython versions MagPy supports. The full suite runs on the Python that runs nox (when it
+# is one of these; else on 3.11); `compat` runs the representative part on each of the others.
+PYTHONS = ("3.11", "3.12", "3.13")
+_RUNNING = f"{sys.version_info[0]}.{sys.version_info[1]}"
+PYTHON = _RUNNING if _RUNNING in PYTHONS else PYTHONS[0]
+OTHER_PYTHONS = [v for v in PYTHONS if v != PYTHON]
 # Exactly the build that lies on the dev machines' disk (2.13.0+cpu satisfies this pin). Any looser
 # pin lets pip pick a multi-GB CUDA build from PyPI. Every package that needs torch pins the same.
 TORCH = "torch==2.13.0"
@@ -32,8 +37,32 @@ MYPY = "mypy==2.4.1"
 
 nox.options.default_venv_backend = "virtualenv"
 nox.options.reuse_venv = "no"  # fresh venvs by default; `nox -r` reuses them
-nox.options.error_on_missing_interpreters = True
-nox.options.sessions = ["lint", "typecheck", "layering", "sizes", "tests", "integration"]
+# A missing interpreter fails CI (it sets CI=true); locally its sessions are skipped, with nox's
+# message naming the interpreter.
+nox.options.error_on_missing_interpreters = os.environ.get("CI", "") not in ("", "0", "false")
+nox.options.download_python = "never"  # (no interpreter downloads: they would reach the web)
+nox.options.sessions = ["lint", "typecheck", "layering", "sizes", "tests", "integration", "compat"]
+
+
+def _pyenv_interpreters_on_path() -> None:
+    """Put pyenv's installs of the supported versions on PATH (they are off it on the dev
+    machines), newest patch release of each, so nox finds ``python3.12`` and ``python3.13``."""
+    root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
+    found: list[str] = []
+    for version in PYTHONS:
+        if shutil.which(f"python{version}"):
+            continue
+        installs = sorted(
+            root.glob(f"{version}.*/bin/python{version}"),
+            key=lambda p: tuple(int(x) for x in re.findall(r"\d+", p.parent.parent.name)),
+        )
+        if installs:
+            found.append(str(installs[-1].parent))
+    if found:
+        os.environ["PATH"] = os.pathsep.join([*found, os.environ.get("PATH", "")])
+
+
+_pyenv_interpreters_on_path()
 
 
 # --- workspace: packages and their order, read from packages/magpy-*/pyproject.toml ------------
@@ -192,6 +221,46 @@ def tests(session: nox.Session, pkg: str) -> None:
     """One package's tests in a venv with only that package, its magpy-* deps and [test]."""
     _install_local(session, pkg, extra="test")
     _pytest(session, f"packages/magpy-{pkg}/tests")
+
+
+# What `compat` runs of `integration/` on the other Pythons: conformance and the static path,
+# the differential suite, graph breaks and sites, training steps, persistent records, the
+# process-survival programs, and a few Hugging Face models.
+COMPAT_INTEGRATION = (
+    "integration/test_static_path.py",
+    "integration/test_graph_breaks.py",
+    "integration/test_process_survives.py",
+    "integration/test_training_step.py",
+    "integration/test_persistent_records.py",
+    *sorted(str(p.relative_to(ROOT)) for p in ROOT.glob("integration/test_differs_*.py")),
+)
+COMPAT_HF_MODELS = "bert or gpt2 or llama or t5"
+
+
+@nox.session(python=OTHER_PYTHONS)
+def compat(session: nox.Session) -> None:
+    """On each supported Python besides nox's own: every package's unit tests, conformance with
+    both backends, and the representative integration subset (COMPAT_INTEGRATION; Hugging
+    Face models matching COMPAT_HF_MODELS). torch there is PyPI's default build (several GB: one
+    venv at a time on CI)."""
+    _install_all(session, "pytest", "hypothesis", "numpy")
+    session.install("--quiet", "-e", ".[hf]")
+    _pytest(session, *(f"packages/magpy-{pkg}/tests" for pkg in PACKAGES))
+    conformance = ROOT.parent / "shared" / "conformance" / "check.py"
+    if conformance.exists():
+        for backend in ("eager", "inductor"):
+            session.run("python", str(conformance), "--backend", backend)
+    else:
+        session.warn(f"conformance not run: {conformance} is missing")
+    _pytest(session, *COMPAT_INTEGRATION, "-m", "not gpu and not slow")
+    _pytest(
+        session,
+        "integration/test_hf_models.py",
+        "-m",
+        "not gpu and not slow",
+        "-k",
+        COMPAT_HF_MODELS,
+    )
 
 
 def _integration_session(session: nox.Session, *pytest_args: str, extras: str = "") -> None:
