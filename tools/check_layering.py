@@ -10,6 +10,8 @@ Every import counts, including ones inside functions and ``if TYPE_CHECKING:`` b
 * inside magpy_monitor, a module imports a subpackage above its own (MONITOR_LAYERS, and within
   ``libs`` LIBS_LAYERS; relative imports are resolved against the module's package), or a
   module lies in no declared subpackage (while MONITOR_LAYERS_REQUIRED),
+* a module outside ``magpy_monitor/cpython`` reads ``sys.version_info`` (or
+  ``sys.hexversion``): interpreter facts live behind ``magpy_monitor.INTERP``,
 * a function of one of the packages imports something (``import`` in a function body, or a
   dynamic import with a literal name), unless FUNCTION_IMPORTS_ALLOWED names that function with
   a reason. Import at module level; an ``if TYPE_CHECKING:`` block there is fine.
@@ -314,8 +316,38 @@ def check_function_imports(skip: frozenset[str] = frozenset()) -> list[str]:
     return errors
 
 
+# The one place that may test which interpreter runs (sys.version_info, sys.hexversion):
+# magpy_monitor.cpython. Everything else asks its ``INTERP``. (``sys.version``, a string for
+# cache keys and messages, is no test.)
+INTERPRETER_FACTS = ("magpy_monitor/cpython/",)
+_VERSION_ATTRS = frozenset({"version_info", "hexversion"})
+
+
+def check_version_tests() -> list[str]:
+    """``sys.version_info`` (or ``sys.hexversion``) outside the interpreter layer: a version
+    test belongs in ``magpy_monitor.cpython``'s ``Interpreter``."""
+    errors: list[str] = []
+    for root in source_roots().values():
+        for path in sorted(root.rglob("*.py")):
+            rel = path.relative_to(ROOT).as_posix()
+            if any(part in rel for part in INTERPRETER_FACTS):
+                continue
+            for node in ast.walk(_parse(path)):
+                if (
+                    isinstance(node, ast.Attribute)
+                    and node.attr in _VERSION_ATTRS
+                    and isinstance(node.value, ast.Name)
+                    and node.value.id == "sys"
+                ):
+                    errors.append(
+                        f"{rel}:{node.lineno}: sys.{node.attr} outside magpy_monitor.cpython "
+                        "(ask magpy_monitor.INTERP)"
+                    )
+    return errors
+
+
 def check(skip_monitor: bool = False) -> list[str]:
-    errors = check_packages()
+    errors = check_packages() + check_version_tests()
     if not skip_monitor:
         errors += check_monitor_layers()
     errors += check_function_imports(frozenset({MONITOR}) if skip_monitor else frozenset())

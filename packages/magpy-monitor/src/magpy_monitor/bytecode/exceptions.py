@@ -30,6 +30,7 @@ from ..core.registry import opcode
 from ..core.values import Payload, Val
 from ..core.valuetypes import is_value_type
 from ..cpython.code import real_offset
+from ..cpython.current import INTERP
 from .variables import Defines
 
 __all__ = [
@@ -105,6 +106,13 @@ def on_exception(m: FrameMonitor, exc: BaseException) -> bool:
         # a followed generator returned a value: the instruction itself catches its
         # StopIteration (CPython reports it to the tracer first); ``pending`` binds the end
         return False
+    if (
+        INTERP.stop_iteration_event
+        and type(exc) is StopIteration
+        and m.last is not None
+        and m.last.opname in ("FOR_ITER", "SEND", "END_FOR", "END_SEND")
+    ):
+        return False  # (the event of a generator that returned: nothing was raised)
     m.pending = None
     if pending is not None and pending.on_raise is not None:
         pending.on_raise(exc)
@@ -128,7 +136,8 @@ def _enter_handler(m: FrameMonitor, entry: Any, exc_val: Val) -> None:
     def make(real: list[Any]) -> list[Val]:
         return [m.cap.const(real[0]), exc_val] if entry.lasti else [exc_val]
 
-    m.pending = Pending(Inst.__new__(Inst), 1 + bool(entry.lasti), make)
+    handler = Inst.synthetic("<exception handler>", entry.target)
+    m.pending = Pending(handler, 1 + bool(entry.lasti), make)
 
 
 @opcode("RAISE_VARARGS")

@@ -24,6 +24,7 @@ from ..core.calls import GeneratorState, inline
 from ..core.frame import FrameMonitor, Inst, _same_tuple, _same_value
 from ..core.values import Payload, Val
 from ..core.valuetypes import is_value_type
+from ..cpython.current import INTERP
 from .lazyzip import LazyZip, for_iter_lazy
 
 __all__ = [
@@ -460,7 +461,8 @@ def send(m: FrameMonitor, inst: Inst) -> None:
 
         def make_gen(real: list[Any]) -> list[Val]:
             if done():
-                m.stack.pop()
+                if INTERP.send_pops_receiver:
+                    m.stack.pop()
                 if p.result is not None:
                     return [p.result]
                 if real[0] is None:
@@ -481,7 +483,8 @@ def send(m: FrameMonitor, inst: Inst) -> None:
     def make(real: list[Any]) -> list[Val]:
         state = it.require(IteratorState)
         if done():
-            m.stack.pop()
+            if INTERP.send_pops_receiver:
+                m.stack.pop()
             exhaust(m, it)
             return [m.cap.const(None)]
         val = state.items[state.pos]

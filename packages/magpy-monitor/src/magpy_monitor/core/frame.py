@@ -211,6 +211,8 @@ class FrameMonitor:
     def on_opcode(self) -> None:
         """Handle the opcode event of the instruction at ``f_lasti``."""
         lasti = self.frame.f_lasti
+        if lasti in self.real and INTERP.prefix_has_own_event:
+            return  # (the extended instruction's own event follows)
         lasti = self.real.get(lasti, lasti)
         if self.pending is not None:
             self.bind(lasti)

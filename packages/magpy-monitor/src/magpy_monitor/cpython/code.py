@@ -23,6 +23,7 @@ __all__ = [
     "decode",
     "localsplus_names",
     "positional_count",
+    "prefix_event",
     "real_offset",
 ]
 
@@ -55,6 +56,13 @@ class Inst:
         if renamed is not None:
             self.opname, self.argval = renamed
         self.line = line
+
+    @classmethod
+    def synthetic(cls, opname: str, offset: int) -> Inst:
+        """An instruction the interpreter runs without one in the code (a handler's entry)."""
+        inst = cls.__new__(cls)
+        inst.opname, inst.arg, inst.argval, inst.offset, inst.line = opname, 0, None, offset, None
+        return inst
 
     def __repr__(self) -> str:
         return f"{self.offset} {self.opname} {self.argval!r}"
@@ -92,9 +100,9 @@ def decode(code: types.CodeType) -> dict[int, Inst]:
             if inst.opname == "KW_NAMES":
                 inst.argval = code.co_consts[inst.arg]
             elif inst.opname in _JUMPS and isinstance(inst.argval, int):
-                inst.argval = real.get(inst.argval, inst.argval)
-                if inst.opname == "FOR_ITER":
+                if inst.opname == "FOR_ITER":  # (where the exhausted loop lands, maybe a prefix)
                     inst.argval = INTERP.for_iter_exit(inst.argval)
+                inst.argval = real.get(inst.argval, inst.argval)
         _decoded[code] = table
     return table
 
@@ -121,6 +129,12 @@ def prefix_offsets(code: types.CodeType) -> dict[int, int]:
     """``{offset of an EXTENDED_ARG prefix: offset of the instruction it extends}``."""
     decode(code)
     return _real_offsets[code]
+
+
+def prefix_event(code: types.CodeType, lasti: int) -> bool:
+    """Whether the opcode event at ``lasti`` is an ``EXTENDED_ARG`` prefix's own (3.12+): the
+    instruction it extends gets its own event next, and that one is the instruction's."""
+    return INTERP.prefix_has_own_event and lasti in prefix_offsets(code)
 
 
 def real_offset(code: types.CodeType, lasti: int) -> int:

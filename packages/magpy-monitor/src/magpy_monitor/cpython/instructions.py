@@ -38,14 +38,35 @@ def _tool() -> int:
     raise ImportError("magpy-monitor: sys.monitoring tool ids 3 and 4 are both taken")
 
 
+_busy: list[int] = [0]  # callbacks running (a trace function may follow and unfollow in one)
+_idle: set[types.CodeType] = set()  # codes whose events go off once no callback runs
+
+
 def _on_instruction(code: types.CodeType, offset: int) -> Any:
     frame = sys._getframe(1)
     entry = _followed.get(id(frame))
     if entry is None or entry[0] is not frame:
         return None  # another frame of a followed code (another thread's): not ours
-    if entry[1](frame, "opcode", None) is None:
-        unfollow(frame)  # (a trace function that returns None lets go, as with settrace)
+    _busy[0] += 1
+    try:
+        result = entry[1](frame, "opcode", None)
+        # as settrace's trampoline does: a new trace function replaces the frame's, None keeps it
+        if result is not None and id(frame) in _followed:
+            _followed[id(frame)] = (frame, result)
+    finally:
+        _busy[0] -= 1
+        if not _busy[0] and _idle:
+            _switch_off_idle()
     return None
+
+
+def _switch_off_idle() -> None:
+    # (turning a code's events off and on again inside its own callback loses them on 3.13:
+    # a frame that a segment leaves and a finder takes over in one event would get no more)
+    for code in list(_idle):
+        if code not in _codes:
+            _monitoring.set_local_events(TOOL, code, 0)
+    _idle.clear()
 
 
 def follow(frame: types.FrameType, trace: Trace) -> None:
@@ -57,8 +78,9 @@ def follow(frame: types.FrameType, trace: Trace) -> None:
     code = frame.f_code
     n = _codes.get(code, 0)
     _codes[code] = n + 1
-    if n == 0:
+    if n == 0 and code not in _idle:
         _monitoring.set_local_events(TOOL, code, _monitoring.events.INSTRUCTION)
+    _idle.discard(code)
 
 
 def unfollow(frame: types.FrameType) -> None:
@@ -69,8 +91,11 @@ def unfollow(frame: types.FrameType) -> None:
     n = _codes.get(code, 1) - 1
     if n > 0:
         _codes[code] = n
+        return
+    _codes.pop(code, None)
+    if _busy[0]:
+        _idle.add(code)
     else:
-        _codes.pop(code, None)
         _monitoring.set_local_events(TOOL, code, 0)
 
 

@@ -70,6 +70,16 @@ class Interpreter:
     #: the bit of ``COMPARE_OP``'s argument that makes it push ``bool(result)`` (3.13; 0
     #: before: a ``TO_BOOL`` or the jump itself takes the truth)
     compare_bool_bit: int
+    #: a ``SEND`` whose delegate returned drops the delegate itself (3.11); later it leaves
+    #: ``[delegate, value]`` for the ``END_SEND`` at its target
+    send_pops_receiver: bool
+    #: a generator that returns into a ``FOR_ITER`` or ``SEND`` is reported to the trace
+    #: function as a ``StopIteration`` "exception" event that is never raised (3.12+'s
+    #: ``STOP_ITERATION`` monitoring event); no handler runs
+    stop_iteration_event: bool
+    #: an ``EXTENDED_ARG`` prefix gets an opcode event of its own, and the instruction it
+    #: extends gets one too (3.12+); on 3.11 only the first prefix gets one
+    prefix_has_own_event: bool
     #: version-specific renames into the neutral vocabulary
     rename: Renamed
 

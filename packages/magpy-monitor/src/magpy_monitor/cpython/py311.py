@@ -27,5 +27,8 @@ INTERP = Interpreter(
     instance_dict_tags_exact=True,
     c_snapshot_check=True,
     compare_bool_bit=0,
+    send_pops_receiver=True,
+    stop_iteration_event=False,
+    prefix_has_own_event=False,
     rename=_rename,
 )

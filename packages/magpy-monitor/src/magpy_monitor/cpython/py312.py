@@ -66,5 +66,8 @@ INTERP = Interpreter(
     instance_dict_tags_exact=True,
     c_snapshot_check=False,
     compare_bool_bit=0,
+    send_pops_receiver=False,
+    stop_iteration_event=True,
+    prefix_has_own_event=True,
     rename=rename_312,
 )

@@ -29,5 +29,8 @@ INTERP = Interpreter(
     instance_dict_tags_exact=False,
     c_snapshot_check=False,
     compare_bool_bit=16,
+    send_pops_receiver=False,
+    stop_iteration_event=True,
+    prefix_has_own_event=True,
     rename=rename_312,
 )

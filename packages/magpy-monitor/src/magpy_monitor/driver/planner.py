@@ -176,8 +176,9 @@ class _Planner:
             return Build(id(v), BuildKind.ITER, (self.recipe(lazy.range_val),), (0,))
         it = v.payload(IteratorState)
         if it is not None and it.base is not None and type(v.obj) in _REBUILDABLE_ITERATORS:
-            reduced = v.obj.__reduce__()
-            pos = reduced[2] if len(reduced) > 2 else 0
+            # (what it has left, not ``__reduce__``: a 3.12 range iterator reduces to the range
+            # it has left, at position 0)
+            pos = len(it.base.obj) - operator.length_hint(v.obj)
             if pos != it.pos:
                 raise Unsupported("iterator position disagrees with the shadow")
             return Build(id(v), BuildKind.ITER, (self.recipe(it.base),), (pos,))

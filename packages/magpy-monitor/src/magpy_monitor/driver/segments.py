@@ -40,7 +40,7 @@ from ..core.frame import (
     segment_fast,
 )
 from ..core.values import UNBOUND, Val
-from ..cpython.code import localsplus_names, real_offset
+from ..cpython.code import localsplus_names, prefix_event, real_offset
 from ..cpython.current import INTERP, opcode_trace_off, opcode_trace_on, trace_with
 from ..cpython.frameio import NULL, StackView
 from .planner import build_plan
@@ -447,7 +447,7 @@ def _arm_finder(host: SegmentHost, frame: types.FrameType) -> None:
             opcode_trace_off(f)
             _release()
             return None
-        if event != "opcode":
+        if event != "opcode" or prefix_event(f.f_code, f.f_lasti):
             return finder
         lasti = real_offset(f.f_code, f.f_lasti)
         if lasti in injected:
