@@ -362,6 +362,15 @@ def bench_warm_start(session: nox.Session) -> None:
     session.run("python", "-m", "integration.bench_warm_start", *session.posargs)
 
 
+@nox.session(python=list(PYTHONS), default=False)
+def bench_versions(session: nox.Session) -> None:
+    """On each supported Python: ``python -m integration.bench_versions`` (first-call capture
+    time and a hit's cost, MagPy beside TorchDynamo; arguments after ``--``)."""
+    _install_all(session, "numpy")
+    session.install("--quiet", "-e", ".[hf]")
+    session.run("python", "-m", "integration.bench_versions", *session.posargs)
+
+
 # --- packaging ---------------------------------------------------------------------------------
 
 
