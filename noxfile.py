@@ -50,8 +50,9 @@ def _pyenv_interpreters_on_path() -> None:
     root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
     found: list[str] = []
     for version in PYTHONS:
-        if shutil.which(f"python{version}"):
-            continue
+        found_on_path = shutil.which(f"python{version}")
+        if found_on_path and "shims" not in Path(found_on_path).parts:
+            continue  # (a pyenv shim answers only for the active versions: not a find)
         installs = sorted(
             root.glob(f"{version}.*/bin/python{version}"),
             key=lambda p: tuple(int(x) for x in re.findall(r"\d+", p.parent.parent.name)),
