@@ -37,6 +37,7 @@ from ..core.frame import Callback, FrameMonitor, Inst, initial_fast
 from ..core.registry import BUILTIN_HANDLERS, METHOD_HANDLERS
 from ..core.values import Instance, Val
 from ..core.valuetypes import FROZEN_MODULE_ROOTS
+from ..cpython.current import INTERP
 from ..cpython.frameio import NULL
 from .classes import MadeClass
 from .collections import put_item
@@ -304,10 +305,13 @@ def _follow_read(
     raised: Callable[[list[Any], BaseException], list[Val]] | None = None,
 ) -> None:
     """Follow ``fn(*args)`` run natively by LOAD_ATTR, or by LOAD_METHOD, which pushes NULL
-    and the attribute (there is no method to bind)."""
+    and the attribute (there is no method to bind; the NULL above it on 3.13)."""
     if method:
         null = Val(NULL, const=True)
-        follow(m, inst, fn, args, 2, lambda real, got: [null, got])
+        if INTERP.null_above_callable:
+            follow(m, inst, fn, args, 2, lambda real, got: [got, null])
+        else:
+            follow(m, inst, fn, args, 2, lambda real, got: [null, got])
     else:
         follow(m, inst, fn, args, 1, outputs, raised)
 
