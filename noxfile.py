@@ -225,14 +225,16 @@ def tests(session: nox.Session, pkg: str) -> None:
 
 
 # What `compat` runs of `integration/` on the other Pythons: conformance and the static path,
-# the differential suite, graph breaks and sites, training steps, persistent records, the
-# process-survival programs, and a few Hugging Face models.
+# the differential suite, graph breaks and sites, training steps, persistent records, the guard
+# memo (its Python check: the C one is 3.11's), the process-survival programs, and a few
+# Hugging Face models.
 COMPAT_INTEGRATION = (
     "integration/test_static_path.py",
     "integration/test_graph_breaks.py",
     "integration/test_process_survives.py",
     "integration/test_training_step.py",
     "integration/test_persistent_records.py",
+    "integration/test_guard_memo.py",
     *sorted(str(p.relative_to(ROOT)) for p in ROOT.glob("integration/test_differs_*.py")),
 )
 COMPAT_HF_MODELS = "bert or gpt2 or llama or t5"
