@@ -28,7 +28,7 @@ from typing import Any, cast
 
 from magpy_monitor import INTERP
 
-__all__ = ["load_disjoint", "load_snapcheck", "reason"]
+__all__ = ["load_disjoint", "load_snapcheck", "load_version", "reason"]
 
 _SOURCE = Path(__file__).with_name("_snapcheck.c")
 _NAME = "_magpy_snapcheck"
@@ -70,7 +70,7 @@ def _load() -> Any:
     if os.environ.get("MAGPY_SNAPCHECK", "").strip().lower() == "python":
         reason = "MAGPY_SNAPCHECK=python"
     elif not INTERP.c_snapshot_check:
-        reason = f"the C check is for CPython 3.11, not {sys.version.split()[0]}"
+        reason = f"the C check does not know CPython {sys.version.split()[0]}"
     else:
         suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
         key = hashlib.sha256(_SOURCE.read_bytes() + sys.version.encode()).hexdigest()[:16]
@@ -101,3 +101,9 @@ def load_disjoint() -> Callable[[Any, Any], bool] | None:
     """``disjoint(outs, inputs)`` from the compiled extension, or None (see ``reason``)."""
     module = _load()
     return None if module is None else cast("Callable[[Any, Any], bool]", module.disjoint)
+
+
+def load_version() -> Callable[[Any], int] | None:
+    """``version(dict)`` from the compiled extension (the number ``holds`` compares), or None."""
+    module = _load()
+    return None if module is None else cast("Callable[[Any], int]", module.version)

@@ -23,8 +23,11 @@ over flat lists, no Python per object). The snapshot holds, per kind of dependen
   read came from; ``_ABSENT`` for a name that must stay absent, e.g. ``forward`` in a module's
   ``__dict__``);
 - ``versions``: a dict whose whole content a check depends on (keys, length; a class's own
-  dict, which decides every lookup through the class) has the same version tag (CPython 3.11
-  gives every dict mutation a new, never reused tag: ``torch._C._dynamo.guards.dict_version``);
+  dict, which decides every lookup through the class) has the same version: a number every
+  mutation of the dict renews and that is never reused (``_snapcheck.c``'s ``version``: 3.11's
+  own dict tag, a dict watcher from 3.12; ``torch._C._dynamo.guards.dict_version`` where the
+  C check is not built). 3.13 stores an attribute of an object whose values live inline
+  without touching its dict: such instance dicts are checked entry by entry (``items``);
 - ``types``: an object's ``__class__``; ``mros``: a class's ``__mro__`` (``__bases__``
   assignment); ``owners``: an object's ``__dict__`` is the same dict (``obj.__dict__ = {}``);
 - ``funcs``: a function's ``__code__``, ``__defaults__`` and ``__kwdefaults__`` (assignable
@@ -43,9 +46,10 @@ taken right after the checks it stands for.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import attrs
+from torch._C._dynamo.guards import dict_version
 
 from magpy_monitor import CodeOf, Defines
 from magpy_refgraph import (
@@ -62,7 +66,7 @@ from magpy_refgraph import (
     immutable_value,
 )
 
-from ._cbuild import load_snapcheck
+from ._cbuild import load_snapcheck, load_version
 from ._snapshot import (
     _ABSENT,
     _attr_step,
@@ -77,8 +81,10 @@ from ._snapshot import (
 
 __all__ = [
     "MAX_ARMS",
+    "PYTHON_CHECK",
     "Memo",
     "MemoPlan",
+    "SnapshotCheck",
     "classify",
     "holds_python",
     "stable_check",
@@ -177,14 +183,25 @@ def classify(plan: Any, fn: Any, anchor: str = "fn") -> tuple[MemoPlan, dict[Pat
     return MemoPlan(frozenset(values), frozenset(checks), anchor), values
 
 
-_HOLDS: list[Callable[[tuple[Any, ...], Any], bool]] = [holds_python]
+class SnapshotCheck(NamedTuple):
+    """How snapshots are checked: ``holds(state, absent)`` and the dict ``version`` it compares
+    (a snapshot is frozen with the versions its check reads)."""
+
+    holds: Callable[[tuple[Any, ...], Any], bool]
+    version: Callable[[Any], int]
+
+
+PYTHON_CHECK = SnapshotCheck(holds_python, dict_version)
+_CHECK: list[SnapshotCheck] = [PYTHON_CHECK]  # the one in use, once chosen: the C one if built
 _LOADED = [False]
 
 
 def _load_holds() -> None:
     if not _LOADED[0]:
         _LOADED[0] = True
-        _HOLDS[0] = load_snapcheck() or holds_python
+        holds, version = load_snapcheck(), load_version()
+        if holds is not None and version is not None:
+            _CHECK[0] = SnapshotCheck(holds, version)
 
 
 class Memo:
@@ -211,7 +228,7 @@ class Memo:
     def valid(self, fn: Any) -> tuple[Any, ...] | None:
         """The needed variables, where the snapshot holds; else None."""
         s = self.state
-        if s is None or fn is not s[0] or not _HOLDS[0](s, _ABSENT):
+        if s is None or fn is not s[0] or not _CHECK[0].holds(s, _ABSENT):
             return None
         return s[19]
 
@@ -243,7 +260,7 @@ class Memo:
             self.off = str(exc) or type(exc).__name__
             return
         kept = tuple(values[i] for i in self.needed)
-        self.state = s.frozen(fn, (*kept, ids) if self.distinct else kept)
+        self.state = s.frozen(fn, (*kept, ids) if self.distinct else kept, _CHECK[0].version)
 
     def arm_first(self, fn: Any, values: dict[Path, Any]) -> None:
         """Arm from the values ``classify`` read (where the stable part would pass: its

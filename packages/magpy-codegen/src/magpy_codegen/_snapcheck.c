@@ -1,9 +1,22 @@
 /* The guard memo's snapshot check (magpy_codegen/_memo.py, Memo.valid) in C.
  *
- * holds(state, absent) -> bool: the same answer as the Python check in _memo.py, one pass
- * over flat lists with no Python call per element. CPython 3.11 only (ma_version_tag, the
- * dict's version tag, is read from PyDictObject); _cbuild.py compiles it on first use and
+ * holds(state, absent) -> bool: the same answer as the Python check in _snapshot.py, one pass
+ * over flat lists with no Python call per element. _cbuild.py compiles it on first use and
  * falls back to the Python check where that is not possible.
+ *
+ * version(dict) -> int: the dict's version, the number a snapshot records for a dict whose
+ * whole content a check depends on; it changes with every mutation of the dict and is never
+ * reused. How it is kept is the one interpreter-specific part of this file:
+ *   - CPython 3.11: the dict's own version tag (ma_version_tag), which every mutation renews
+ *     from a global counter;
+ *   - CPython 3.12+: PEP 699 deprecated that tag (3.14 removes it), so versions come from a
+ *     dict watcher (PyDict_AddWatcher): version() watches the dict, and the watcher's callback
+ *     gives it a new number from our own counter on every event (added, modified, deleted,
+ *     cloned, cleared) and forgets it when the dict is freed. The numbers live in a small
+ *     open-addressing table keyed by the dict's address. If the table cannot grow, every
+ *     version check fails from then on (the memo re-walks the guard: slower, never wrong).
+ *   Which of the two is compiled is chosen by the preprocessor; the Python side only asks
+ *   magpy_monitor.INTERP whether this file supports the running interpreter.
  *
  * disjoint(outs, inputs) -> bool: no object of the sequence outs is one of inputs (by identity):
  * the mock's test whether a graph gave back an input (see _mock.fresh_outputs_of).
@@ -14,10 +27,136 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stdint.h>
 
-#if PY_VERSION_HEX < 0x030B0000 || PY_VERSION_HEX >= 0x030C0000
-#error "CPython 3.11 only"
+#if PY_VERSION_HEX < 0x030B0000 || PY_VERSION_HEX >= 0x030E0000
+#error "CPython 3.11 to 3.13"
 #endif
+
+#if PY_VERSION_HEX >= 0x030C0000
+/* ---- dict versions from a watcher (3.12+) ---- */
+
+typedef struct {
+    PyObject *dict; /* NULL: empty; TOMBSTONE: freed */
+    uint64_t version;
+} entry_t;
+
+#define TOMBSTONE ((PyObject *)1)
+static entry_t *table = NULL;
+static size_t capacity = 0, filled = 0; /* filled counts tombstones too */
+static uint64_t next_version = 1;
+static int watcher = -1;
+static int lost = 0; /* the table could not grow: no version can be vouched for */
+
+static size_t slot_of(PyObject *dict) {
+    uint64_t x = (uint64_t)(uintptr_t)dict;
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    return (size_t)x & (capacity - 1);
+}
+
+static entry_t *find(PyObject *dict) {
+    if (capacity == 0) return NULL;
+    for (size_t i = slot_of(dict);; i = (i + 1) & (capacity - 1)) {
+        if (table[i].dict == dict) return &table[i];
+        if (table[i].dict == NULL) return NULL;
+    }
+}
+
+static int grow(void) {
+    size_t old = capacity, n = capacity ? capacity * 2 : 1024;
+    entry_t *was = table, *now = calloc(n, sizeof(entry_t));
+    if (now == NULL) return -1;
+    table = now, capacity = n, filled = 0;
+    for (size_t i = 0; i < old; i++) {
+        PyObject *d = was[i].dict;
+        if (d == NULL || d == TOMBSTONE) continue;
+        size_t j = slot_of(d);
+        while (table[j].dict != NULL) j = (j + 1) & (capacity - 1);
+        table[j] = was[i];
+        filled++;
+    }
+    free(was);
+    return 0;
+}
+
+static void renew(PyObject *dict) {
+    entry_t *e = find(dict);
+    if (e == NULL) {
+        if ((filled + 1) * 2 > capacity && grow() < 0) {
+            lost = 1;
+            return;
+        }
+        size_t i = slot_of(dict);
+        while (table[i].dict != NULL && table[i].dict != TOMBSTONE) i = (i + 1) & (capacity - 1);
+        if (table[i].dict == NULL) filled++;
+        e = &table[i];
+        e->dict = dict;
+    }
+    e->version = next_version++;
+}
+
+static int on_event(PyDict_WatchEvent event, PyObject *dict, PyObject *key, PyObject *value) {
+    (void)key, (void)value;
+    if (event == PyDict_EVENT_DEALLOCATED) {
+        entry_t *e = find(dict);
+        if (e != NULL) e->dict = TOMBSTONE;
+    } else {
+        renew(dict);
+    }
+    return 0;
+}
+
+static int watch(PyObject *dict, uint64_t *out) {
+    if (find(dict) == NULL) {
+        if (PyDict_Watch(watcher, dict) < 0) return -1;
+        renew(dict);
+    }
+    entry_t *e = find(dict);
+    if (e == NULL || lost) {
+        PyErr_SetString(PyExc_MemoryError, "the dict version table could not grow");
+        return -1;
+    }
+    *out = e->version;
+    return 0;
+}
+
+/* whether dict still has version want (a dict never watched has none) */
+static int same_version(PyObject *dict, uint64_t want) {
+    entry_t *e = find(dict);
+    return !lost && e != NULL && e->version == want;
+}
+
+static int setup(void) {
+    watcher = PyDict_AddWatcher(on_event);
+    return watcher < 0 ? -1 : 0;
+}
+
+#else
+/* ---- dict versions are the dict's own tag (3.11) ---- */
+
+static int watch(PyObject *dict, uint64_t *out) {
+    *out = ((PyDictObject *)dict)->ma_version_tag;
+    return 0;
+}
+
+static int same_version(PyObject *dict, uint64_t want) {
+    return ((PyDictObject *)dict)->ma_version_tag == want;
+}
+
+static int setup(void) { return 0; }
+#endif
+
+static PyObject *version(PyObject *self, PyObject *dict) {
+    uint64_t v;
+    if (!PyDict_Check(dict)) {
+        PyErr_SetString(PyExc_TypeError, "version(dict)");
+        return NULL;
+    }
+    if (watch(dict, &v) < 0) return NULL;
+    return PyLong_FromUnsignedLongLong(v);
+}
 
 static int same_len(PyObject *a, PyObject *b) {
     return PyList_Check(a) && PyList_Check(b) && PyList_GET_SIZE(a) == PyList_GET_SIZE(b);
@@ -50,7 +189,7 @@ static PyObject *holds(PyObject *self, PyObject *args) {
         if (!PyDict_Check(dict)) goto bad;
         unsigned long long want = PyLong_AsUnsignedLongLong(PyList_GET_ITEM(v, i));
         if (want == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
-        if (((PyDictObject *)dict)->ma_version_tag != want) Py_RETURN_FALSE;
+        if (!same_version(dict, want)) Py_RETURN_FALSE;
     }
     d = F(6), v = F(7);
     if (!same_len(d, v)) goto bad;
@@ -118,10 +257,14 @@ static PyObject *disjoint(PyObject *self, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"holds", holds, METH_VARARGS, "Whether a guard memo's snapshot holds."},
+    {"version", version, METH_O, "The dict's version (changes with every mutation)."},
     {"disjoint", disjoint, METH_VARARGS, "Whether no output is one of the inputs."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_magpy_snapcheck", NULL, -1, methods};
 
-PyMODINIT_FUNC PyInit__magpy_snapcheck(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__magpy_snapcheck(void) {
+    if (setup() < 0) return NULL;
+    return PyModule_Create(&module);
+}

@@ -161,7 +161,12 @@ class _Snapshot:
             self.namespaces.add(id(inst))
         return inst
 
-    def frozen(self, fn: Any, values: tuple[Any, ...]) -> tuple[Any, ...]:
+    def frozen(
+        self, fn: Any, values: tuple[Any, ...], version: Any = dict_version
+    ) -> tuple[Any, ...]:
+        """The snapshot as ``holds`` reads it; ``version``: the dict versions that check
+        compares (torch's ``dict_version`` for ``holds_python``, ``_snapcheck.c``'s own for the
+        C check)."""
         items = list(self.items.values())
         slots = list(self.slots.values())
         cells = list(self.cells.values())
@@ -175,7 +180,7 @@ class _Snapshot:
             [k for _, k, _ in items],
             [v for _, _, v in items],
             versions,
-            list(map(dict_version, versions)),
+            list(map(version, versions)),
             [o for o, _ in types_],
             [t for _, t in types_],
             [o for o, _ in owners],

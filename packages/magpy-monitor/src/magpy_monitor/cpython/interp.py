@@ -65,7 +65,9 @@ class Interpreter:
     #: an attribute of an object whose values live inline without a new tag (or a watcher
     #: event, on 3.13.0), so the guard memo checks such a dict's entries one by one
     instance_dict_tags_exact: bool
-    #: the guard memo's C check (``_snapcheck.c``) reads this version's dict layout
+    #: the guard memo's C check (``_snapcheck.c``) is written for this version (its dict
+    #: versions: 3.11's ``ma_version_tag``; a dict watcher from 3.12, where PEP 699 deprecated
+    #: the tag)
     c_snapshot_check: bool
     #: the bit of ``COMPARE_OP``'s argument that makes it push ``bool(result)`` (3.13; 0
     #: before: a ``TO_BOOL`` or the jump itself takes the truth)
