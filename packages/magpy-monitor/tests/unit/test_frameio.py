@@ -148,7 +148,10 @@ class TestReadStack:
         def tracer(frame: types.FrameType, event: str, arg: object) -> Any:
             if frame.f_code is not code:
                 return None
-            frame.f_trace_opcodes = True
+            if event == "call":
+                opcode_trace_on(frame, tracer)  # (3.12+: from sys.monitoring)
+            elif event == "return":
+                opcode_trace_off(frame)
             if event == "opcode":
                 pairs.append((stack_depth(frame), StackView(frame).depth()))
             return tracer
@@ -169,7 +172,10 @@ class TestReadStack:
         def tracer(frame: types.FrameType, event: str, arg: object) -> Any:
             if frame.f_code is not code:
                 return None
-            frame.f_trace_opcodes = True
+            if event == "call":
+                opcode_trace_on(frame, tracer)  # (3.12+: from sys.monitoring)
+            elif event == "return":
+                opcode_trace_off(frame)
             if event == "opcode":
                 view = StackView(frame)
                 if view.depth():
@@ -200,7 +206,10 @@ class TestReadStack:
         def tracer(frame: types.FrameType, event: str, arg: object) -> Any:
             if frame.f_code is not code:
                 return None
-            frame.f_trace_opcodes = True
+            if event == "call":
+                opcode_trace_on(frame, tracer)  # (3.12+: from sys.monitoring)
+            elif event == "return":
+                opcode_trace_off(frame)
             if event == "opcode":
                 view = StackView(frame)
                 found.append((view.local(0), view.local(1), view.local(2)))
