@@ -8,6 +8,7 @@ says so through the registry's ``*_FOLLOWED`` hooks.
 
 from __future__ import annotations
 
+import types
 from typing import Any
 
 import torch
@@ -17,6 +18,7 @@ from ..core.attributes import guard_method, load_attr
 from ..core.frame import FrameMonitor, Inst
 from ..core.registry import opcode
 from ..core.values import Construction, Val
+from ..core.valuetypes import library_module
 from ..cpython.frameio import NULL
 
 __all__ = ["store_attr"]
@@ -103,6 +105,10 @@ def store_attr(m: FrameMonitor, base: Val, name: str, value: Val) -> None:
         return
     if registry.IS_PYOBJ.impl(base) and not registry.PLAIN_STORE.impl(type(base.obj), name):
         raise m.unsupported(f"setattr on a {type(base.obj).__name__} runs Python code")
+    if isinstance(base.obj, types.ModuleType) and library_module(base.obj):
+        # torch.backends.cudnn.benchmark = True: a property setter into native state, or a
+        # library's own global; the store runs eagerly on every call
+        raise m.unsupported(f"sets {base.obj.__name__}.{name}: the state of a library")
     m.cap.set_attr(base, name, value)
 
 

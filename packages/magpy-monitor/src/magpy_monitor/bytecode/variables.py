@@ -14,14 +14,11 @@ from magpy_refgraph import Builtin, Cell, Const, Global, GuardKind, Outcome
 from ..core.frame import LAZY, FrameMonitor, Inst
 from ..core.registry import opcode
 from ..core.values import UNBOUND, Val
-from ..core.valuetypes import FROZEN_MODULE_ROOTS
 from ..cpython.current import INTERP
 from ..cpython.frameio import NULL
 from .closures import store_outer_cell
 
 __all__ = ["Defines", "global_value", "load_deref"]
-
-_MUTABLE = (list, dict, set, bytearray)
 
 
 @opcode("LOAD_CONST")
@@ -137,9 +134,8 @@ def _load_global(m: FrameMonitor, inst: Inst) -> None:
 
 def global_value(m: FrameMonitor, globals_: dict[str, Any], name: str, obj: Any) -> Val:
     """The shadow of global (or builtin) ``name``, whose real value is ``obj``."""
-    module = str(globals_.get("__name__", ""))
-    if module.split(".")[0] in FROZEN_MODULE_ROOTS and not isinstance(obj, _MUTABLE):
-        return m.cap.const(obj)  # torch's (and the stdlib's) own globals are stable
+    # (torch's and the stdlib's own globals too: a library changes its own state, e.g.
+    # ``parametrize._cache_enabled`` under ``parametrize.cached()``, and programs patch them)
     if name in globals_:
         return m.cap.root(Global(name, scope=globals_), obj)
     _not_shadowed(m, globals_, name)

@@ -299,6 +299,47 @@ _EFFECT_NAMES = frozenset(
 )
 
 
+# torch's natives that change process-wide state a later call (or another part of the program)
+# reads: threads, flags of the backends, precision, determinism. A graph holds math only, so a
+# call to one is an effect that runs eagerly every time (a graph break), never a graph node
+# that a backend may drop. (The autocast and grad-mode setters are modelled where torch's
+# context managers use them.)
+_GLOBAL_SETTERS = frozenset(
+    "set_num_threads set_num_interop_threads set_flush_denormal set_anomaly_enabled "
+    "_set_deterministic_algorithms _set_deterministic_fill_uninitialized_memory "
+    "_set_float32_matmul_precision _set_fp32_precision_setter _set_onednn_allow_tf32 "
+    "_set_math_sdp_allow_fp16_bf16_reduction _set_blas_preferred_backend "
+    "_set_linalg_preferred_backend _set_rocm_fa_preferred_backend _set_qengine _set_warnAlways "
+    "_set_cpu_allow_fp16_reduced_precision_reduction _set_nnpack_enabled _set_miopen_immediate "
+    "_set_view_replay_enabled _set_grad_layout_enforcement_enabled "
+    "_set_check_sparse_tensor_invariants _set_default_dtype _set_default_tensor_type "
+    "set_default_dtype set_default_tensor_type _set_sm_carveout_experimental".split()
+)
+_GLOBAL_SETTER_PREFIXES = (
+    "_set_cudnn_",
+    "_set_mkldnn_",
+    "_set_cublas_",
+    "_set_sdp_",
+    "_set_backcompat_",
+)
+
+
+def _global_setter_rule(fn: Any) -> Annotation | None:
+    """A torch native that sets global state (``torch.set_num_threads``, the native setters
+    behind ``torch.backends.*`` flags and ``torch.use_deterministic_algorithms``)."""
+    if not isinstance(fn, types.BuiltinFunctionType):
+        return None
+    module = getattr(fn, "__module__", None) or ""
+    name = getattr(fn, "__name__", "")
+    if module.split(".")[0] != "torch" or not (
+        name in _GLOBAL_SETTERS or name.startswith(_GLOBAL_SETTER_PREFIXES)
+    ):
+        return None
+    return Annotation(
+        Kind.EFFECT, reason=f"{module}.{name} changes torch's global state (runs eagerly)"
+    )
+
+
 def _autograd_function_rule(fn: Any) -> Annotation | None:
     """``MyFn.apply(...)`` of a custom ``torch.autograd.Function``: one graph node."""
     owner = getattr(fn, "__self__", None)
@@ -362,6 +403,7 @@ def _allowed_in_graph_rule(fn: Any) -> Annotation | None:
 TABLE = AnnotationTable()
 TABLE.add_rule(_allowed_in_graph_rule)
 TABLE.add_rule(_effect_rule)
+TABLE.add_rule(_global_setter_rule)
 TABLE.add_rule(_autograd_function_rule)
 TABLE.add_rule(_torch_rule)
 

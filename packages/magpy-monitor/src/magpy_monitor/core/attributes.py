@@ -10,14 +10,14 @@ need only the core; the tensor, array and object-model cases are registered by
 
 from __future__ import annotations
 
-import functools
+import collections
 import types
 from collections.abc import Callable
 from typing import Any, cast
 
 import torch
 
-from magpy_refgraph import Attr, Const
+from magpy_refgraph import Attr, Const, GuardKind, Outcome
 
 from .capture import Capture
 from .frame import FrameMonitor
@@ -27,6 +27,7 @@ from .valuetypes import FROZEN_MODULE_ROOTS, is_value_type
 
 __all__ = [
     "MISSING",
+    "AttrRead",
     "Read",
     "attr_rule",
     "guard_class_attr",
@@ -34,6 +35,7 @@ __all__ = [
     "load_attr",
     "mutable_class",
     "static_lookup",
+    "user_class",
 ]
 
 
@@ -80,12 +82,16 @@ _HEAPTYPE = 1 << 9
 
 
 def mutable_class(cls: Any) -> bool:
-    """A class whose attributes the program may replace between calls (a user class; the
-    classes of libraries the monitor knows are taken as fixed, like their modules)."""
-    return (
-        isinstance(cls, type)
-        and bool(cls.__flags__ & _HEAPTYPE)
-        and str(getattr(cls, "__module__", "")).split(".")[0] not in FROZEN_MODULE_ROOTS
+    """A class whose attributes a program may replace between calls: any class defined in
+    Python, a library's included (``nn.Linear.forward = ...``, the way PEFT- and Liger-style
+    libraries patch models)."""
+    return isinstance(cls, type) and bool(cls.__flags__ & _HEAPTYPE)
+
+
+def user_class(cls: Any) -> bool:
+    """A mutable class of the program's own (not of the libraries in FROZEN_MODULE_ROOTS)."""
+    return mutable_class(cls) and (
+        str(getattr(cls, "__module__", "")).split(".")[0] not in FROZEN_MODULE_ROOTS
     )
 
 
@@ -144,25 +150,72 @@ def guard_method(cap: Capture, base: Val, name: str, func: Any) -> None:
 
 # ---------------------------------------------------------------------- constants and known
 @attr_rule(
-    "frozen module",
+    "library module",
     lambda r: (
         isinstance(r.obj, types.ModuleType) and r.obj.__name__.split(".")[0] in FROZEN_MODULE_ROOTS
     ),
 )
-def _frozen_module(m: FrameMonitor, r: Read) -> Val:
-    """An attribute of torch's or the stdlib's modules: a constant of the record. A function
-    there can still be monkeypatched (``F.gelu = my_gelu``): its identity is guarded where it
-    lives (the module's dict), once per record; classes, submodules and values are not."""
-    cap, real = m.cap, r.real
+def _library_module(m: FrameMonitor, r: Read) -> Val:
+    """An attribute of torch's or the stdlib's modules. Libraries change their own state
+    (``torch.backends.cudnn.benchmark``, ``warnings.filters``) and programs patch them
+    (``torch.nn.ReLU = MyReLU``, ``F.gelu = fast_gelu``), so the read is guarded like any
+    other: an entry of the module's dict where it lives (by identity; a value by value; a list
+    or dict, or an object holding settings, is followed as state), and an attribute found past
+    the dict (a property of the module's class, as torch.backends' flags are, or a module
+    ``__getattr__`` such as ``torch._VF``'s) by what reading it again gives (a value exactly,
+    an object by identity)."""
+    cap, real, module = m.cap, r.real, r.obj
     cap.observe_identity(r.base)
-    if isinstance(real, _PATCHABLE) and r.name in vars(r.obj):
-        module = r.obj
-        cap.observe_identity(cap.child(cap.root(Const(module), module), Attr(r.name), real))
+    root = cap.root(Const(module), module)
+    if r.name in vars(module):
+        found = cap.child(root, Attr(r.name), real)
+        if isinstance(real, _LIBRARY_STATE) or _library_object(real):
+            return found  # (what the program reads of it is guarded as it reads it)
+        if is_value_type(real):
+            cap.observe(found)
+        else:
+            cap.observe_identity(found)
+        return cap.new(real, const=True)
+    assert root.node is not None
+    cap.graph.observe(root.node, GuardKind.CUSTOM, Outcome(AttrRead(r.name), real))
     return cap.new(real, const=True)
 
 
-# what a program monkeypatches on a library module: its functions
-_PATCHABLE = (types.FunctionType, types.BuiltinFunctionType, functools.partial)
+# a library's own mutable state, read from its module (``warnings.filters``, a registry dict)
+_LIBRARY_STATE = (list, dict, set, collections.OrderedDict, collections.defaultdict)
+
+
+def _library_object(obj: Any) -> bool:
+    """An instance a library keeps its settings on (``torch.backends.cuda.matmul``, a logger):
+    not a value, class, module or function, whose attributes are the settings."""
+    return not (
+        is_value_type(obj)
+        or isinstance(obj, type | types.ModuleType | types.FunctionType | types.BuiltinFunctionType)
+        or callable(obj)
+        or obj is None
+    )
+
+
+class AttrRead:
+    """``getattr(obj, name)``: an attribute read again by the guard (a guard's outcome
+    function), for attributes computed on each read."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __call__(self, obj: Any) -> Any:
+        return getattr(obj, self.name)
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is AttrRead and other.name == self.name
+
+    def __hash__(self) -> int:
+        return hash((AttrRead, self.name))
+
+    def __repr__(self) -> str:
+        return f"attr_read({self.name!r})"
 
 
 @attr_rule("known attribute", lambda r: r.base.attrs is not None and r.name in r.base.attrs)

@@ -280,7 +280,7 @@ CALL_RULES: RuleList[Any] = RuleList("call rules", CALL_RULE_ORDER)
 ATTR_RULE_ORDER: tuple[str, ...] = (
     "tensor grad",  # libs/torch: p.grad of a tensor from outside, or as the run set it
     "tensor attribute",  # libs/torch: x.shape, x.T, x.volatile
-    "frozen module",  # core: an attribute of torch, math, ... is a constant
+    "library module",  # core: an attribute of torch, math, ... guarded where it lives
     "known attribute",  # core: an attribute the run set or read before
     "super()",  # pyobj: super().attr
     "array made by the run",  # libs/numpy: a.T, a.shape (before the constant rule)

@@ -2,7 +2,9 @@
 
 A value (an int, a str, a dtype, a tuple of values...) is guarded by value and never registered
 by identity in the capture's heap; everything else is a heap object, followed by identity. The
-modules in ``FROZEN_MODULE_ROOTS`` are treated as constants once the module object is guarded.
+modules in ``FROZEN_MODULE_ROOTS`` are libraries: their functions are not followed line by line
+where the monitor models them, and what a program reads from them is guarded where it lives
+(``core/attributes.py``, "library module").
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ __all__ = [
     "VALUE_TYPES",
     "fx_constant_ok",
     "is_value_type",
+    "library_module",
     "node_kind",
     "plain_scalar",
     "tensor_flags",
@@ -48,6 +51,11 @@ FROZEN_MODULE_ROOTS = frozenset(
     "torch math operator builtins functools itertools collections typing enum re string json "
     "numpy copy dataclasses inspect warnings logging abc types cmath numbers".split()
 )
+
+
+def library_module(module: Any) -> bool:
+    """A module of torch's, numpy's or the standard library's (``FROZEN_MODULE_ROOTS``)."""
+    return str(getattr(module, "__name__", "")).split(".")[0] in FROZEN_MODULE_ROOTS
 
 
 def is_value_type(obj: Any) -> bool:

@@ -18,7 +18,7 @@ import torch
 
 from magpy_refgraph import Attr, Const, GuardKind, Item, NotInInstanceDict
 
-from ...core.attributes import MISSING, Read, attr_rule, mutable_class, static_lookup
+from ...core.attributes import MISSING, Read, attr_rule, static_lookup, user_class
 from ...core.frame import FrameMonitor
 from ...core.values import Val
 
@@ -63,7 +63,7 @@ def _module_dict_attribute(m: FrameMonitor, r: Read) -> Val:
     cap.graph.observe(base.node, GuardKind.CUSTOM, NotInInstanceDict(name))
     cls = type(obj)
     for k in cls.__mro__:
-        if mutable_class(k):  # a class attribute added later would win over __getattr__
+        if user_class(k):  # a class attribute added later would win over __getattr__
             klass = cap.root(Const(k), k)
             if klass.node is not None:
                 cap.graph.observe(klass.node, GuardKind.NOT_HASATTR, name)
