@@ -189,6 +189,10 @@ class SegmentMonitor(Monitor):
             super()._on_return(mon, value)
             return
         self.cap.frames.pop()
+        # the frame is leaving: its events go off here, as for every frame a monitor follows
+        # (``_stop`` turns off only the frames still on the stack; 3.13's instruction events
+        # would otherwise keep following, and keep alive, a finished frame)
+        opcode_trace_off(mon.frame)
         if mon.unwinding:
             self._stop()
             return
