@@ -799,6 +799,35 @@ def test_recursive_function_with_changing_depth(capsys: pytest.CaptureFixture[st
     assert magpy.stats(compiled).fallbacks == 0
 
 
+def drops_the_trace_function(x: torch.Tensor) -> torch.Tensor:
+    y = x * 2
+    sys.settrace(None)  # a break: runs eagerly while the finder waits for the next instruction
+    return y + 1
+
+
+def breaks_at_print(x: torch.Tensor) -> torch.Tensor:
+    y = x * 2
+    print("a break")
+    return y.relu() + 1
+
+
+def test_finders_whose_trace_function_is_dropped_do_not_stop_later_finders(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A finder armed at a break needs ``sys.settrace``'s global trace function: a program that
+    drops it there (or CPython, when a trace callback raises, e.g. a warning the filters make
+    an error) leaves that finder without events, so it never lets go. Later breaks, in any
+    function, must still resume in a segment of their own."""
+    compiled = magpy.compile(drops_the_trace_function, backend="eager")
+    for _ in range(3):
+        x = torch.randn(3)
+        H.assert_same(compiled(x), drops_the_trace_function(x))
+        sys.settrace(None)
+    graphs, reasons = H.graphs(breaks_at_print, torch.randn(3))
+    assert graphs == 2 and "print()" in reasons[0], reasons
+    capsys.readouterr()
+
+
 def test_magpy_warning_is_a_runtime_warning() -> None:
     assert issubclass(MagPyWarning, RuntimeWarning)
 

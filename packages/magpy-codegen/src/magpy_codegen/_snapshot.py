@@ -113,6 +113,8 @@ class _Snapshot:
         self.cells: dict[int, Any] = {}
         self.empties: dict[int, Any] = {}
         self.namespaces: set[int] = set()  # ids of the modules' ``__dict__``s met
+        # ids of the instance ``__dict__``s whose version tag a store can leave as it was
+        self.untagged: set[int] = set()
 
     def item(self, d: Any, key: Any) -> None:
         """What ``d[key]`` holds (or that it holds nothing) decides a result: a module's
@@ -154,6 +156,8 @@ class _Snapshot:
         if type(inst) is not dict:
             raise _Unsafe(f"a {kind.__name__} whose __dict__ is not a dict")
         self.owners[id(obj)] = (obj, inst)
+        if not INTERP.instance_dict_tags_exact:
+            self.untagged.add(id(inst))
         if not isinstance(obj, torch.nn.Module) or not INTERP.instance_dict_tags_exact:
             # (a module's attributes rarely change: one version tag for its whole dict; other
             # objects often keep state that changes per call: the entries read are checked;
@@ -354,6 +358,9 @@ def _check(s: _Snapshot, req: GuardReq, value: Any) -> None:
         if not immutable_value(value):
             raise _Unsafe("a value check of a mutable object")
     elif kind in (GuardKind.LEN, GuardKind.KEYS):
+        if id(value) in s.untagged:
+            # (3.13: ``obj.name = v`` adds a key without a new tag; the check stays unmemoized)
+            raise _Unsafe(f"{kind.name} of an instance dict whose tag a store can keep")
         if type(value) in _DICTS:
             s.version(value)
         elif isinstance(value, _CONTAINERS) and kind is GuardKind.LEN:

@@ -189,6 +189,10 @@ class SegmentMonitor(Monitor):
             super()._on_return(mon, value)
             return
         self.cap.frames.pop()
+        # the frame is leaving: its events go off here, as for every frame a monitor follows
+        # (``_stop`` turns off only the frames still on the stack; 3.13's instruction events
+        # would otherwise keep following, and keep alive, a finished frame)
+        opcode_trace_off(mon.frame)
         if mon.unwinding:
             self._stop()
             return
@@ -445,7 +449,7 @@ def _arm_finder(host: SegmentHost, frame: types.FrameType) -> None:
     def finder(f: types.FrameType, event: str, arg: Any) -> TraceFn | None:
         if event == "return" or event == "exception":
             opcode_trace_off(f)
-            _release()
+            _release(epoch)
             return None
         if event != "opcode" or prefix_event(f.f_code, f.f_lasti):
             return finder
@@ -453,7 +457,7 @@ def _arm_finder(host: SegmentHost, frame: types.FrameType) -> None:
         if lasti in injected:
             if info is not None and lasti in info.block_sites:
                 opcode_trace_off(f)  # an existing site takes over from here
-                _release()
+                _release(epoch)
                 return None
             return finder
         if lasti in _after_kw_names(f.f_code):
@@ -463,7 +467,7 @@ def _arm_finder(host: SegmentHost, frame: types.FrameType) -> None:
         if any(x is NULL for x in stack):
             return finder
         opcode_trace_off(f)
-        _release()
+        _release(epoch)
         offset = to_original[lasti] if to_original is not None else lasti
         try:
             host.resume(f, code, offset, stack)
@@ -474,10 +478,19 @@ def _arm_finder(host: SegmentHost, frame: types.FrameType) -> None:
         # because that segment broke at once) must stay: our return value would replace it
         return f.f_trace
 
-    if getattr(_local, "finders", 0) == 0:
-        _local.prev = sys.gettrace()
+    current = sys.gettrace()
+    if getattr(_local, "finders", 0) == 0 or current is not _finder_global:
+        # The first finder, or the finders counted so far lost the global trace function
+        # their events need: CPython drops it when a trace callback raises (a warning the
+        # program's filters make an error), and the program may replace it. Those finders
+        # will never all release, so the count starts again; their late releases are ignored.
+        _local.epoch = getattr(_local, "epoch", 0) + 1
+        _local.finders = 0
+        if current is not _finder_global:
+            _local.prev = current
         trace_with(_finder_global)
-    _local.finders = getattr(_local, "finders", 0) + 1
+    epoch = _local.epoch
+    _local.finders += 1
     opcode_trace_on(frame, finder)
 
 
@@ -503,7 +516,10 @@ def _finder_global(frame: types.FrameType, event: str, arg: Any) -> None:
     return None
 
 
-def _release() -> None:
+def _release(epoch: int) -> None:
+    """One finder of count ``epoch`` lets go; the last restores the trace function before."""
+    if epoch != getattr(_local, "epoch", 0):
+        return
     _local.finders = max(0, getattr(_local, "finders", 0) - 1)
     if _local.finders == 0 and sys.gettrace() is _finder_global:
         sys.settrace(getattr(_local, "prev", None))
