@@ -5,10 +5,11 @@
 ``type("C", (B,), namespace)``. The monitor follows the body like a call: its frame's
 LOAD_NAME/STORE_NAME/DELETE_NAME work on a shadow of the namespace (a name not in it is a global,
 then a builtin, as CPython looks it up), LOAD_CLASSDEREF looks in the namespace before the cell
-(3.12+: LOAD_LOCALS then LOAD_FROM_DICT_OR_DEREF; an annotation scope's LOAD_FROM_DICT_OR_GLOBALS
-looks in it before the globals), and SETUP_ANNOTATIONS adds ``__annotations__``. What the body reads from outside (globals, the
-enclosing function's variables, the bases) is guarded like any other read, so the class is a
-value the record derives from guarded inputs: on a hit the mock does not build it at all.
+(3.12+: LOAD_LOCALS then LOAD_FROM_DICT_OR_DEREF; an annotation scope's
+LOAD_FROM_DICT_OR_GLOBALS looks in it before the globals), and SETUP_ANNOTATIONS adds
+``__annotations__``. What the body reads from outside (globals, the enclosing function's
+variables, the bases) is guarded like any other read, so the class is a value the record
+derives from guarded inputs: on a hit the mock does not build it at all.
 
 That holds while the class stays inside the region. A class that leaves it (returned, stored
 outside, or reachable from what is: an instance, a method closing over ``__class__``) would be
