@@ -6,9 +6,11 @@ C a few nanoseconds. The extension is built the way Inductor builds its CPU kern
 system C compiler (``sysconfig``'s ``CC``, else ``cc``), into a cache directory
 (``MAGPY_CACHE_DIR``, else ``~/.cache/magpy``) under a name keyed by the source and the
 interpreter, written atomically (concurrent processes may race: the last rename wins, both
-files are the same). Where it cannot be built or loaded (no compiler, another interpreter,
-``MAGPY_SNAPCHECK=python``), the Python check serves, exactly as well, and ``reason`` says
-why.
+files are the same). The snapshot check (``holds``) reads 3.11's layouts and is built only
+where ``INTERP.c_snapshot_check`` says so; the mock's ``disjoint`` uses the stable API and is
+built on every supported version. Where it cannot be built or loaded (no compiler,
+``MAGPY_SNAPCHECK=python``), or lacks ``holds``, the Python check serves, exactly as well, and
+``reason`` says why.
 """
 
 from __future__ import annotations
@@ -42,6 +44,10 @@ def _cache_dir() -> Path:
     return Path(root)
 
 
+# the C compiler's definitions: holds() only where it reads this Python's layouts
+_DEFINES = ["-DMAGPY_SNAPCHECK_HOLDS"] if INTERP.c_snapshot_check else []
+
+
 def _build(target: Path) -> None:
     cc = shlex.split(sysconfig.get_config_var("CC") or "cc")[:1] or ["cc"]
     include = sysconfig.get_paths()["include"]
@@ -49,7 +55,7 @@ def _build(target: Path) -> None:
     fd, tmp = tempfile.mkstemp(suffix=target.suffix, dir=target.parent)
     os.close(fd)
     try:
-        cmd = [*cc, "-shared", "-fPIC", "-O2", f"-I{include}", str(_SOURCE), "-o", tmp]
+        cmd = [*cc, "-shared", "-fPIC", "-O2", *_DEFINES, f"-I{include}", str(_SOURCE), "-o", tmp]
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
         if done.returncode != 0:
             raise RuntimeError(f"{' '.join(cmd)} failed: {done.stderr.strip()[-500:]}")
@@ -69,11 +75,10 @@ def _load() -> Any:
     module = None
     if os.environ.get("MAGPY_SNAPCHECK", "").strip().lower() == "python":
         reason = "MAGPY_SNAPCHECK=python"
-    elif not INTERP.c_snapshot_check:
-        reason = f"the C check is for CPython 3.11, not {sys.version.split()[0]}"
     else:
         suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
-        key = hashlib.sha256(_SOURCE.read_bytes() + sys.version.encode()).hexdigest()[:16]
+        keyed = _SOURCE.read_bytes() + sys.version.encode() + " ".join(_DEFINES).encode()
+        key = hashlib.sha256(keyed).hexdigest()[:16]
         target = _cache_dir() / f"snapcheck-{key}{suffix}"
         try:
             if not target.exists():
@@ -84,6 +89,8 @@ def _load() -> Any:
             module = importlib.util.module_from_spec(spec)
             loader.exec_module(module)
             reason = None
+            if not INTERP.c_snapshot_check:
+                reason = f"the C check is for CPython 3.11, not {sys.version.split()[0]}"
         except Exception as exc:
             reason = f"{type(exc).__name__}: {exc}"
             module = None
@@ -94,7 +101,8 @@ def _load() -> Any:
 def load_snapcheck() -> Callable[[Any, Any], bool] | None:
     """``holds(state, absent)`` from the compiled extension, or None (see ``reason``)."""
     module = _load()
-    return None if module is None else cast("Callable[[Any, Any], bool]", module.holds)
+    holds = getattr(module, "holds", None)  # (built only where INTERP.c_snapshot_check)
+    return None if holds is None else cast("Callable[[Any, Any], bool]", holds)
 
 
 def load_disjoint() -> Callable[[Any, Any], bool] | None:

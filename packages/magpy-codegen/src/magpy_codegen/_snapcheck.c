@@ -15,14 +15,18 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-#if PY_VERSION_HEX < 0x030B0000 || PY_VERSION_HEX >= 0x030C0000
-#error "CPython 3.11 only"
+/* holds() reads 3.11's layouts (PyDictObject's version tag, the dict pointer): _cbuild.py
+ * defines MAGPY_SNAPCHECK_HOLDS where INTERP.c_snapshot_check says they are this Python's.
+ * disjoint() uses the stable API only and is built on every supported version. */
+#if defined(MAGPY_SNAPCHECK_HOLDS) && (PY_VERSION_HEX < 0x030B0000 || PY_VERSION_HEX >= 0x030C0000)
+#error "holds() reads CPython 3.11's layouts"
 #endif
 
 static int same_len(PyObject *a, PyObject *b) {
     return PyList_Check(a) && PyList_Check(b) && PyList_GET_SIZE(a) == PyList_GET_SIZE(b);
 }
 
+#ifdef MAGPY_SNAPCHECK_HOLDS
 static PyObject *holds(PyObject *self, PyObject *args) {
     PyObject *s, *absent;
     if (!PyArg_ParseTuple(args, "O!O", &PyTuple_Type, &s, &absent)) return NULL;
@@ -100,6 +104,7 @@ bad:
     return NULL;
 #undef F
 }
+#endif
 
 static PyObject *disjoint(PyObject *self, PyObject *args) {
     PyObject *outs, *inputs;
@@ -117,7 +122,9 @@ static PyObject *disjoint(PyObject *self, PyObject *args) {
 }
 
 static PyMethodDef methods[] = {
+#ifdef MAGPY_SNAPCHECK_HOLDS
     {"holds", holds, METH_VARARGS, "Whether a guard memo's snapshot holds."},
+#endif
     {"disjoint", disjoint, METH_VARARGS, "Whether no output is one of the inputs."},
     {NULL, NULL, 0, NULL},
 };
