@@ -55,7 +55,9 @@ _PLAIN_DESCRIPTORS = (
     types.WrapperDescriptorType,
     types.ClassMethodDescriptorType,
 )
-_getdict = operator.attrgetter("__dict__")
+# (an instance's ``__dict__`` as ``obj()`` read it, past any ``__getattribute__`` of its class:
+# ``attrgetter("__dict__")`` would run that hook, the program's code, on every hit)
+_DICT_NAMES = itertools.repeat("__dict__")
 _getmro = operator.attrgetter("__mro__")
 _getcontents = operator.attrgetter("cell_contents")
 _is = operator.is_
@@ -436,7 +438,7 @@ def holds_python(s: tuple[Any, ...], absent: Any) -> bool:
         all(map(_is, map(dict.get, s[1], s[2], itertools.repeat(absent)), s[3]))
         and list(map(dict_version, s[4])) == s[5]
         and all(map(_is, map(type, s[6]), s[7]))
-        and all(map(_is, map(_getdict, s[8]), s[9]))
+        and all(map(_is, map(object.__getattribute__, s[8], _DICT_NAMES), s[9]))
         and all(map(_is, map(_getmro, s[10]), s[11]))
         and all(map(_is, map(getattr, s[12], s[13]), s[14]))
         and all(map(_is, map(_getcontents, s[16]), s[17]))

@@ -8,7 +8,6 @@ import pytest
 import torch
 
 from magpy_codegen import NameAllocator, generate_mock
-from magpy_monitor import INTERP
 from magpy_refgraph import (
     Apply,
     Build,
@@ -256,9 +255,7 @@ def test_fresh_outputs_of_copies_exactly_the_outputs_that_are_inputs(
     from magpy_codegen import _cbuild, _mock
 
     found = _cbuild.load_disjoint()
-    if mode == "c":
-        if not INTERP.c_snapshot_check:
-            pytest.skip(f"no C check on this Python: {_cbuild.reason}")
+    if mode == "c":  # (built on every version: disjoint uses the stable API)
         assert found is not None, _cbuild.reason
         monkeypatch.setattr(_mock, "_DISJOINT", [found])
     else:

@@ -30,6 +30,8 @@ import types
 from sys import getrecursionlimit, setrecursionlimit
 from threading import get_ident
 
+from magpy_monitor import INTERP
+
 __all__ = ["MONITORED", "MONITOR_CALLBACKS", "NATIVE", "OWN_ROOTS", "grow", "shrink", "user_level"]
 
 # MagPy's own packages
@@ -37,8 +39,9 @@ OWN_ROOTS = frozenset(
     {"magpy", "magpy_runtime", "magpy_codegen", "magpy_monitor", "magpy_refgraph"}
 )
 
-# measured in recursion units (CPython 3.11): the call through the partial and ``run``
-NATIVE = 2
+# measured in recursion units: the call through the partial and ``run`` (3.11 counts ``run``,
+# called from C, as two units; 3.12+ counts Python frames only)
+NATIVE = 2 if INTERP.recursion_limit_counts_c_calls else 1
 # the deepest chain of trace callbacks above the program's innermost frame (measured: 10 for a
 # recursive function, 15 for a recursive method with keyword arguments), with a margin
 MONITOR_CALLBACKS = 20

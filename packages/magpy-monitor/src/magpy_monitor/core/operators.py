@@ -66,7 +66,12 @@ _BY_IDENTITY = (
 
 # ---------------------------------------------------------------------- identity
 def _identity_eq(obj: Any) -> bool:
-    """True when ``==``/``!=`` on ``obj`` fall back to identity (no class overrides them)."""
+    """True when ``==``/``!=`` on ``obj`` fall back to identity (no class overrides them).
+
+    ``None`` compares by identity on every version; 3.12 gave ``NoneType`` comparison slots of
+    its own (beside its constant hash), which answer as ``object``'s do."""
+    if obj is None:
+        return True
     t: Any = type(obj)
     return bool(t.__eq__ is object.__eq__ and t.__ne__ is object.__ne__)
 

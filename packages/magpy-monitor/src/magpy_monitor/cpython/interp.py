@@ -82,6 +82,10 @@ class Interpreter:
     #: an ``EXTENDED_ARG`` prefix gets an opcode event of its own, and the instruction it
     #: extends gets one too (3.12+); on 3.11 only the first prefix gets one
     prefix_has_own_event: bool
+    #: ``sys.getrecursionlimit()`` counts a Python function called from C (through
+    #: ``functools.partial``, a slot) as two units (3.11); from 3.12 it counts Python frames
+    #: only, one each, and C recursion has a limit of its own
+    recursion_limit_counts_c_calls: bool
     #: version-specific renames into the neutral vocabulary
     rename: Renamed
 

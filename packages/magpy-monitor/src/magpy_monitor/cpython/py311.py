@@ -30,5 +30,6 @@ INTERP = Interpreter(
     send_pops_receiver=True,
     stop_iteration_event=False,
     prefix_has_own_event=False,
+    recursion_limit_counts_c_calls=True,
     rename=_rename,
 )

@@ -5,7 +5,8 @@
   direction in the name, as 3.11 spelled it.
 - ``CALL_INTRINSIC_1``/``_2`` name the instruction each intrinsic replaced (``UNARY_POSITIVE``,
   ``LIST_TO_TUPLE``, ``IMPORT_STAR``, ``PRINT_EXPR``, ``ASYNC_GEN_WRAP``,
-  ``PREP_RERAISE_STAR``); the others keep an ``INTRINSIC_*`` name no handler knows (a break).
+  ``PREP_RERAISE_STAR``); the others (PEP 695's type parameters and aliases) keep the
+  interpreter's own ``INTRINSIC_*`` name, which no handler knows (a break that names it).
 - No ``PRECALL``; an exhausted ``FOR_ITER`` skips the ``END_FOR`` at its target; the stack
   pointer is not in the frame during a callback.
 - Opcode events come from ``sys.monitoring`` under MagPy's own tool id, as on 3.13: the legacy
@@ -29,8 +30,19 @@ _INTRINSIC_1 = {
     4: "ASYNC_GEN_WRAP",
     5: "UNARY_POSITIVE",
     6: "LIST_TO_TUPLE",
+    7: "INTRINSIC_TYPEVAR",
+    8: "INTRINSIC_PARAMSPEC",
+    9: "INTRINSIC_TYPEVARTUPLE",
+    10: "INTRINSIC_SUBSCRIPT_GENERIC",
+    11: "INTRINSIC_TYPEALIAS",
 }
-_INTRINSIC_2 = {1: "PREP_RERAISE_STAR"}
+_INTRINSIC_2 = {
+    1: "PREP_RERAISE_STAR",
+    2: "INTRINSIC_TYPEVAR_WITH_BOUND",
+    3: "INTRINSIC_TYPEVAR_WITH_CONSTRAINTS",
+    4: "INTRINSIC_SET_FUNCTION_TYPE_PARAMS",
+    5: "INTRINSIC_SET_TYPEPARAM_DEFAULT",  # (3.13)
+}
 _JUMPS = {
     "POP_JUMP_IF_TRUE": "IF_TRUE",
     "POP_JUMP_IF_FALSE": "IF_FALSE",
@@ -73,5 +85,6 @@ INTERP = Interpreter(
     send_pops_receiver=False,
     stop_iteration_event=True,
     prefix_has_own_event=True,
+    recursion_limit_counts_c_calls=False,
     rename=rename_312,
 )

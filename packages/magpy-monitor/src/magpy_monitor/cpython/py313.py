@@ -32,5 +32,6 @@ INTERP = Interpreter(
     send_pops_receiver=False,
     stop_iteration_event=True,
     prefix_has_own_event=True,
+    recursion_limit_counts_c_calls=False,
     rename=rename_312,
 )

@@ -4,10 +4,12 @@
 ``__build_class__`` calls the body with a fresh namespace dict as its locals, then
 ``type("C", (B,), namespace)``. The monitor follows the body like a call: its frame's
 LOAD_NAME/STORE_NAME/DELETE_NAME work on a shadow of the namespace (a name not in it is a global,
-then a builtin, as CPython looks it up), LOAD_CLASSDEREF looks in the namespace before the cell,
-and SETUP_ANNOTATIONS adds ``__annotations__``. What the body reads from outside (globals, the
-enclosing function's variables, the bases) is guarded like any other read, so the class is a
-value the record derives from guarded inputs: on a hit the mock does not build it at all.
+then a builtin, as CPython looks it up), LOAD_CLASSDEREF looks in the namespace before the cell
+(3.12+: LOAD_LOCALS then LOAD_FROM_DICT_OR_DEREF; an annotation scope's
+LOAD_FROM_DICT_OR_GLOBALS looks in it before the globals), and SETUP_ANNOTATIONS adds
+``__annotations__``. What the body reads from outside (globals, the enclosing function's
+variables, the bases) is guarded like any other read, so the class is a value the record
+derives from guarded inputs: on a hit the mock does not build it at all.
 
 That holds while the class stays inside the region. A class that leaves it (returned, stored
 outside, or reachable from what is: an instance, a method closing over ``__class__``) would be
@@ -191,6 +193,54 @@ def _load_classderef(m: FrameMonitor, inst: Inst) -> None:
         m.push(hit[1])
         return
     load_deref(m, inst)
+
+
+@opcode("LOAD_LOCALS")
+def _load_locals(m: FrameMonitor, inst: Inst) -> None:
+    """A class body's namespace itself (3.12+: what ``LOAD_FROM_DICT_OR_DEREF`` reads, or the
+    ``__classdict__`` cell's content for the body's annotation scopes)."""
+    _namespace(m)
+    ns = m.namespace
+    assert ns is not None
+    m.expect_outputs(inst, 1, lambda real: [ns])
+
+
+def _mapping_items(m: FrameMonitor, mapping: Val) -> dict[Any, tuple[Val, Val]]:
+    """The known items of the mapping a ``LOAD_FROM_DICT_OR_*`` looks in first: a class
+    namespace (or another dict) the run made, whose every entry the shadow holds."""
+    if type(mapping.obj) is not dict or mapping.external or not isinstance(mapping.items, dict):
+        raise m.unsupported("a name looked up in a mapping from outside the run")
+    items: dict[Any, tuple[Val, Val]] = mapping.items
+    return items
+
+
+@opcode("LOAD_FROM_DICT_OR_DEREF")
+def _load_from_dict_or_deref(m: FrameMonitor, inst: Inst) -> None:
+    """3.12's ``LOAD_LOCALS; LOAD_FROM_DICT_OR_DEREF`` is 3.11's ``LOAD_CLASSDEREF``: the
+    mapping on the stack first, then the cell."""
+    (mapping,) = m.pop()
+    hit = _mapping_items(m, mapping).get(m.names[inst.arg])
+    if hit is not None:
+        m.push(hit[1])
+        return
+    load_deref(m, inst)
+
+
+@opcode("LOAD_FROM_DICT_OR_GLOBALS")
+def _load_from_dict_or_globals(m: FrameMonitor, inst: Inst) -> None:
+    """An annotation scope's read of a global name (3.12+): the class namespace on the stack
+    first, then the globals, then the builtins (``LOAD_NAME`` with the mapping given)."""
+    (mapping,) = m.pop()
+    name = inst.argval
+    hit = _mapping_items(m, mapping).get(name)
+    globals_ = m.frame.f_globals
+
+    def make(real: list[Any]) -> list[Val]:
+        if hit is not None:
+            return [hit[1]]
+        return [global_value(m, globals_, name, real[0])]
+
+    m.expect_outputs(inst, 1, make)
 
 
 @opcode("SETUP_ANNOTATIONS")

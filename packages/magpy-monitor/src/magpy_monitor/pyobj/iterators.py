@@ -10,6 +10,7 @@ the iterator's shadow lists them up front. Endless iterators (``count``, ``cycle
 from __future__ import annotations
 
 import functools
+import gc
 import itertools
 from typing import Any
 
@@ -74,7 +75,7 @@ _ITERTOOLS: dict[Any, tuple[int, ...] | None] = {
     itertools.starmap: (1,),
 }
 _REARRANGING = tuple(_ITERTOOLS)[:7]
-_POOLED = _REARRANGING[:4]  # these keep a tensor's rows in a tuple, a pool (see __reduce__)
+_POOLED = _REARRANGING[:4]  # these keep a tensor's rows in a tuple, a pool (see _pools)
 
 
 def _itertools_iterator(
@@ -109,11 +110,10 @@ def _itertools_iterator(
 
     def make(real: list[Any]) -> list[Val]:
         if row_sources:
-            pools = real[0].__reduce__()[1]
+            held = _pools(m, real[0], name)
             for j in row_sources:
-                rows = registry.TENSOR_ROWS.impl(
-                    m, pos[j], pools[j if fn is itertools.product else 0]
-                ).items
+                pool = held[j] if fn is itertools.product else held
+                rows = registry.TENSOR_ROWS.impl(m, pos[j], pool).items
                 by_id.update((id(r.obj), r) for r in rows)
                 args[j] = rows
         values = fn(
@@ -129,6 +129,20 @@ def _itertools_iterator(
         return [make_iterator(m, real[0], given)]
 
     m.expect_outputs(inst, 1, make)
+
+
+def _pools(m: FrameMonitor, it: Any, name: str) -> tuple[Any, ...]:
+    """What a fresh pooling iterator holds: the pool tuple it made of its iterable
+    (``combinations``, ``permutations``, ``combinations_with_replacement``), or the tuple of
+    pools (``product``). Read through the garbage collector's view of its references (its
+    ``tp_traverse``): before its first value, the pools are the only tuple it holds (its
+    result tuple is made by the first ``next``; 3.12+ also lists the type). Not
+    ``__reduce__``, which 3.12 deprecated for itertools (and 3.14 removes), and which would
+    warn in the program's name."""
+    held = [r for r in gc.get_referents(it) if type(r) is tuple]
+    if len(held) != 1:
+        raise m.unsupported(f"{name} holds {len(held)} tuples, not its pool")
+    return held[0]
 
 
 def _itertools_args(
