@@ -9,6 +9,7 @@ tuple on success or ``None`` on a miss. Any exception while checking is a miss.
 from __future__ import annotations
 
 import builtins
+import collections
 import enum
 import re
 import types
@@ -218,6 +219,14 @@ def _value_check(v: str, value: Any, c: Any) -> str:
     return exact
 
 
+def keys_in_order(d: Any) -> Any:
+    """``d``'s keys in the order iteration gives them, running no user code: an
+    ``OrderedDict`` keeps its own order (``move_to_end``), which ``dict.keys`` does not see."""
+    if type(d) is collections.OrderedDict:
+        return collections.OrderedDict.keys(d)
+    return dict.keys(d)
+
+
 def _keys_check(v: str, keys: tuple[Any, ...], c: Any) -> str:
     # the keys of a dict in order, each of the same type and value exactly
     c(keys)
@@ -225,10 +234,10 @@ def _keys_check(v: str, keys: tuple[Any, ...], c: Any) -> str:
         return f"{c(dict.__len__)}({v}) == 0"
     if all(type(k) in (str, int, bytes) for k in keys):  # (their == is the builtin one)
         types = tuple(type(k) for k in keys)
-        listed = f"{c(dict.keys)}({v})"
+        listed = f"{c(keys_in_order)}({v})"
         return f"tuple(map(type, {listed})) == {c(types)} and tuple({listed}) == {c(keys)}"
     token = tuple(exact_token(k) for k in keys)
-    return f"tuple(map({c(exact_token)}, {c(dict.keys)}({v}))) == {c(token)}"
+    return f"tuple(map({c(exact_token)}, {c(keys_in_order)}({v}))) == {c(token)}"
 
 
 # the hooks torch calls around every module's call (``register_module_forward_hook`` ...):
@@ -278,7 +287,10 @@ def _iter_len_check(v: str, payload: IterLen, c: Any) -> str:
 
 def _outcome_check(v: str, payload: Outcome, c: Any) -> str:
     # a branch on arithmetic over a promoted scalar: the same outcome, whatever the value
-    check = _value_check(f"{c(payload.fn)}({v})", payload.value, c)
+    # (computed once: the value check may name it twice, and a read such as a cached
+    # function's call counts)
+    got = "__magpy_outcome"
+    check = f"(({got} := {c(payload.fn)}({v})) is {got} and {_value_check(got, payload.value, c)})"
     if type(payload.fn) is CodeOf and payload.value is True:
         # a function still runs its code: its own code object, else an instrumented copy
         return f"({v}.__code__ is {c(payload.fn.original)} or {check})"

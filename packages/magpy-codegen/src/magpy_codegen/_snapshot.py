@@ -363,6 +363,9 @@ def _check(s: _Snapshot, req: GuardReq, value: Any) -> None:
         if id(value) in s.untagged:
             # (3.13: ``obj.name = v`` adds a key without a new tag; the check stays unmemoized)
             raise _Unsafe(f"{kind.name} of an instance dict whose tag a store can keep")
+        if kind is GuardKind.KEYS and type(value) is collections.OrderedDict:
+            # (move_to_end reorders the keys and leaves the dict's version as it was)
+            raise _Unsafe("the order of an OrderedDict")
         if type(value) in _DICTS:
             s.version(value)
         elif isinstance(value, _CONTAINERS) and kind is GuardKind.LEN:

@@ -11,7 +11,7 @@ def __magpy_guard(fn, args, kwargs):
         if not (type(kwargs) is __magpy_k3): return None
         if not (len(args) == 2): return None
         if not (__magpy_k5(kwargs) == 0): return None
-        if not ((fn.__code__ is __magpy_k7 or __magpy_k6(fn) is True)): return None
+        if not ((fn.__code__ is __magpy_k7 or ((__magpy_outcome := __magpy_k6(fn)) is __magpy_outcome and __magpy_outcome is True))): return None
         v0 = args[0]
         if not (type(v0) is __magpy_k8): return None
         v1 = args[1]

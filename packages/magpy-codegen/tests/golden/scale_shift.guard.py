@@ -11,7 +11,7 @@ def __magpy_guard(fn, args, kwargs):
         if not (type(kwargs) is __magpy_k3): return None
         if not (len(args) == 2): return None
         if not (tuple(map(type, __magpy_k5(kwargs))) == __magpy_k6 and tuple(__magpy_k5(kwargs)) == __magpy_k4): return None
-        if not ((fn.__code__ is __magpy_k8 or __magpy_k7(fn) is True)): return None
+        if not ((fn.__code__ is __magpy_k8 or ((__magpy_outcome := __magpy_k7(fn)) is __magpy_outcome and __magpy_outcome is True))): return None
         v0 = kwargs['bias']
         if not (type(v0) is float and v0 == 0.5): return None
         v1 = args[1]
@@ -29,7 +29,7 @@ def __magpy_guard(fn, args, kwargs):
 #   __magpy_k2 = <class tuple>
 #   __magpy_k3 = <class dict>
 #   __magpy_k4 = ('bias',)
-#   __magpy_k5 = <method 'keys' of 'dict' objects>
+#   __magpy_k5 = <function keys_in_order>
 #   __magpy_k6 = (<class 'str'>,)
 #   __magpy_k7 = code_of(scale_shift)
 #   __magpy_k8 = <code scale_shift>

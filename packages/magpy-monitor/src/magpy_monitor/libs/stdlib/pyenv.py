@@ -23,6 +23,8 @@ import types
 import weakref
 from typing import Any
 
+import attrs
+
 from magpy_refgraph import Const, DictItem, GuardKind, Item, Outcome, Unsupported
 
 from ...bytecode.iteration import (
@@ -187,6 +189,17 @@ BUILTIN_HANDLERS[id(logging.Logger.isEnabledFor)] = (logging.Logger.isEnabledFor
 
 
 # ---------------------------------------------------------------------- functools.lru_cache
+@attrs.frozen
+class CachedCall:
+    """``fn(*args, **kwargs)`` of an ``lru_cache`` wrapper, called again by the guard."""
+
+    args: tuple[Any, ...]
+    kwargs: tuple[tuple[str, Any], ...]
+
+    def __call__(self, fn: Any) -> Any:
+        return fn(*self.args, **dict(self.kwargs))
+
+
 def _cached_function(c: Call) -> bool:
     return type(c.fn) is functools._lru_cache_wrapper and isinstance(
         getattr(c.fn, "__wrapped__", None), types.FunctionType
@@ -200,18 +213,30 @@ def _cached_call(m: FrameMonitor, inst: Inst, c: Call) -> None:
     a constant of the record guarded by the function and its arguments. Caching asserts
     that the result depends on the arguments only (once cached, eager returns the same object
     until ``cache_clear()``); TorchDynamo makes the same assumption by tracing the wrapped
-    function. A result that is not a plain value stays a break."""
+    function. A result that is not a plain value stays a break.
+
+    The cache itself is state: ``cache_clear()`` makes the next call run the function again
+    (which may now read something else), and ``cache_info()`` counts every call. So the guard
+    calls the wrapper again with the same arguments (``CachedCall``) and wants the same result:
+    a cache hit, counted as eager counts the program's call, or after ``cache_clear()`` the
+    function run anew, whose result decides."""
+    cap = m.cap
     args = [*c.pos, *c.kwargs.values()]
     if not all(plain_data(v.obj) for v in args):
         raise m.unsupported(f"{qualified_name(c.fn)}: a cached function over objects")
-    m.cap.observe_identity(c.fn_val)
+    cap.observe_identity(c.fn_val)
     for v in args:
-        m.cap.observe(v)
+        cap.observe(v)
+    fn_node = c.fn_val.node if c.fn_val.external else cap.root(Const(c.fn), c.fn).node
+    if fn_node is None:
+        raise m.unsupported(f"{qualified_name(c.fn)}: a cached function made during the run")
+    again = CachedCall(tuple(v.obj for v in c.pos), tuple((k, v.obj) for k, v in c.kwargs.items()))
 
     def make(real: list[Any]) -> list[Val]:
         if not plain_data(real[0]):
             raise m.unsupported(f"{qualified_name(c.fn)} returned a {type(real[0]).__name__}")
-        return [m.cap.new(real[0], const=True)]
+        cap.graph.observe(fn_node, GuardKind.CUSTOM, Outcome(again, real[0]))
+        return [cap.new(real[0], const=True)]
 
     m.expect_outputs(inst, 1, make)
 

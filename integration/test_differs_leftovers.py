@@ -1,0 +1,134 @@
+"""Never differs from eager: leftovers of issue 35 (classes 3 and 6).
+
+An ``OrderedDict`` reordered between calls (``move_to_end`` leaves the dict's own version and
+``dict.keys`` order as they were), an ``lru_cache``'d callee whose cache is cleared, or whose
+``cache_info()`` the program reads, and ``sorted``/``max`` with a key that reads state.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+
+import _integration_differential as D
+import torch
+
+case = D.case
+
+
+def _x() -> torch.Tensor:
+    return torch.arange(4, dtype=torch.float32) - 1.5
+
+
+@case("leftovers", inductor=True)
+def ordered_dict_move_to_end(w: D.World) -> object:
+    od = collections.OrderedDict(a=1.0, b=2.0, c=3.0)
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        out = x
+        for k, v in od.items():
+            out = out * v + len(k)
+        return out
+
+    cf = w.compile(f)
+    outs = [cf(_x()), cf(_x())]
+    od.move_to_end("a")
+    outs += [cf(_x()), cf(_x())]
+    od.move_to_end("c", last=False)
+    outs += [cf(_x()), cf(_x())]
+    return outs
+
+
+@case("leftovers")
+def ordered_dict_keys_in_a_list(w: D.World) -> object:
+    od = collections.OrderedDict(x=1, y=2)
+
+    def f(x: torch.Tensor) -> object:
+        return x * od["x"], list(od)
+
+    cf = w.compile(f)
+    outs = [cf(_x()), cf(_x())]
+    od.move_to_end("x")
+    outs += [cf(_x()), cf(_x())]
+    return outs
+
+
+@case("leftovers")
+def lru_cache_info_counts_hits(w: D.World) -> object:
+    @functools.lru_cache(maxsize=32)
+    def scale(n: int) -> int:
+        return n * 2
+
+    def f(x: torch.Tensor, n: int) -> torch.Tensor:
+        return x * scale(n)
+
+    cf = w.compile(f)
+    outs = [cf(_x(), 3) for _ in range(4)]
+    return outs, tuple(scale.cache_info())
+
+
+_FACTOR = {"k": 2}
+
+
+@case("leftovers")
+def lru_cache_cleared_reads_anew(w: D.World) -> object:
+    @functools.lru_cache(maxsize=32)
+    def factor(name: str) -> int:
+        return _FACTOR[name]
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return x * factor("k")
+
+    try:
+        cf = w.compile(f)
+        outs = [cf(_x()), cf(_x())]
+        _FACTOR["k"] = 5
+        outs += [cf(_x())]  # (still cached: eager gives the old factor too)
+        factor.cache_clear()
+        outs += [cf(_x()), cf(_x())]
+    finally:
+        _FACTOR["k"] = 2
+    # (not cache_info(): after the miss, each record's guard asks the cache once, counted)
+    return outs
+
+
+_WEIGHTS = {"a": 1, "b": 2, "c": 3}
+
+
+@case("leftovers")
+def sorted_with_a_key_reading_state(w: D.World) -> object:
+    names = ["a", "b", "c"]
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        order = sorted(names, key=lambda n: _WEIGHTS[n])
+        return x * len(order[0]) + float(ord(order[0]))
+
+    try:
+        cf = w.compile(f)
+        outs = [cf(_x()), cf(_x())]
+        _WEIGHTS["c"] = -1
+        outs += [cf(_x()), cf(_x())]
+    finally:
+        _WEIGHTS["c"] = 3
+    return outs
+
+
+@case("leftovers")
+def max_with_a_key_reading_state(w: D.World) -> object:
+    names = ["a", "b", "c"]
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        best = max(names, key=lambda n: _WEIGHTS[n])
+        return x + float(ord(best))
+
+    try:
+        cf = w.compile(f)
+        outs = [cf(_x()), cf(_x())]
+        _WEIGHTS["a"] = 10
+        outs += [cf(_x()), cf(_x())]
+    finally:
+        _WEIGHTS["a"] = 1
+    return outs
+
+
+test_eager, test_inductor = D.tests(__name__)
