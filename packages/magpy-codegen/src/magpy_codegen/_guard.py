@@ -219,12 +219,9 @@ def _value_check(v: str, value: Any, c: Any) -> str:
     return exact
 
 
-def keys_in_order(d: Any) -> Any:
-    """``d``'s keys in the order iteration gives them, running no user code: an
-    ``OrderedDict`` keeps its own order (``move_to_end``), which ``dict.keys`` does not see."""
-    if type(d) is collections.OrderedDict:
-        return collections.OrderedDict.keys(d)
-    return dict.keys(d)
+# ``d``'s keys in iteration order, running no user code: an ``OrderedDict`` keeps its own order
+# (``move_to_end``), which ``dict.keys`` does not see; looked up by type in the guard (a C call)
+_KEYS_IN_ORDER = {collections.OrderedDict: collections.OrderedDict.keys}
 
 
 def _keys_check(v: str, keys: tuple[Any, ...], c: Any) -> str:
@@ -234,10 +231,11 @@ def _keys_check(v: str, keys: tuple[Any, ...], c: Any) -> str:
         return f"{c(dict.__len__)}({v}) == 0"
     if all(type(k) in (str, int, bytes) for k in keys):  # (their == is the builtin one)
         types = tuple(type(k) for k in keys)
-        listed = f"{c(keys_in_order)}({v})"
+        listed = f"{c(_KEYS_IN_ORDER)}.get(type({v}), {c(dict.keys)})({v})"
         return f"tuple(map(type, {listed})) == {c(types)} and tuple({listed}) == {c(keys)}"
     token = tuple(exact_token(k) for k in keys)
-    return f"tuple(map({c(exact_token)}, {c(keys_in_order)}({v}))) == {c(token)}"
+    listed = f"{c(_KEYS_IN_ORDER)}.get(type({v}), {c(dict.keys)})({v})"
+    return f"tuple(map({c(exact_token)}, {listed})) == {c(token)}"
 
 
 # the hooks torch calls around every module's call (``register_module_forward_hook`` ...):

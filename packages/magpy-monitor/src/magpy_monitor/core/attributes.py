@@ -171,15 +171,18 @@ def _library_module(m: FrameMonitor, r: Read) -> Val:
         found = cap.child(root, Attr(r.name), real)
         if isinstance(real, _LIBRARY_STATE) or _library_object(real):
             return found  # (what the program reads of it is guarded as it reads it)
-        if is_value_type(real):
+        if type(real) in _SCALARS:
             cap.observe(found)
         else:
-            cap.observe_identity(found)
+            cap.observe_identity(found)  # (a dtype or device is one object: which one it is)
         return cap.new(real, const=True)
     assert root.node is not None
     cap.graph.observe(root.node, GuardKind.CUSTOM, Outcome(AttrRead(r.name), real))
     return cap.new(real, const=True)
 
+
+# plain values a library keeps in its module (a flag, a size, a name): guarded by value
+_SCALARS = (bool, int, float, complex, str, bytes, type(None))
 
 # a library's own mutable state, read from its module (``warnings.filters``, a registry dict)
 _LIBRARY_STATE = (list, dict, set, collections.OrderedDict, collections.defaultdict)
