@@ -9,12 +9,14 @@ tables; numpy arrays made during the run are constants (``libs.numpy``).
 from __future__ import annotations
 
 import dis
+import enum
 import operator
+import types
 from typing import Any
 
 import torch
 
-from magpy_refgraph import InternalError
+from magpy_refgraph import GuardKind, InternalError, Outcome
 
 from ..core import registry
 from ..core.calls import truthiness
@@ -211,6 +213,57 @@ def _contains_op(m: FrameMonitor, inst: Inst) -> None:
     _native_contains(m, inst, item, container)
 
 
+def _hashed_by_python(obj: Any) -> bool:
+    """A key whose ``__hash__`` or ``__eq__`` is the program's Python (it may read state that
+    changes between calls); an enum member's are fixed by its name."""
+    kind = type(obj)
+    if isinstance(obj, enum.Enum):
+        return False
+    return any(
+        isinstance(getattr(kind, name, None), types.FunctionType) for name in ("__hash__", "__eq__")
+    )
+
+
+class Holds:
+    """``key in d`` asked again by the guard (a key hashed or compared by Python code)."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key: Any) -> None:
+        self.key = key
+
+    def __call__(self, d: Any) -> bool:
+        return self.key in d
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is Holds and other.key is self.key
+
+    def __hash__(self) -> int:
+        return id(self.key)
+
+    def __repr__(self) -> str:
+        return f"holds({type(self.key).__name__})"
+
+
+def _contains_again(m: FrameMonitor, inst: Inst, item: Val, container: Val) -> None:
+    """``key in d`` where the key's hash or equality is Python: CPython runs it natively, and
+    its answer may change while neither the key nor the dict does (a hash over mutable state);
+    the guard asks again (the key is a guarded object from outside, so the same one)."""
+    cap = m.cap
+    if not (container.external and container.node is not None and item.external):
+        raise m.unsupported(
+            f"`in` through the Python __hash__/__eq__ of a {type(item.obj).__name__}"
+        )
+    node = container.node
+    check = Holds(item.obj)
+
+    def make(real: list[Any]) -> list[Val]:
+        cap.graph.observe(node, GuardKind.CUSTOM, Outcome(check, real[0]))
+        return [cap.const(real[0])]
+
+    m.expect_outputs(inst, 1, make)
+
+
 def _native_contains(m: FrameMonitor, inst: Inst, item: Val, container: Val) -> None:
     """``item in container`` of a native container: guarded by what decides it."""
     m.cap.observe(item)
@@ -218,6 +271,9 @@ def _native_contains(m: FrameMonitor, inst: Inst, item: Val, container: Val) -> 
     view = found.kind if found is not None else None
     if found is not None and view == "keys":  # `k in d.keys()`: `k in d`
         container = found.base
+    if isinstance(container.obj, dict) and _hashed_by_python(item.obj):
+        _contains_again(m, inst, item, container)
+        return
     elif view is not None:  # `v in d.values()`, `(k, v) in d.items()`: by their values
         values = iter_items(m, container)
         if values is None:

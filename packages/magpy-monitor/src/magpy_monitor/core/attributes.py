@@ -28,6 +28,7 @@ from .valuetypes import FROZEN_MODULE_ROOTS, is_value_type
 __all__ = [
     "MISSING",
     "AttrRead",
+    "ClassEntry",
     "Read",
     "attr_rule",
     "guard_class_attr",
@@ -119,6 +120,12 @@ def guard_class_attr(cap: Capture, cls: Any, name: str) -> None:
     if isinstance(desc, staticmethod):
         desc = desc.__func__
     if not (isinstance(desc, types.FunctionType | property) or is_value_type(desc)):
+        if desc is not MISSING and hasattr(type(desc), "__get__"):
+            # a descriptor object of the program's (reading cls.name would run its
+            # __get__): which object the class holds, looked up without running it
+            root = cap.root(Const(cls), cls)
+            assert root.node is not None
+            cap.graph.observe(root.node, GuardKind.CUSTOM, Outcome(ClassEntry(name), desc))
         return
     found = cap.child(cap.root(Const(cls), cls), Attr(name), desc)
     if is_value_type(desc):
@@ -197,6 +204,28 @@ def _library_object(obj: Any) -> bool:
         or callable(obj)
         or obj is None
     )
+
+
+class ClassEntry:
+    """What a class holds under ``name`` through its MRO, found without running a descriptor
+    (a guard's outcome function)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __call__(self, cls: Any) -> Any:
+        return static_lookup(cls, self.name)
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is ClassEntry and other.name == self.name
+
+    def __hash__(self) -> int:
+        return hash((ClassEntry, self.name))
+
+    def __repr__(self) -> str:
+        return f"class_entry({self.name!r})"
 
 
 class AttrRead:

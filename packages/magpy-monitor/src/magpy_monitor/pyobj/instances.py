@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from magpy_refgraph import Build, BuildKind, Constant, Recipe, Unsupported
+from magpy_refgraph import Build, BuildKind, Const, Constant, Recipe, Unsupported
 
 from ..bytecode.subscripts import store_item
 from ..core import registry
@@ -286,12 +286,21 @@ def _follow_getter(
     outputs: Callable[[list[Any], Val], list[Val]] | None = None,
 ) -> None:
     """Follow the getter ``python_descriptor`` found for reading an attribute of ``base``.
-    The descriptor is part of the (guarded) class, like its methods: a constant."""
+    The descriptor is part of the (guarded) class, like its methods; an object of its own
+    (``__get__(desc, obj, cls)``) has state the program may read and write, so it is an object
+    from outside (what the getter reads of it is guarded, what it writes replayed)."""
     getter, lead = found
-    args = [m.cap.new(x, const=True) for x in lead] + [base]
+    args = [_descriptor_object(m, x) for x in lead] + [base]
     if lead:
         args.append(cls_val)  # (``__get__(desc, obj, cls)``)
     _follow_read(m, inst, getter, args, method=method, outputs=outputs)
+
+
+def _descriptor_object(m: FrameMonitor, desc: Any) -> Val:
+    known = m.cap.known(desc)
+    if known is not None:
+        return known
+    return m.cap.root(Const(desc), desc)
 
 
 def _follow_read(
