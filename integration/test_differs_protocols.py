@@ -178,4 +178,44 @@ def getattr_hook_runs_as_often_as_eager(w: D.World) -> object:
     return outs, g.asked
 
 
+@case("protocols", inductor=True)
+def torch_function_mode_sees_only_the_program(w: D.World) -> object:
+    from torch.overrides import TorchFunctionMode
+
+    seen: list[str] = []
+
+    class Log(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            seen.append(getattr(func, "__name__", "?"))
+            return func(*args, **(kwargs or {}))
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x) * 2
+
+    cf = w.compile(f)
+    outs = []
+    with Log():
+        for _ in range(4):
+            outs.append(cf(_x()))
+    return outs, seen
+
+
+@case("protocols")
+def tensor_subclass_hook_sees_only_the_program(w: D.World) -> object:
+    seen: list[str] = []
+
+    class Logged(torch.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            seen.append(getattr(func, "__name__", "?"))
+            return super().__torch_function__(func, types, args, kwargs or {})
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return (x * 2).sum()
+
+    cf = w.compile(f)
+    outs = [cf(_x().as_subclass(Logged)) for _ in range(4)]
+    return [torch.Tensor(o) for o in outs], seen
+
+
 test_eager, test_inductor = D.tests(__name__)

@@ -19,7 +19,7 @@ from typing import Any, cast
 import torch
 from torch.nn.modules import module as mm
 
-from magpy_monitor import CodeOf, scalar_tensor
+from magpy_monitor import CodeOf, hooked_tensor_type, scalar_tensor
 from magpy_refgraph import (
     Access,
     AccessKind,
@@ -569,12 +569,18 @@ def generate_guard(
         _finish_memo(memo_obj, body, ret, ind)
     if ambient is not None:  # (last: it costs a few torch calls, and rarely decides)
         body.append(f"{ind}if {c(ambient[0])}() != {c(ambient[1])}: return None")
+    body.append(f"{ind}return {ret}")
+    if any(hooked_tensor_type(v) for v in list(names.consts.values())):
+        # a tensor subclass with __torch_function__: the guard's reads of its metadata are
+        # MagPy's own and must not reach the program's hook
+        body = [f"{ind}with {c(torch._C.DisableTorchFunctionSubclass)}():"] + [
+            "    " + line for line in body
+        ]
     src = [
         comment(f"guard of {qualname}"),
         "def __magpy_guard(fn, args, kwargs):" if roots == "call" else "def __magpy_guard(L, S):",
         "    try:",
         *body,
-        f"        return {ret}",
         "    except Exception:",
         "        return None",
         "",

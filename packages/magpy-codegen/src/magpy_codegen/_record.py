@@ -117,10 +117,11 @@ def build_record(
             gm, compiled = _compiled_graph(graph, example_inputs, backend, qualname)
     updated = (restore_inputs, undo_inputs)
     try:
-        rec = _assemble(
-            plan, graph, gm, compiled, "eager" if later else backend, qualname, roots,
-            grad_enabled, ambient, op_count, restore_rng, updated, anchor,
-        )  # fmt: skip
+        with torch._C.DisableTorchFunction():  # (its example tensors and reads are MagPy's)
+            rec = _assemble(
+                plan, graph, gm, compiled, "eager" if later else backend, qualname, roots,
+                grad_enabled, ambient, op_count, restore_rng, updated, anchor,
+            )  # fmt: skip
     except MagPyError:
         raise
     except Exception as exc:  # a fault of ours, not of the backend: say which

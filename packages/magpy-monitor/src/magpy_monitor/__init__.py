@@ -8,7 +8,7 @@ from .core.capture import Capture
 from .core.scalars import scalar_tensor
 from .core.shapes import dim_key, symbolic_shapes
 from .core.values import Val
-from .core.valuetypes import FROZEN_MODULE_ROOTS
+from .core.valuetypes import FROZEN_MODULE_ROOTS, hooked_tensor_type
 from .cpython import compat as _compat  # noqa: F401  (fails at import on other Python versions)
 from .cpython.current import INTERP
 from .cpython.frameio import NULL, StackView, read_stack, stack_depth
@@ -44,6 +44,7 @@ __all__ = [
     "disabled_function",
     "entry",
     "finish",
+    "hooked_tensor_type",
     "is_monitoring",
     "prepare",
     "read_stack",

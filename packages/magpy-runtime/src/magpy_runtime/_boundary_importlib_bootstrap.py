@@ -27,6 +27,7 @@ from __future__ import annotations
 from time import perf_counter
 from typing import Any
 
+import torch
 from torch._C._dynamo.eval_frame import _FrameAction, _FrameExecStrategy, set_code_exec_strategy
 
 from magpy_monitor import finish, prepare
@@ -79,7 +80,10 @@ def run(state: Any, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
                 finally:
                     mon.trace_off()
                     _depth.shrink(_depth.MONITORED)
-                return state.recorded(finish(mon, value), epoch)
+                # (making the record reads and builds tensors of MagPy's own: no torch
+                # function mode or subclass hook of the program sees them)
+                with torch._C.DisableTorchFunction():
+                    return state.recorded(finish(mon, value), epoch)
             finally:
                 state.release()
     _depth.grow(_depth.NATIVE)

@@ -35,7 +35,7 @@ from magpy_refgraph import (
 
 from . import _depth
 from ._boundary_importlib_bootstrap import AGAIN, MISS, NATIVE, run
-from ._config import background_compile, config
+from ._config import background_compile, config, graph_backend
 from ._dynamic import as_locals, changed_on_miss, changed_scalars, promote_all
 from ._errors import FullGraphError, MagPyWarning
 from ._logging import log_topic
@@ -285,7 +285,7 @@ class CacheState:
                     result.plan,
                     result.graph,
                     result.example_inputs,
-                    self.backend,
+                    graph_backend(self.backend, result.capture),
                     qualname=self.qualname,
                     grad_enabled=result.capture.grad_enabled,
                     ambient=(ambient_state, result.capture.ambient),

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import attrs
+import torch
 
 __all__ = ["Config", "background_compile", "config"]
 
@@ -108,6 +109,16 @@ def background_compile(own: bool | None) -> bool:
     """Whether a callable whose own option is ``own`` (None: not given) compiles in the
     background."""
     return config.background_compile if own is None else own
+
+
+def graph_backend(backend: Any, capture: Any) -> Any:
+    """The backend a record's graph is compiled with: ``backend``, but the plain graph
+    (``"eager"``) where the program runs under a torch function mode or on a tensor subclass
+    with ``__torch_function__``: a compiled kernel would bypass the hook, which in eager sees
+    (and may change) every operation."""
+    if capture.hooked or torch._C._len_torch_function_stack():
+        return "eager"
+    return backend
 
 
 config = Config.from_env()

@@ -47,7 +47,7 @@ from magpy_monitor import (
 from magpy_refgraph import MagPyError, SpeculationMiss, Unsupported
 
 from . import _depth
-from ._config import background_compile, config
+from ._config import background_compile, config, graph_backend
 from ._disable import disabled
 from ._dynamic import changed_on_miss, changed_scalars
 from ._errors import MagPyWarning
@@ -415,6 +415,27 @@ def user_function(fn: types.FunctionType) -> bool:
     return module not in FROZEN_MODULE_ROOTS and module not in _depth.OWN_ROOTS
 
 
+def _segment_record(seg: Segment, state: Any) -> Any:
+    """The record of segment ``seg`` for ``state``'s cache."""
+    return build_record(
+        seg.plan,
+        seg.graph,
+        seg.example_inputs,
+        graph_backend(state.backend, seg.capture),
+        qualname=seg.code.co_qualname,
+        roots="frame",
+        grad_enabled=seg.capture.grad_enabled,
+        ambient=(ambient_state, seg.capture.ambient),
+        restore_rng=seg.capture.draws_random,
+        restore_inputs=seg.capture.mutated_inputs,
+        undo_inputs=seg.capture.undo_inputs,
+        anchor=seg.code.co_varnames[0] if seg.code.co_argcount else None,
+        background=background_compile(state.background_compile),
+        on_compiled=state.note_uncompiled,
+        confirmed_enough=functools.partial(_confirmed_enough, seg.code, seg.site),
+    )
+
+
 class _Host:
     """The runtime side of ``magpy_monitor.SegmentHost``."""
 
@@ -426,23 +447,8 @@ class _Host:
         if state is None:
             return
         try:
-            rec = build_record(
-                seg.plan,
-                seg.graph,
-                seg.example_inputs,
-                state.backend,
-                qualname=seg.code.co_qualname,
-                roots="frame",
-                grad_enabled=seg.capture.grad_enabled,
-                ambient=(ambient_state, seg.capture.ambient),
-                restore_rng=seg.capture.draws_random,
-                restore_inputs=seg.capture.mutated_inputs,
-                undo_inputs=seg.capture.undo_inputs,
-                anchor=seg.code.co_varnames[0] if seg.code.co_argcount else None,
-                background=background_compile(state.background_compile),
-                on_compiled=state.note_uncompiled,
-                confirmed_enough=functools.partial(_confirmed_enough, seg.code, seg.site),
-            )
+            with torch._C.DisableTorchFunction():  # (MagPy's own tensors, as for a call)
+                rec = _segment_record(seg, state)
         except Exception as exc:
             self.on_failure(seg.code, seg.site, exc)
             return

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
+
 from magpy_codegen import Record
 
 from ._logging import log_topic
@@ -18,7 +20,8 @@ def upgrade_guard(rec: Record) -> None:
     upgrade, rec.upgrade = rec.upgrade, None
     try:
         if upgrade is not None:
-            upgrade()
+            with torch._C.DisableTorchFunction():  # (MagPy's own tensors: not the program's)
+                upgrade()
     except Exception as exc:
         log_topic("guards", f"the guard stays in Python: {type(exc).__name__}: {exc}")
         return
@@ -33,7 +36,10 @@ def memoize_guard(rec: Record, fn: Any, args: Any, kwargs: Any) -> None:
     memoize = rec.memoize
     try:
         if memoize is not None:
-            memoize(fn, args, kwargs)
+            # (its example tensors and metadata reads are MagPy's own: no torch function
+            # mode or subclass hook of the program sees them)
+            with torch._C.DisableTorchFunction():
+                memoize(fn, args, kwargs)
     except Exception as exc:
         rec.memoize = None
         log_topic("guards", f"the guard stays without a memo: {type(exc).__name__}: {exc}")

@@ -60,7 +60,7 @@ from .values import (
     plain_container,
     remember_dict_keys,
 )
-from .valuetypes import fx_constant_ok, is_value_type, node_kind, plain_scalar
+from .valuetypes import fx_constant_ok, hooked_tensor_type, is_value_type, node_kind, plain_scalar
 
 __all__ = ["Capture", "Write"]
 
@@ -74,6 +74,9 @@ class Capture:
         self.rec = GraphRecorder()
         self.heap: dict[int, Val] = {}
         self.keep: list[Any] = []
+        # a tensor of a subclass with __torch_function__ was seen: the monitor's own reads run
+        # with the protocol off (``driver/tracer.py``)
+        self.hooked = False
         self.writes: list[Write] = []
         self.written: set[tuple[ShadowNode, Access]] = set()
         self.mutated_tensors: list[Val] = []
@@ -183,6 +186,9 @@ class Capture:
         if not is_value_type(obj):
             self.heap[id(obj)] = v
             self.keep.append(obj)
+            kind = type(obj)
+            if kind is not torch.Tensor and isinstance(obj, torch.Tensor):
+                self.hooked = self.hooked or hooked_tensor_type(kind)
         return v
 
     def known(self, obj: Any) -> Val | None:
@@ -243,6 +249,9 @@ class Capture:
             raise Unsupported(f"{path} refers to an object created during the run")
         node = self.graph.new_node(node_kind(obj), external=True, label=str(path))
         self.graph.read(src, access, node)
+        kind = type(obj)
+        if kind is not torch.Tensor and isinstance(obj, torch.Tensor):
+            self.hooked = self.hooked or hooked_tensor_type(kind)
         self.paths[node] = path
         val = Val(obj, external=True, node=node)
         node.meta["val"] = val

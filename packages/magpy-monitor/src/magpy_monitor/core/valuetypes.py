@@ -22,6 +22,7 @@ __all__ = [
     "FROZEN_MODULE_ROOTS",
     "VALUE_TYPES",
     "fx_constant_ok",
+    "hooked_tensor_type",
     "is_value_type",
     "library_module",
     "node_kind",
@@ -51,6 +52,17 @@ FROZEN_MODULE_ROOTS = frozenset(
     "torch math operator builtins functools itertools collections typing enum re string json "
     "numpy copy dataclasses inspect warnings logging abc types cmath numbers".split()
 )
+
+
+def hooked_tensor_type(kind: Any) -> bool:
+    """A tensor subclass with a ``__torch_function__`` of its own (``Parameter``'s turns the
+    protocol off): MagPy's own reads of such a tensor's metadata must not reach the hook."""
+    if not (isinstance(kind, type) and issubclass(kind, torch.Tensor)):
+        return False
+    hook = kind.__torch_function__
+    return hook is not torch._C._disabled_torch_function_impl and (
+        getattr(hook, "__func__", None) is not torch.Tensor.__torch_function__.__func__
+    )
 
 
 def library_module(module: Any) -> bool:

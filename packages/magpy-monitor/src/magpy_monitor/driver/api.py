@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import attrs
+import torch
 import torch.fx as fx
 
 from magpy_refgraph import InternalError, MagPyError, Plan
@@ -92,8 +93,9 @@ def finish(mon: Monitor, value: Any) -> CaptureResult:
         out.failure = failure if isinstance(failure, MagPyError) else None
         return out
     try:
-        plan, outputs = build_plan(cap)
-        out.graph = cap.rec.finish(outputs)
+        with torch._C.DisableTorchFunction():  # (MagPy's reads: no program hook sees them)
+            plan, outputs = build_plan(cap)
+            out.graph = cap.rec.finish(outputs)
     except MagPyError as exc:
         out.failure = exc
         return out

@@ -16,6 +16,8 @@ import types
 from collections.abc import Callable
 from typing import Any, cast
 
+import torch
+
 from magpy_refgraph import InternalError, MagPyError, Unsupported
 
 from ..bytecode.exceptions import on_exception
@@ -30,6 +32,9 @@ from ..libs.torch.globalstate import set_compiling
 from . import plugins  # noqa: F401  (every handler is registered before the first run)
 
 __all__ = ["Monitor"]
+
+_modes = torch._C._len_torch_function_stack  # torch function modes entered (0: none)
+_NO_TORCH_FUNCTION = torch._C.DisableTorchFunction
 
 TraceFn = Callable[[types.FrameType, str, Any], Any]
 
@@ -171,12 +176,13 @@ class Monitor:
             if self.failure is not None:
                 return None
             try:
-                if event == "opcode":
-                    mon.on_opcode()
-                elif event == "return":
-                    self._on_return(mon, arg)
-                elif event == "exception":
-                    on_exception(mon, arg[1])
+                if self.cap.hooked or _modes():
+                    # (the monitor's own reads of tensors: no torch function mode or
+                    # subclass hook of the program may see them)
+                    with _NO_TORCH_FUNCTION():
+                        self._handle(mon, event, arg)
+                else:
+                    self._handle(mon, event, arg)
             except BaseException as exc:
                 self._fail(exc)
                 stop = self.stop_at_break
@@ -187,6 +193,14 @@ class Monitor:
 
         opcode_trace_on(frame, local)
         return local
+
+    def _handle(self, mon: FrameMonitor, event: str, arg: Any) -> None:
+        if event == "opcode":
+            mon.on_opcode()
+        elif event == "return":
+            self._on_return(mon, arg)
+        elif event == "exception":
+            on_exception(mon, arg[1])
 
     def _on_return(self, mon: FrameMonitor, value: Any) -> None:
         frames = self.cap.frames
