@@ -88,7 +88,20 @@ def subscr(m: FrameMonitor, inst: Inst, container: Val, key: Val) -> None:
         cap.observe_type(container)
         inline(m, inst, cap.const(getitem), [container, key], {})
         return
+    if isinstance(obj, type) and _native_class_getitem(obj):
+        # ``list[Any]`` (an annotation evaluated at def time): a generic alias, made natively
+        # from which class and which key
+        cap.observe_identity(container)
+        cap.observe(key)
+        m.expect_outputs(inst, 1, lambda real: [cap.const(real[0])])
+        return
     raise m.unsupported(f"subscript of a {type(obj).__name__}")
+
+
+def _native_class_getitem(cls: type) -> bool:
+    """``cls[key]`` makes a generic alias natively (``list``, ``dict``, ``tuple``, ...)."""
+    hook = getattr(cls, "__class_getitem__", None)
+    return hook is not None and not isinstance(getattr(hook, "__func__", None), types.FunctionType)
 
 
 def _entry_item(m: FrameMonitor, inst: Inst, container: Val, key: Val) -> None:

@@ -14,6 +14,7 @@ from magpy_refgraph import Builtin, Cell, Const, Global, GuardKind, Outcome
 from ..core.frame import LAZY, FrameMonitor, Inst
 from ..core.registry import opcode
 from ..core.values import UNBOUND, Val
+from ..core.valuetypes import is_value_type
 from ..cpython.current import INTERP
 from ..cpython.frameio import NULL
 from .closures import store_outer_cell
@@ -137,7 +138,13 @@ def global_value(m: FrameMonitor, globals_: dict[str, Any], name: str, obj: Any)
     # (torch's and the stdlib's own globals too: a library changes its own state, e.g.
     # ``parametrize._cache_enabled`` under ``parametrize.cached()``, and programs patch them)
     if name in globals_:
-        return m.cap.root(Global(name, scope=globals_), obj)
+        found = m.cap.root(Global(name, scope=globals_), obj)
+        if type(obj) is frozenset and not is_value_type(obj):
+            # (a frozenset of classes or functions, pytree's BUILTIN_TYPES: which one it is
+            # decides its contents, which are constants)
+            m.cap.observe_identity(found)
+            return m.cap.const(obj)
+        return found
     _not_shadowed(m, globals_, name)
     return m.cap.root(Builtin(name), obj)
 

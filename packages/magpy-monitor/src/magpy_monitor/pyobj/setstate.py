@@ -137,6 +137,9 @@ def elem_key(cap: Capture, v: Val) -> Hashable:
         return obj
     if not _identity_hashed(obj):
         raise Unsupported(f"a {type(obj).__name__} in a set (its own __hash__/__eq__ decide)")
+    if v.external and v.node is not None and isinstance(obj, _ID_STABLE):
+        cap.observe_identity(v)  # (a class or function: which one it is, as a constant is)
+        return IdKey(obj)
     if v.external and v.node is not None:
         cap.observe_type(v)  # (its hash and == stay identity-based)
         cap.distinct_nodes.setdefault(v.node, None)
