@@ -117,11 +117,10 @@ def build_record(
             gm, compiled = _compiled_graph(graph, example_inputs, backend, qualname)
     updated = (restore_inputs, undo_inputs)
     try:
-        with torch._C.DisableTorchFunction():  # (its example tensors and reads are MagPy's)
-            rec = _assemble(
-                plan, graph, gm, compiled, "eager" if later else backend, qualname, roots,
-                grad_enabled, ambient, op_count, restore_rng, updated, anchor,
-            )  # fmt: skip
+        rec = _assemble(
+            plan, graph, gm, compiled, "eager" if later else backend, qualname, roots,
+            grad_enabled, ambient, op_count, restore_rng, updated, anchor,
+        )  # fmt: skip
     except MagPyError:
         raise
     except Exception as exc:  # a fault of ours, not of the backend: say which
@@ -159,6 +158,18 @@ def _compiled_graph(
     return gm, compiled
 
 
+def _no_torch_function(fn: Any) -> Any:
+    """``fn`` run with torch function hooks off: the tensors it makes and reads are MagPy's."""
+
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        with torch._C.DisableTorchFunction():
+            return fn(*args, **kwargs)
+
+    return run
+
+
+@_no_torch_function
 def _assemble(
     plan: Plan,
     graph: fx.Graph,

@@ -30,7 +30,15 @@ from typing import Any
 import attrs
 import torch
 
-__all__ = ["TABLE", "Annotation", "AnnotationTable", "Kind", "classify", "tensor_attr_kind"]
+__all__ = [
+    "TABLE",
+    "Annotation",
+    "AnnotationTable",
+    "Kind",
+    "classify",
+    "hands_back_unchanged",
+    "tensor_attr_kind",
+]
 
 
 class Kind(enum.Enum):
@@ -96,6 +104,21 @@ _TORCH_FUNC_MODULES = frozenset(
         "torch.functional",
     }
 )
+
+
+# operations that hand back their argument, unchanged, when it already has the asked-for dtype,
+# device or layout
+_SELF_WHEN_ALREADY_SO = frozenset(
+    "long int float double half bfloat16 bool byte char short to type type_as contiguous cpu "
+    "cuda as_tensor asarray".split()
+)
+
+
+def hands_back_unchanged(target: Any) -> bool:
+    """Whether the operation ``target`` (an fx node's) may hand back its argument unchanged
+    (``x.contiguous()`` of a contiguous ``x``): no in-place update."""
+    name = target if isinstance(target, str) else getattr(target, "__name__", "")
+    return name in _SELF_WHEN_ALREADY_SO
 
 
 def tensor_attr_kind(name: str) -> Kind:

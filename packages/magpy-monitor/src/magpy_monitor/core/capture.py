@@ -32,6 +32,7 @@ from magpy_refgraph import (
 
 from . import registry, scalars, shapes, undo
 from .ambient import ambient_state
+from .annotations import hands_back_unchanged
 from .joined import refuse_joined_update, storage_key
 from .recorder import GraphRecorder
 from .shapes import (
@@ -74,9 +75,7 @@ class Capture:
         self.rec = GraphRecorder()
         self.heap: dict[int, Val] = {}
         self.keep: list[Any] = []
-        # a tensor of a subclass with __torch_function__ was seen: the monitor's own reads run
-        # with the protocol off (``driver/tracer.py``)
-        self.hooked = False
+        self.hooked = False  # a hooked tensor subclass was seen (``driver/tracer.py``)
         self.writes: list[Write] = []
         self.written: set[tuple[ShadowNode, Access]] = set()
         self.mutated_tensors: list[Val] = []
@@ -186,10 +185,12 @@ class Capture:
         if not is_value_type(obj):
             self.heap[id(obj)] = v
             self.keep.append(obj)
-            kind = type(obj)
-            if kind is not torch.Tensor and isinstance(obj, torch.Tensor):
-                self.hooked = self.hooked or hooked_tensor_type(kind)
+            self._note_hooked(obj)
         return v
+
+    def _note_hooked(self, obj: Any) -> None:
+        if type(obj) is not torch.Tensor and isinstance(obj, torch.Tensor):
+            self.hooked = self.hooked or hooked_tensor_type(type(obj))
 
     def known(self, obj: Any) -> Val | None:
         """The ``Val`` of a heap object already seen, if any."""
@@ -249,9 +250,7 @@ class Capture:
             raise Unsupported(f"{path} refers to an object created during the run")
         node = self.graph.new_node(node_kind(obj), external=True, label=str(path))
         self.graph.read(src, access, node)
-        kind = type(obj)
-        if kind is not torch.Tensor and isinstance(obj, torch.Tensor):
-            self.hooked = self.hooked or hooked_tensor_type(kind)
+        self._note_hooked(obj)
         self.paths[node] = path
         val = Val(obj, external=True, node=node)
         node.meta["val"] = val
@@ -482,7 +481,7 @@ class Capture:
                 if (
                     isinstance(node, fx.Node)
                     and known.fx in node.all_input_nodes
-                    and _target_name(node) not in _SELF_WHEN_ALREADY_SO
+                    and not hands_back_unchanged(node.target)
                 ):
                     self.mutate_tensor(known, node)
                 return known
@@ -590,19 +589,6 @@ class Capture:
             self.graph.write(base.node, access, self.node_of(value))
             self.written.add((base.node, access))
             self.writes.append(Write(op, base, access.key, value))
-
-
-# operations that hand back their argument, unchanged, when it already has the asked-for dtype,
-# device or layout: no in-place update
-_SELF_WHEN_ALREADY_SO = frozenset(
-    "long int float double half bfloat16 bool byte char short to type type_as contiguous cpu "
-    "cuda as_tensor asarray".split()
-)
-
-
-def _target_name(node: fx.Node) -> str:
-    target = node.target
-    return target if isinstance(target, str) else getattr(target, "__name__", "")
 
 
 def _has_tensor(obj: Any) -> bool:

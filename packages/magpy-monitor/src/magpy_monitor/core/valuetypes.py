@@ -61,8 +61,11 @@ def hooked_tensor_type(kind: Any) -> bool:
         return False
     hook = kind.__torch_function__
     return hook is not torch._C._disabled_torch_function_impl and (
-        getattr(hook, "__func__", None) is not torch.Tensor.__torch_function__.__func__
+        getattr(hook, "__func__", None) is not _PLAIN_HOOK
     )
+
+
+_PLAIN_HOOK = getattr(torch.Tensor.__torch_function__, "__func__", None)
 
 
 def library_module(module: Any) -> bool:

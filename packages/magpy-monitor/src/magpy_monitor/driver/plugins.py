@@ -61,11 +61,13 @@ from ..pyobj import (
     highorder,
     instances,
     iterators,
+    keyed,
     methods,
     objects,
     sets,
     setstate,
     special,
+    typechecks,
 )
 from ..pyobj import (
     rules as pyobj_rules,
@@ -84,7 +86,7 @@ LOADED = (
     # pyobj
     builtins, methods, containers, collections, compare, setstate, sets, objects, instances,
     attrhooks, attrcalls, classes,
-    special, highorder, iterators, contexts, copying,
+    special, highorder, keyed, typechecks, iterators, contexts, copying,
     pyobj_rules,
     # libs: stdlib < numpy < torch
     warn, pyenv, locks, ndarrays, numpy_rules,
