@@ -232,7 +232,8 @@ def _symbolic_size_call(
 
 
 def pure_call(m: FrameMonitor, inst: Inst, pos: list[Val], kwargs: dict[str, Val]) -> None:
-    """A pure native call: its inputs are guarded, its result is a constant."""
+    """A pure native call: its inputs are guarded, its result is a constant. A Python frame
+    it starts (a callback) is a break."""
     for v in (*pos, *kwargs.values()):
         if isinstance(v.obj, torch.Tensor):
             m.cap.guard_meta(v)
@@ -250,7 +251,11 @@ def pure_call(m: FrameMonitor, inst: Inst, pos: list[Val], kwargs: dict[str, Val
                     "(its contents are not guarded)"
                 )
             m.cap.observe(v)
-    m.expect_outputs(inst, 1, lambda real: [m.cap.new(real[0], const=True)])
+    # (not opaque: native code that calls back into the program's Python, ``re.sub(p, fn, s)``
+    # or a ``__repr__``, runs code whose reads the guard would not see: a break, at the call;
+    # the library's own Python, a pure function's body, may run)
+    p = m.expect_outputs(inst, 1, lambda real: [m.cap.new(real[0], const=True)], opaque=False)
+    p.library_frames = True
 
 
 def _opaque_input(v: Val) -> Any:

@@ -119,6 +119,7 @@ class Pending:
         "expect",
         "gen",
         "inst",
+        "library_frames",
         "make",
         "n_out",
         "on_gen_return",
@@ -139,6 +140,8 @@ class Pending:
         opaque: bool = True,
     ) -> None:
         self.inst, self.n_out, self.make, self.opaque = inst, n_out, make, opaque
+        # (not opaque, yet frames of library code may run: a pure library function's own)
+        self.library_frames = False
         self.expect: tuple[types.CodeType, Callable[[types.FrameType], FrameMonitor]] | None = None
         self.gen: Val | None = None
         self.result: Val | None = None

@@ -69,8 +69,10 @@ _PLAIN_HOOK = getattr(torch.Tensor.__torch_function__, "__func__", None)
 
 
 def library_module(module: Any) -> bool:
-    """A module of torch's, numpy's or the standard library's (``FROZEN_MODULE_ROOTS``)."""
-    return str(getattr(module, "__name__", "")).split(".")[0] in FROZEN_MODULE_ROOTS
+    """A module (or a module's globals) of torch's, numpy's or the standard library's
+    (``FROZEN_MODULE_ROOTS``)."""
+    name = module.get("__name__", "") if type(module) is dict else getattr(module, "__name__", "")
+    return str(name).split(".")[0] in FROZEN_MODULE_ROOTS
 
 
 def is_value_type(obj: Any) -> bool:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import inspect
 import logging
 import operator
 import types
@@ -25,7 +26,7 @@ from typing import Any
 
 import attrs
 
-from magpy_refgraph import Const, DictItem, GuardKind, Item, Outcome, Unsupported
+from magpy_refgraph import Attr, Const, DictItem, GuardKind, Item, Outcome, Unsupported
 
 from ...bytecode.iteration import (
     DICT_TYPES,
@@ -37,6 +38,7 @@ from ...bytecode.iteration import (
 )
 from ...bytecode.subscripts import subscr
 from ...core.calls import _name as qualified_name
+from ...core.calls import function_source, pure_call
 from ...core.capture import Capture
 from ...core.dispatch import Call, call_rule
 from ...core.frame import FrameMonitor, Inst
@@ -186,6 +188,31 @@ def _is_enabled_for(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, V
 
 
 BUILTIN_HANDLERS[id(logging.Logger.isEnabledFor)] = (logging.Logger.isEnabledFor, _is_enabled_for)
+
+
+# ---------------------------------------------------------------------- inspect.signature
+_SIGNATURE_READS = ("__defaults__", "__kwdefaults__", "__code__")
+
+
+def _signature(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+    """``inspect.signature(f)`` (diffusers' Attention reads its processor's on every call): a
+    constant of the record, as a pure library function, guarded by what it reads of a Python
+    function: its defaults, keyword defaults and code, and that it has no ``__signature__`` or
+    ``__wrapped__`` (either would be read instead)."""
+    cap = m.cap
+    if len(pos) == 1 and not kw and isinstance(pos[0].obj, types.FunctionType):
+        src = function_source(m, pos[0])
+        if src is not None and src.node is not None:
+            fn = pos[0].obj
+            for name in _SIGNATURE_READS:
+                read = cap.child(src, Attr(name), getattr(fn, name))
+                cap.observe_identity(read) if name == "__code__" else cap.observe(read)
+            for name in ("__signature__", "__wrapped__"):
+                cap.graph.observe(src.node, GuardKind.NOT_HASATTR, name)
+    pure_call(m, inst, pos, kw)
+
+
+BUILTIN_HANDLERS[id(inspect.signature)] = (inspect.signature, _signature)
 
 
 # ---------------------------------------------------------------------- functools.lru_cache
