@@ -9,6 +9,7 @@ their inputs; unannotated native code, VALUE_READ on tensors and EFFECT calls st
 from __future__ import annotations
 
 import collections
+import functools
 import types
 import weakref
 from typing import Any
@@ -28,7 +29,7 @@ from .registry import BUILT_OBJECT_TRUTH, OUTSIDE_ARRAY
 from .shapes import SIZE_FREE_READS, numel_val, read_offsets, size_vals
 from .speculation import truth_of_tensor
 from .values import UNBOUND, BoundMethod, MadeFunction, PackedArgs, Payload, Val
-from .valuetypes import FROZEN_MODULE_ROOTS, is_value_type
+from .valuetypes import FROZEN_MODULE_ROOTS, is_value_type, library_module
 
 __all__ = [
     "ORIGINAL_CODE",
@@ -251,11 +252,32 @@ def pure_call(m: FrameMonitor, inst: Inst, pos: list[Val], kwargs: dict[str, Val
                     "(its contents are not guarded)"
                 )
             m.cap.observe(v)
-    # (not opaque: native code that calls back into the program's Python, ``re.sub(p, fn, s)``
-    # or a ``__repr__``, runs code whose reads the guard would not see: a break, at the call;
-    # the library's own Python, a pure function's body, may run)
-    p = m.expect_outputs(inst, 1, lambda real: [m.cap.new(real[0], const=True)], opaque=False)
-    p.library_frames = True
+    # (native code that calls back into the program's Python, ``re.sub(p, fn, s)`` or a
+    # ``__repr__``, runs code whose reads the guard would not see: a break, at the call)
+    p = m.expect_outputs(inst, 1, lambda real: [m.cap.new(real[0], const=True)])
+    p.calls_back = _callback_test([v.obj for v in (*pos, *kwargs.values())])
+
+
+def _callback_test(args: list[Any]) -> Any:
+    """Whether a Python frame started by a native call over ``args`` is the program's code
+    called back: a Python function among them, or a method of one of them (``__repr__``,
+    ``__lt__``) that is not a library's. A gc callback or a finalizer is neither."""
+    ids = {id(a) for a in args}
+    codes = set()
+    for a in args:
+        fn = a.func if type(a) is functools.partial else getattr(a, "__func__", a)
+        if isinstance(fn, types.FunctionType):
+            codes.add(fn.__code__)
+
+    def calls_back(frame: types.FrameType) -> bool:
+        code = frame.f_code
+        if code in codes:
+            return True
+        if not code.co_argcount or library_module(frame.f_globals):
+            return False
+        return id(frame.f_locals.get(code.co_varnames[0])) in ids
+
+    return calls_back
 
 
 def _opaque_input(v: Val) -> Any:

@@ -116,10 +116,10 @@ class Pending:
     __slots__ = (
         "callback_results",
         "callbacks",
+        "calls_back",
         "expect",
         "gen",
         "inst",
-        "library_frames",
         "make",
         "n_out",
         "on_gen_return",
@@ -140,8 +140,9 @@ class Pending:
         opaque: bool = True,
     ) -> None:
         self.inst, self.n_out, self.make, self.opaque = inst, n_out, make, opaque
-        # (not opaque, yet frames of library code may run: a pure library function's own)
-        self.library_frames = False
+        # for an opaque call: whether a Python frame it starts is the program's code called
+        # back (a break), not one of its own or an unrelated one (a gc callback, a finalizer)
+        self.calls_back: Callable[[types.FrameType], bool] | None = None
         self.expect: tuple[types.CodeType, Callable[[types.FrameType], FrameMonitor]] | None = None
         self.gen: Val | None = None
         self.result: Val | None = None

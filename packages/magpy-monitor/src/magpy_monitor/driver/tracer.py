@@ -25,7 +25,7 @@ from ..core.calls import GeneratorState, _closure
 from ..core.capture import Capture
 from ..core.frame import Callback, FrameKind, FrameMonitor, Pending, initial_fast
 from ..core.values import Val
-from ..core.valuetypes import is_value_type, library_module
+from ..core.valuetypes import is_value_type
 from ..cpython.code import positional_count
 from ..cpython.current import opcode_trace_off, opcode_trace_on, trace_with
 from ..libs.torch.globalstate import set_compiling
@@ -113,7 +113,7 @@ class Monitor:
             return self._attach(start(frame))
         if frame.f_code in p.callbacks:
             return self._attach(self._callback(top, frame, p.callbacks[frame.f_code]))
-        if p.opaque or (p.library_frames and library_module(frame.f_globals)):
+        if p.opaque and (p.calls_back is None or not p.calls_back(frame)):
             return None
         raise top.unsupported(f"unexpected call of {frame.f_code.co_qualname} from {p.inst}")
 
