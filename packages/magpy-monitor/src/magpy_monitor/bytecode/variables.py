@@ -11,6 +11,7 @@ from typing import Any
 
 from magpy_refgraph import Builtin, Cell, Const, Global, GuardKind, Outcome
 
+from ..core.attributes import NamedCheck
 from ..core.frame import LAZY, FrameMonitor, Inst
 from ..core.registry import opcode
 from ..core.values import UNBOUND, Val
@@ -149,26 +150,15 @@ def global_value(m: FrameMonitor, globals_: dict[str, Any], name: str, obj: Any)
     return m.cap.root(Builtin(name), obj)
 
 
-class Defines:
+class Defines(NamedCheck):
     """``name in scope``: the check that a module global does not shadow a builtin, or that a
     dict from outside still lacks a key the program did not find (``exceptions``)."""
 
-    __slots__ = ("name",)
-
-    def __init__(self, name: str) -> None:
-        self.name = name
+    __slots__ = ()
+    label = "defines"
 
     def __call__(self, scope: dict[str, Any]) -> bool:
         return self.name in scope
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is Defines and other.name == self.name
-
-    def __hash__(self) -> int:
-        return hash((Defines, self.name))
-
-    def __repr__(self) -> str:
-        return f"defines({self.name!r})"
 
 
 def _not_shadowed(m: FrameMonitor, globals_: dict[str, Any], name: str) -> None:

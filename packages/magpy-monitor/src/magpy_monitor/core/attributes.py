@@ -29,6 +29,7 @@ __all__ = [
     "MISSING",
     "AttrRead",
     "ClassEntry",
+    "NamedCheck",
     "Read",
     "attr_rule",
     "guard_class_attr",
@@ -206,48 +207,45 @@ def _library_object(obj: Any) -> bool:
     )
 
 
-class ClassEntry:
-    """What a class holds under ``name`` through its MRO, found without running a descriptor
-    (a guard's outcome function)."""
+class NamedCheck:
+    """A guard's outcome function over one name: equal to another of its kind and name (so a
+    record's checks are kept once); ``__call__`` is the subclass's."""
 
     __slots__ = ("name",)
+    label = "check"
 
     def __init__(self, name: str) -> None:
         self.name = name
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and other.name == self.name
+
+    def __hash__(self) -> int:
+        return hash((type(self), self.name))
+
+    def __repr__(self) -> str:
+        return f"{self.label}({self.name!r})"
+
+
+class ClassEntry(NamedCheck):
+    """What a class holds under ``name`` through its MRO, found without running a descriptor."""
+
+    __slots__ = ()
+    label = "class_entry"
 
     def __call__(self, cls: Any) -> Any:
         return static_lookup(cls, self.name)
 
-    def __eq__(self, other: object) -> bool:
-        return type(other) is ClassEntry and other.name == self.name
 
-    def __hash__(self) -> int:
-        return hash((ClassEntry, self.name))
+class AttrRead(NamedCheck):
+    """``getattr(obj, name)``: an attribute read again by the guard, for attributes computed on
+    each read."""
 
-    def __repr__(self) -> str:
-        return f"class_entry({self.name!r})"
-
-
-class AttrRead:
-    """``getattr(obj, name)``: an attribute read again by the guard (a guard's outcome
-    function), for attributes computed on each read."""
-
-    __slots__ = ("name",)
-
-    def __init__(self, name: str) -> None:
-        self.name = name
+    __slots__ = ()
+    label = "attr_read"
 
     def __call__(self, obj: Any) -> Any:
         return getattr(obj, self.name)
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is AttrRead and other.name == self.name
-
-    def __hash__(self) -> int:
-        return hash((AttrRead, self.name))
-
-    def __repr__(self) -> str:
-        return f"attr_read({self.name!r})"
 
 
 @attr_rule("known attribute", lambda r: r.base.attrs is not None and r.name in r.base.attrs)
