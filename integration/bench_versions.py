@@ -82,17 +82,7 @@ def _instructions(x: torch.Tensor, n: int) -> int:
         _monitoring_instructions(x, n, lambda code, offset: count.__setitem__(0, count[0] + 1))
         return count[0]
 
-    def tracer(frame: Any, event: str, arg: Any) -> Any:
-        frame.f_trace_opcodes = True
-        if event == "opcode":
-            count[0] += 1
-        return tracer
-
-    sys.settrace(tracer)
-    try:
-        _loop(x, n)
-    finally:
-        sys.settrace(None)
+    _settrace_opcodes(x, n, count)
     return count[0]
 
 
@@ -111,9 +101,13 @@ def _ns_per_instruction(run: Any, n1: int, n2: int, rounds: int) -> float:
     return statistics.median(samples)
 
 
-def _settrace_opcodes(x: torch.Tensor, n: int) -> None:
+def _settrace_opcodes(x: torch.Tensor, n: int, count: list[int] | None = None) -> None:
+    """``_loop(x, n)`` under a trace function taking opcode events (counted into ``count``)."""
+
     def tracer(frame: Any, event: str, arg: Any) -> Any:
         frame.f_trace_opcodes = True
+        if count is not None and event == "opcode":
+            count[0] += 1
         return tracer
 
     sys.settrace(tracer)
