@@ -13,6 +13,7 @@ import torch
 import torch.fx as fx
 
 from magpy_monitor import Capture, CaptureResult, capture, entry
+from magpy_monitor.cpython.current import gettrace, settrace
 from magpy_refgraph import MagPyError, Plan, Unsupported
 
 
@@ -216,13 +217,14 @@ class TestTraceCleanup:
         def previous(frame: types.FrameType, event: str, arg: object) -> None:
             return None
 
-        old = sys.gettrace()
-        sys.settrace(previous)
+        # (the monitor's own trace hook: sys.settrace on 3.11, sys.monitoring from 3.12)
+        old = gettrace()
+        settrace(previous)
         try:
             body()
-            return sys.gettrace() is previous
+            return gettrace() is previous
         finally:
-            sys.settrace(old)
+            settrace(old)
 
     def test_previous_tracer_restored_after_success(self) -> None:
         """A trace function installed before capture is installed again after it."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 import dis
 import math
 import pickle
-import sys
 import types
 from collections.abc import Callable
 from typing import Any
@@ -14,7 +13,7 @@ import pytest
 
 from magpy_monitor import INTERP, NULL, StackView, read_stack, stack_depth
 from magpy_monitor.cpython import frameio as _frameio
-from magpy_monitor.cpython.current import opcode_trace_off, opcode_trace_on
+from magpy_monitor.cpython.current import gettrace, opcode_trace_off, opcode_trace_on, settrace
 
 
 def _snapshots(fn: Callable[..., Any], *args: Any) -> list[tuple[int, str, list[Any], int]]:
@@ -36,12 +35,12 @@ def _snapshots(fn: Callable[..., Any], *args: Any) -> list[tuple[int, str, list[
             seen.append((frame.f_lasti, ops[frame.f_lasti], read_stack(frame), view.depth()))
         return tracer
 
-    old = sys.gettrace()
-    sys.settrace(tracer)
+    old = gettrace()
+    settrace(tracer)
     try:
         fn(*args)
     finally:
-        sys.settrace(old)
+        settrace(old)
     return seen
 
 
@@ -156,12 +155,12 @@ class TestReadStack:
                 pairs.append((stack_depth(frame), StackView(frame).depth()))
             return tracer
 
-        old = sys.gettrace()
-        sys.settrace(tracer)
+        old = gettrace()
+        settrace(tracer)
         try:
             _call_none_and_len(_callee, 1)
         finally:
-            sys.settrace(old)
+            settrace(old)
         assert pairs and all(a == b for a, b in pairs)
 
     def test_peek_zero_is_top_of_stack(self) -> None:
@@ -182,12 +181,12 @@ class TestReadStack:
                     tops.append((view.peek(0), view.peek(view.depth() - 1), view.values()))
             return tracer
 
-        old = sys.gettrace()
-        sys.settrace(tracer)
+        old = gettrace()
+        settrace(tracer)
         try:
             _call_none_and_len(_callee, 1)
         finally:
-            sys.settrace(old)
+            settrace(old)
         assert tops
         for top, bottom, values in tops:
             assert top is values[-1]
@@ -216,12 +215,12 @@ class TestReadStack:
             return tracer
 
         a, b = object(), object()
-        old = sys.gettrace()
-        sys.settrace(tracer)
+        old = gettrace()
+        settrace(tracer)
         try:
             probe(a, b)
         finally:
-            sys.settrace(old)
+            settrace(old)
         assert found[0] == (a, b, NULL)
         assert found[-1][:2] == (a, b) and found[-1][2] == (a, b)
 
@@ -256,14 +255,14 @@ class TestNLocalsPlus:
 class TestSelfTest:
     def test_self_test_passes_again_and_restores_tracer(self) -> None:
         """Running the import-time self-test again succeeds and keeps the current tracer."""
-        before = sys.gettrace()
+        before = gettrace()
         _frameio._self_test()
-        assert sys.gettrace() is before
+        assert gettrace() is before
 
     def test_self_test_rejects_a_wrong_layout(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """If the stack does not read as NULL, len, 'x', 7, the self-test raises ImportError."""
         monkeypatch.setattr(_frameio, "read_stack", lambda frame: [None, len, "x", 7])
-        before = sys.gettrace()
+        before = gettrace()
         with pytest.raises(ImportError, match="frame layout"):
             _frameio._self_test()
-        assert sys.gettrace() is before
+        assert gettrace() is before

@@ -1,42 +1,66 @@
-"""``INTERP``: the ``Interpreter`` of the running CPython, chosen once, at import."""
+"""``INTERP``: the ``Interpreter`` of the running CPython, chosen once, at import; and the trace
+events the monitor runs on, from the mechanism that version gives them best.
+
+The contract is ``sys.settrace``'s, per thread: ``settrace(global_trace)``; the global function
+gets ``"call"`` for each frame that starts or resumes and returns its local trace function;
+a local function gets ``"return"``, ``"exception"`` and (after ``opcode_trace_on``) ``"opcode"``.
+3.11 delivers them through ``sys.settrace`` itself; 3.12 and 3.13 through ``sys.monitoring``
+(``cpython/events.py``), which costs only where the monitor looks.
+"""
 
 from __future__ import annotations
 
+import sys
 import types
 from typing import Any
 
-from . import py311, py312, py313
+from . import events, py311, py312, py313
 from .compat import VERSION
-from .instructions import follow, unfollow
-from .interp import Interpreter, prime_opcode_events, start_tracing
+from .interp import Interpreter
 
-__all__ = ["INTERP", "opcode_trace_off", "opcode_trace_on", "trace_with"]
+__all__ = [
+    "INTERP",
+    "frame_trace",
+    "gettrace",
+    "opcode_trace_off",
+    "opcode_trace_on",
+    "set_frame_trace",
+    "settrace",
+]
 
 INTERP: Interpreter = {(3, 11): py311.INTERP, (3, 12): py312.INTERP, (3, 13): py313.INTERP}[VERSION]
-if INTERP.opcode_events_need_priming:
-    prime_opcode_events()
 
 
-def trace_with(trace: Any) -> None:
-    """Install ``trace`` as this thread's trace function to monitor with (``sys.settrace``)."""
-    start_tracing(INTERP, trace)
-
-
-def opcode_trace_on(frame: types.FrameType, trace: Any) -> None:
-    """Send ``frame``'s opcode events (no line events) to ``trace``; its call, return and
-    exception events come through ``frame.f_trace`` (``sys.settrace``) as ever."""
+def _set_local(frame: types.FrameType, trace: Any) -> None:
     frame.f_trace = trace
     frame.f_trace_lines = False
-    if INTERP.instruction_events_from_monitoring:
-        follow(frame, trace)
-    else:
-        frame.f_trace_opcodes = True
 
 
-def opcode_trace_off(frame: types.FrameType) -> None:
-    """No more trace events for ``frame``."""
+def _opcode_on(frame: types.FrameType, trace: Any) -> None:
+    _set_local(frame, trace)
+    frame.f_trace_opcodes = True
+
+
+def _frame_trace(frame: types.FrameType) -> Any:
+    return frame.f_trace
+
+
+def _opcode_off(frame: types.FrameType) -> None:
     frame.f_trace = None
-    if INTERP.instruction_events_from_monitoring:
-        unfollow(frame)
-    else:
-        frame.f_trace_opcodes = False
+    frame.f_trace_opcodes = False
+
+
+if INTERP.events_from_monitoring:
+    settrace = events.settrace
+    gettrace = events.gettrace
+    frame_trace = events.frame_trace
+    set_frame_trace = events.set_frame_trace
+    opcode_trace_on = events.opcode_on
+    opcode_trace_off = events.opcode_off
+else:
+    settrace = sys.settrace  # type: ignore[assignment]
+    gettrace = sys.gettrace  # type: ignore[assignment]
+    frame_trace = _frame_trace
+    set_frame_trace = _set_local
+    opcode_trace_on = _opcode_on
+    opcode_trace_off = _opcode_off

@@ -17,11 +17,10 @@ the ``NULL`` sentinel, distinct from ``None``. A self-test at import checks the 
 from __future__ import annotations
 
 import ctypes
-import sys
 import types
 from typing import Any
 
-from .current import INTERP, opcode_trace_off, opcode_trace_on
+from .current import INTERP, gettrace, opcode_trace_off, opcode_trace_on, settrace
 from .stackdepth import stack_depths
 
 __all__ = ["NULL", "StackView", "nlocalsplus", "read_stack", "stack_depth"]
@@ -157,12 +156,12 @@ def _self_test() -> None:
             opcode_trace_off(frame)
         return tracer
 
-    old = sys.gettrace()
-    sys.settrace(tracer)
+    old = gettrace()
+    settrace(tracer)
     try:
         probe("x")
     finally:
-        sys.settrace(old)
+        settrace(old)
     expected = [len, NULL, "x", 7] if INTERP.null_above_callable else [NULL, len, "x", 7]
     if not any(s[:4] == expected for s in seen):
         raise ImportError(

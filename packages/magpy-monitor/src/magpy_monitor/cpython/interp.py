@@ -18,11 +18,10 @@ from __future__ import annotations
 
 import dataclasses
 import dis
-import sys
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
-__all__ = ["Interpreter", "Renamed", "prime_opcode_events", "start_tracing"]
+__all__ = ["Interpreter", "Renamed"]
 
 T = TypeVar("T")
 
@@ -50,17 +49,10 @@ class Interpreter:
     for_iter_exit_skip: int
     #: the names of the conditional forward jump the site blocks use
     jump_if_true: str
-    #: opcode events come from ``sys.monitoring`` under MagPy's own tool id
-    #: (``cpython/instructions.py``), not from ``sys.settrace`` (3.12+: its legacy tracing
-    #: lets an untraced frame of the same code turn them off)
-    instruction_events_from_monitoring: bool
-    #: ``sys.settrace`` delivers opcode events to a frame that sets ``f_trace_opcodes`` only
-    #: after some frame set it before ``settrace`` was called (3.12's legacy tracing)
-    opcode_events_need_priming: bool
-    #: instruction events that a profiler's callback turned off (``DISABLE`` through the
-    #: machinery ``sys.settrace`` shares with ``sys.setprofile``, 3.12) stay off for later
-    #: tracing of the same code unless ``sys.monitoring.restart_events()`` runs first
-    restart_events_before_tracing: bool
+    #: the monitor's trace events come from ``sys.monitoring`` under MagPy's own tool id
+    #: (``cpython/events.py``), not from ``sys.settrace`` (3.12+, where ``sys.settrace`` runs
+    #: on ``sys.monitoring`` and instruments every code object while it is installed)
+    events_from_monitoring: bool
     #: every change of an instance's ``__dict__`` gives the dict a new version tag; 3.13 stores
     #: an attribute of an object whose values live inline without a new tag (or a watcher
     #: event, on 3.13.0), so the guard memo checks such a dict's entries one by one
@@ -105,16 +97,3 @@ class Interpreter:
         if self.null_above_callable:  # [callable, NULL | self, args...]
             return (a, args) if is_null(b) else (a, [b, *args])
         return (b, args) if is_null(a) else (a, [b, *args])  # [NULL | method, callable | self]
-
-
-def start_tracing(interp: Interpreter, trace: Any) -> None:
-    """``sys.settrace(trace)``, with the opcode events a profiler did not turn off."""
-    if interp.restart_events_before_tracing:
-        getattr(sys, "monitoring").restart_events()  # noqa: B009  (3.12+; mypy targets 3.11)
-    sys.settrace(trace)
-
-
-def prime_opcode_events() -> None:
-    """Set ``f_trace_opcodes`` on this frame once, so that later ``sys.settrace`` calls ask for
-    instruction events on 3.12 (the interpreter-wide flag its legacy tracing reads)."""
-    sys._getframe().f_trace_opcodes = True

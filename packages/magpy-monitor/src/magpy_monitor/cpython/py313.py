@@ -3,9 +3,9 @@
 - A call's NULL sits above the callable (``LOAD_GLOBAL`` pushes ``[g, NULL]``, a non-method
   ``LOAD_METHOD`` pushes ``[attr, NULL]``); ``CALL_KW`` takes the keyword names from the stack.
 - An exhausted ``FOR_ITER`` skips ``END_FOR`` and the ``POP_TOP`` after it.
-- ``stacktop`` reads -1 during a callback. Opcode events come from ``sys.monitoring`` under a
-  tool id of MagPy's own (``instructions.py``): through ``sys.settrace``, an untraced frame of
-  the same code in another thread turns them off for the traced one.
+- ``stacktop`` reads -1 during a callback. All trace events come from ``sys.monitoring``
+  under a tool id of MagPy's own (``events.py``), as on 3.12: through ``sys.settrace``, an
+  untraced frame of the same code in another thread turns opcode events off for the traced one.
 """
 
 from __future__ import annotations
@@ -23,9 +23,7 @@ INTERP = Interpreter(
     kwnames_on_stack=True,
     for_iter_exit_skip=2,
     jump_if_true="POP_JUMP_IF_TRUE",
-    instruction_events_from_monitoring=True,
-    opcode_events_need_priming=False,
-    restart_events_before_tracing=False,
+    events_from_monitoring=True,
     instance_dict_tags_exact=False,
     c_snapshot_check=True,
     compare_bool_bit=16,

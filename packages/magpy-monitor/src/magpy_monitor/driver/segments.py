@@ -16,11 +16,10 @@ segment in the same call. The monitor never imports the runtime: it reports thro
 from __future__ import annotations
 
 import dis
-import sys
 import threading
 import types
 import weakref
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 import attrs
 import torch.fx as fx
@@ -41,7 +40,15 @@ from ..core.frame import (
 )
 from ..core.values import UNBOUND, Val
 from ..cpython.code import localsplus_names, prefix_event, real_offset
-from ..cpython.current import INTERP, opcode_trace_off, opcode_trace_on, trace_with
+from ..cpython.current import (
+    INTERP,
+    frame_trace,
+    gettrace,
+    opcode_trace_off,
+    opcode_trace_on,
+    set_frame_trace,
+    settrace,
+)
 from ..cpython.frameio import NULL, StackView
 from .planner import build_plan
 from .tracer import Monitor, TraceFn
@@ -174,11 +181,11 @@ class SegmentMonitor(Monitor):
         ``now``: the frame is at the segment's first instruction in an opcode event already
         being handled (a finder): process that instruction immediately.
         """
-        self._prev = cast("TraceFn | None", sys.gettrace())  # typeshed: Literal event parameter
+        self._prev = gettrace()
         self._begin_compiling()
         local = self._attach(self.root)
-        self.frame.f_trace = local
-        trace_with(self._global)
+        set_frame_trace(self.frame, local)
+        settrace(self._global)
         if now:
             local(self.frame, "opcode", None)
         return local
@@ -256,7 +263,7 @@ class SegmentMonitor(Monitor):
         prev = self._prev
         if prev is _finder_global and getattr(_local, "finders", 0) == 0:
             prev = getattr(_local, "prev", None)
-        sys.settrace(prev)
+        settrace(prev)
         self._detach()
 
     def _commit_at_site(self, root: FrameMonitor) -> None:
@@ -476,9 +483,9 @@ def _arm_finder(host: SegmentHost, frame: types.FrameType) -> None:
             return None
         # whatever tracing resume left on the frame (a segment monitor, or a new finder armed
         # because that segment broke at once) must stay: our return value would replace it
-        return f.f_trace
+        return frame_trace(f)
 
-    current = sys.gettrace()
+    current = gettrace()
     if getattr(_local, "finders", 0) == 0 or current is not _finder_global:
         # The first finder, or the finders counted so far lost the global trace function
         # their events need: CPython drops it when a trace callback raises (a warning the
@@ -488,7 +495,7 @@ def _arm_finder(host: SegmentHost, frame: types.FrameType) -> None:
         _local.finders = 0
         if current is not _finder_global:
             _local.prev = current
-        trace_with(_finder_global)
+        settrace(_finder_global)
     epoch = _local.epoch
     _local.finders += 1
     opcode_trace_on(frame, finder)
@@ -521,8 +528,8 @@ def _release(epoch: int) -> None:
     if epoch != getattr(_local, "epoch", 0):
         return
     _local.finders = max(0, getattr(_local, "finders", 0) - 1)
-    if _local.finders == 0 and sys.gettrace() is _finder_global:
-        sys.settrace(getattr(_local, "prev", None))
+    if _local.finders == 0 and gettrace() is _finder_global:
+        settrace(getattr(_local, "prev", None))
 
 
 def start_segment(
@@ -543,5 +550,5 @@ def start_segment(
 
 def is_monitoring() -> bool:
     """True while a monitor traces this thread (sites then stay out of its way)."""
-    tracer = sys.gettrace()
+    tracer = gettrace()
     return isinstance(getattr(tracer, "__self__", None), Monitor)

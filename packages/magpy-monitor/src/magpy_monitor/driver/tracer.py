@@ -11,10 +11,9 @@ natively, so its results never depend on the monitor.
 
 from __future__ import annotations
 
-import sys
 import types
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any
 
 import torch
 
@@ -27,7 +26,7 @@ from ..core.frame import Callback, FrameKind, FrameMonitor, Pending, initial_fas
 from ..core.values import Val
 from ..core.valuetypes import is_value_type
 from ..cpython.code import positional_count
-from ..cpython.current import opcode_trace_off, opcode_trace_on, trace_with
+from ..cpython.current import gettrace, opcode_trace_off, opcode_trace_on, settrace
 from ..libs.torch.globalstate import set_compiling
 from . import plugins  # noqa: F401  (every handler is registered before the first run)
 
@@ -71,14 +70,13 @@ class Monitor:
         """Install the trace function: the next frame of the entry code becomes the root (a
         caller that must not put frames of its own below the program calls ``trace_on``, the
         entry function and ``trace_off`` itself, as ``run`` does)."""
-        # typeshed types the event as a Literal; the previous tracer only goes back to settrace
-        self._prev = cast("TraceFn | None", sys.gettrace())
+        self._prev = gettrace()
         self._begin_compiling()
-        trace_with(self._global)
+        settrace(self._global)
 
     def trace_off(self) -> None:
         """Remove the trace function (the entry call returned or raised)."""
-        sys.settrace(self._prev)
+        settrace(self._prev)
         self._detach()
 
     # ------------------------------------------------------------------ callbacks
@@ -257,7 +255,7 @@ class Monitor:
                 )
             self.failure = exc
             self.user_exception = user
-        sys.settrace(self._prev)
+        settrace(self._prev)
         self._detach()
 
     def _detach(self) -> None:
