@@ -28,7 +28,7 @@ from typing import Any, cast
 
 from magpy_monitor import INTERP
 
-__all__ = ["load_disjoint", "load_snapcheck", "load_version", "reason"]
+__all__ = ["load_disjoint", "load_snapcheck", "load_values_state", "load_version", "reason"]
 
 _SOURCE = Path(__file__).with_name("_snapcheck.c")
 _NAME = "_magpy_snapcheck"
@@ -107,3 +107,10 @@ def load_version() -> Callable[[Any], int] | None:
     """``version(dict)`` from the compiled extension (the number ``holds`` compares), or None."""
     module = _load()
     return None if module is None else cast("Callable[[Any], int]", module.version)
+
+
+def load_values_state() -> Callable[[Any], bytes] | None:
+    """``values_state(dict)`` from the compiled extension, where it has one (3.13: what
+    ``holds`` compares of an instance dict whose values live in the object), or None."""
+    module = _load()
+    return None if module is None else getattr(module, "values_state", None)

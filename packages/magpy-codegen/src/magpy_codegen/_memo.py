@@ -66,7 +66,7 @@ from magpy_refgraph import (
     immutable_value,
 )
 
-from ._cbuild import load_snapcheck, load_version
+from ._cbuild import load_snapcheck, load_values_state, load_version
 from ._snapshot import (
     _ABSENT,
     _attr_step,
@@ -185,10 +185,13 @@ def classify(plan: Any, fn: Any, anchor: str = "fn") -> tuple[MemoPlan, dict[Pat
 
 class SnapshotCheck(NamedTuple):
     """How snapshots are checked: ``holds(state, absent)`` and the dict ``version`` it compares
-    (a snapshot is frozen with the versions its check reads)."""
+    (a snapshot is frozen with the versions its check reads); ``values_state``, where the check
+    has one, vouches for an instance dict whose values a store changes without a new version
+    (3.13), so that such a dict is checked whole rather than entry by entry."""
 
     holds: Callable[[tuple[Any, ...], Any], bool]
     version: Callable[[Any], int]
+    values_state: Callable[[Any], bytes] | None = None
 
 
 PYTHON_CHECK = SnapshotCheck(holds_python, dict_version)
@@ -201,7 +204,7 @@ def _load_holds() -> None:
         _LOADED[0] = True
         holds, version = load_snapcheck(), load_version()
         if holds is not None and version is not None:
-            _CHECK[0] = SnapshotCheck(holds, version)
+            _CHECK[0] = SnapshotCheck(holds, version, load_values_state())
 
 
 class Memo:
@@ -243,7 +246,8 @@ class Memo:
         if self.arms > MAX_ARMS:
             self.off = f"re-armed more than {MAX_ARMS} times: what it depends on keeps changing"
             return
-        s = _Snapshot()
+        check = _CHECK[0]
+        s = _Snapshot(check.values_state)
         try:
             for parent, access in self.entries:  # (the values the guard read are kept)
                 if parent is None:
@@ -260,7 +264,7 @@ class Memo:
             self.off = str(exc) or type(exc).__name__
             return
         kept = tuple(values[i] for i in self.needed)
-        self.state = s.frozen(fn, (*kept, ids) if self.distinct else kept, _CHECK[0].version)
+        self.state = s.frozen(fn, (*kept, ids) if self.distinct else kept, check)
 
     def arm_first(self, fn: Any, values: dict[Path, Any]) -> None:
         """Arm from the values ``classify`` read (where the stable part would pass: its

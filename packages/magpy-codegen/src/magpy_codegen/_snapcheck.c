@@ -18,20 +18,33 @@
  *   Which of the two is compiled is chosen by the preprocessor; the Python side only asks
  *   magpy_monitor.INTERP whether this file supports the running interpreter.
  *
+ * values_state(dict) -> bytes (3.13 only): what a check of the dict's *values* compares: 3.13
+ *   stores an attribute of an object whose values live inline (``self.flag = False``) into
+ *   those values, shared with the materialised __dict__, without renewing its tag or telling a
+ *   watcher (3.13.0), so the version alone cannot vouch for an instance dict there. The state
+ *   is the dict's ma_values pointer, then (when not NULL) the values' header (capacity, size,
+ *   embedded, valid: CPython 3.13's struct _dictvalues, mirrored below), every value pointer
+ *   and the insertion order bytes after them; holds() compares it in place.
+ *
  * disjoint(outs, inputs) -> bool: no object of the sequence outs is one of inputs (by identity):
  * the mock's test whether a graph gave back an input (see _mock.fresh_outputs_of).
  *
  * state: (fn, item_dicts, item_keys, item_values, version_dicts, versions, type_objs, types,
  *         owner_objs, owner_dicts, mro_classes, mros, slot_objs, slot_names, slot_values,
- *         None, cells, cell_values, empties, values)
+ *         (values_dicts, values_states) or None, cells, cell_values, empties, values)
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #if PY_VERSION_HEX < 0x030B0000 || PY_VERSION_HEX >= 0x030E0000
 #error "CPython 3.11 to 3.13"
 #endif
+
+static int same_len(PyObject *a, PyObject *b) {
+    return PyList_Check(a) && PyList_Check(b) && PyList_GET_SIZE(a) == PyList_GET_SIZE(b);
+}
 
 #if PY_VERSION_HEX >= 0x030C0000
 /* ---- dict versions from a watcher (3.12+) ---- */
@@ -148,6 +161,72 @@ static int same_version(PyObject *dict, uint64_t want) {
 static int setup(void) { return 0; }
 #endif
 
+#if PY_VERSION_HEX >= 0x030D0000
+/* ---- an instance dict's values (3.13) ---- */
+
+typedef struct {
+    uint8_t capacity, size, embedded, valid;
+    PyObject *values[1];
+} values313_t; /* CPython 3.13's struct _dictvalues (Include/internal/pycore_dict.h) */
+
+static values313_t *values_of(PyObject *dict) {
+    return (values313_t *)((PyDictObject *)dict)->ma_values;
+}
+
+/* the values' bytes a state holds: the header, the value pointers and the insertion order
+ * (one byte per value, after the pointers: the order of obj.__dict__'s keys) */
+static size_t values_bytes(values313_t *vals) {
+    return offsetof(values313_t, values) + vals->capacity * sizeof(PyObject *) + vals->size;
+}
+
+static Py_ssize_t values_size(values313_t *vals) {
+    return (Py_ssize_t)(vals == NULL ? sizeof(void *) : sizeof(void *) + values_bytes(vals));
+}
+
+static PyObject *values_state(PyObject *self, PyObject *dict) {
+    if (!PyDict_Check(dict)) {
+        PyErr_SetString(PyExc_TypeError, "values_state(dict)");
+        return NULL;
+    }
+    values313_t *vals = values_of(dict);
+    PyObject *out = PyBytes_FromStringAndSize(NULL, values_size(vals));
+    if (out == NULL) return NULL;
+    memcpy(PyBytes_AS_STRING(out), &vals, sizeof(void *));
+    if (vals != NULL) memcpy(PyBytes_AS_STRING(out) + sizeof(void *), vals, values_bytes(vals));
+    return out;
+}
+
+/* whether dict's values are still those of state (a values_state result) */
+static int same_values(PyObject *dict, PyObject *state) {
+    values313_t *vals = values_of(dict);
+    const char *want = PyBytes_AS_STRING(state);
+    if (PyBytes_GET_SIZE(state) != values_size(vals) || memcmp(want, &vals, sizeof(void *)))
+        return 0;
+    return vals == NULL || memcmp(want + sizeof(void *), vals, values_bytes(vals)) == 0;
+}
+#define HAS_VALUES_STATE 1
+#else
+#define HAS_VALUES_STATE 0
+#endif
+
+/* field 15: None, or ([dict], [values_state(dict)]) (3.13); -1: not a memo state */
+static int values_hold(PyObject *f) {
+    if (f == Py_None) return 1;
+    if (!PyTuple_Check(f) || PyTuple_GET_SIZE(f) != 2) return -1;
+    PyObject *d = PyTuple_GET_ITEM(f, 0), *v = PyTuple_GET_ITEM(f, 1);
+    if (!same_len(d, v)) return -1;
+#if HAS_VALUES_STATE
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(d); i++) {
+        PyObject *dict = PyList_GET_ITEM(d, i), *state = PyList_GET_ITEM(v, i);
+        if (!PyDict_Check(dict) || !PyBytes_Check(state)) return -1;
+        if (!same_values(dict, state)) return 0;
+    }
+    return 1;
+#else
+    return PyList_GET_SIZE(d) == 0 ? 1 : -1;
+#endif
+}
+
 static PyObject *version(PyObject *self, PyObject *dict) {
     uint64_t v;
     if (!PyDict_Check(dict)) {
@@ -156,10 +235,6 @@ static PyObject *version(PyObject *self, PyObject *dict) {
     }
     if (watch(dict, &v) < 0) return NULL;
     return PyLong_FromUnsignedLongLong(v);
-}
-
-static int same_len(PyObject *a, PyObject *b) {
-    return PyList_Check(a) && PyList_Check(b) && PyList_GET_SIZE(a) == PyList_GET_SIZE(b);
 }
 
 static PyObject *holds(PyObject *self, PyObject *args) {
@@ -219,6 +294,9 @@ static PyObject *holds(PyObject *self, PyObject *args) {
         Py_DECREF(got);  /* (the list keeps the value it is compared with alive) */
         if (got != PyList_GET_ITEM(v, i)) Py_RETURN_FALSE;
     }
+    int held = values_hold(F(15));
+    if (held < 0) goto bad;
+    if (!held) Py_RETURN_FALSE;
     d = F(16), v = F(17);
     if (!same_len(d, v)) goto bad;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(d); i++) {
@@ -259,6 +337,9 @@ static PyMethodDef methods[] = {
     {"holds", holds, METH_VARARGS, "Whether a guard memo's snapshot holds."},
     {"version", version, METH_O, "The dict's version (changes with every mutation)."},
     {"disjoint", disjoint, METH_VARARGS, "Whether no output is one of the inputs."},
+#if HAS_VALUES_STATE
+    {"values_state", values_state, METH_O, "What a check of the dict's values compares."},
+#endif
     {NULL, NULL, 0, NULL},
 };
 

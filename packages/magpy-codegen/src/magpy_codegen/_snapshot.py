@@ -11,6 +11,7 @@ import gc
 import itertools
 import operator
 import types
+from collections.abc import Callable
 from typing import Any, cast
 
 import torch
@@ -105,7 +106,7 @@ def _real_dict(cls: type) -> dict[str, Any]:
 class _Snapshot:
     """The dependencies being collected by one ``arm``."""
 
-    def __init__(self) -> None:
+    def __init__(self, values_state: Callable[[Any], bytes] | None = None) -> None:
         self.items: dict[tuple[int, Any], tuple[Any, Any, Any]] = {}
         self.versions: dict[int, dict[Any, Any]] = {}
         self.types: dict[int, tuple[Any, type]] = {}
@@ -117,6 +118,10 @@ class _Snapshot:
         self.namespaces: set[int] = set()  # ids of the modules' ``__dict__``s met
         # ids of the instance ``__dict__``s whose version tag a store can leave as it was
         self.untagged: set[int] = set()
+        # 3.13 with the C check: such a dict's version and its values (``values_state``)
+        # together stand for all its entries
+        self.values_state = values_state
+        self.with_values: dict[int, Any] = {}
 
     def item(self, d: Any, key: Any) -> None:
         """What ``d[key]`` holds (or that it holds nothing) decides a result: a module's
@@ -158,21 +163,25 @@ class _Snapshot:
         if type(inst) is not dict:
             raise _Unsafe(f"a {kind.__name__} whose __dict__ is not a dict")
         self.owners[id(obj)] = (obj, inst)
-        if not INTERP.instance_dict_tags_exact:
+        whole = INTERP.instance_dict_tags_exact
+        if not whole and self.values_state is not None and isinstance(obj, torch.nn.Module):
+            whole = True
+            self.with_values[id(inst)] = inst
+        elif not whole:
             self.untagged.add(id(inst))
-        if not isinstance(obj, torch.nn.Module) or not INTERP.instance_dict_tags_exact:
+        if not isinstance(obj, torch.nn.Module) or not whole:
             # (a module's attributes rarely change: one version tag for its whole dict; other
             # objects often keep state that changes per call: the entries read are checked;
-            # so are a module's where a store can leave the tag as it was, 3.13)
+            # so are a module's where a store can leave the tag as it was and no values
+            # state vouches for it: 3.13 without the C check)
             self.namespaces.add(id(inst))
         return inst
 
-    def frozen(
-        self, fn: Any, values: tuple[Any, ...], version: Any = dict_version
-    ) -> tuple[Any, ...]:
-        """The snapshot as ``holds`` reads it; ``version``: the dict versions that check
-        compares (torch's ``dict_version`` for ``holds_python``, ``_snapcheck.c``'s own for the
-        C check)."""
+    def frozen(self, fn: Any, values: tuple[Any, ...], check: Any = None) -> tuple[Any, ...]:
+        """The snapshot as ``holds`` reads it; ``check``: the ``SnapshotCheck`` whose dict
+        versions it compares (torch's ``dict_version`` for ``holds_python``, the default;
+        ``_snapcheck.c``'s own for the C check)."""
+        version = dict_version if check is None else check.version
         items = list(self.items.values())
         slots = list(self.slots.values())
         cells = list(self.cells.values())
@@ -180,6 +189,13 @@ class _Snapshot:
         types_ = list(self.types.values())
         owners = list(self.owners.values())
         mros = list(self.mros.values())
+        with_values = [d for i, d in self.with_values.items() if i in self.versions]
+        values_state = self.values_state
+        state = (
+            None
+            if values_state is None or not with_values
+            else (with_values, list(map(values_state, with_values)))
+        )
         return (
             fn,
             [d for d, _, _ in items],
@@ -196,7 +212,7 @@ class _Snapshot:
             [o for o, _, _ in slots],
             [n for _, n, _ in slots],
             [v for _, _, v in slots],
-            None,
+            state,
             cells,
             list(map(_getcontents, cells)),
             list(self.empties.values()),

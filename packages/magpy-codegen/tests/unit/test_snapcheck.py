@@ -85,3 +85,55 @@ def test_the_snapshot_check_reads_these_versions(version: Callable[[Any], int]) 
     assert holds(state, object())
     d["a"] = 2
     assert not holds(state, object())
+
+
+class _Obj:
+    def __init__(self) -> None:
+        self.a = 1
+        self.b: Any = None
+
+
+INSTANCE_STORES: dict[str, Callable[[_Obj], Any]] = {
+    "replace": lambda o: setattr(o, "a", 2),
+    "add": lambda o: setattr(o, "c", 3),
+    "delete": lambda o: delattr(o, "b"),
+    "delete-then-add": lambda o: (delattr(o, "a"), setattr(o, "a", 1)),  # (the keys' order)
+    "through-dict": lambda o: o.__dict__.__setitem__("a", 5),
+    "through-setattr-slot": lambda o: object.__setattr__(o, "b", "x"),
+}
+
+
+def _instance_state(version: Callable[[Any], int], d: dict[str, Any]) -> tuple[Any, ...]:
+    values_state = _cbuild.load_values_state()
+    values = None if values_state is None else ([d], [values_state(d)])
+    return (None, [], [], [], [d], [version(d)], [], [], [], [], [], [], [], [], [], values,
+            [], [], [], ())  # fmt: skip
+
+
+@pytest.mark.parametrize("change", INSTANCE_STORES)
+def test_every_store_into_an_instance_is_seen(version: Callable[[Any], int], change: str) -> None:
+    """An attribute store into an object whose values live inline (3.13: no new tag, no watcher
+    event) still fails the check: the dict's version, with its values state on 3.13."""
+    from magpy_monitor import INTERP
+
+    holds = _cbuild.load_snapcheck()
+    assert holds is not None
+    if not INTERP.instance_dict_tags_exact:
+        assert _cbuild.load_values_state() is not None  # (the C check knows 3.13's values)
+    obj = _Obj()
+    state = _instance_state(version, obj.__dict__)
+    assert holds(state, object())
+    obj.b = None  # the same value again: nothing changed
+    assert holds(state, object())
+    INSTANCE_STORES[change](obj)
+    assert not holds(state, object())
+
+
+def test_a_values_state_of_another_shape_is_not_a_memo_state(version: Callable[[Any], int]) -> None:
+    holds = _cbuild.load_snapcheck()
+    assert holds is not None
+    d: dict[str, Any] = {}
+    state = list(_instance_state(version, d))
+    state[15] = ([d], [])
+    with pytest.raises(TypeError, match="memo state"):
+        holds(tuple(state), object())
