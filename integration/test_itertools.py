@@ -208,3 +208,20 @@ def test_numbers_passed_to_callbacks_keep_their_origin() -> None:
         H.assert_same(compiled(x, xs), callbacks_over_numbers(x, xs))
     stats = magpy.stats(compiled)
     assert (stats.records, stats.hits, stats.breaks) == (3, 2, 0), stats
+
+
+def sorted_new_numbers(x: torch.Tensor, start: int) -> Any:
+    # sorted()'s own walk over a range (or a map) makes other int and float objects than the
+    # monitor's walk: the result's elements are found by value, equal ones in stable order
+    ints = sorted(range(start + 3, start, -1))
+    floats = sorted(map(float, (start + 0.5, start - 0.5, start - 0.5)))
+    pairs = sorted(zip([start + 2, start + 1], [2.5, 1.5], strict=True))
+    return x * ints[0] + floats[0] * pairs[0][1], ints, floats, pairs
+
+
+def test_sorted_finds_new_numbers_by_value(check: Any) -> None:
+    def inputs(i: int) -> H.Inputs:
+        return (torch.randn(3, generator=torch.Generator().manual_seed(i)), 300), {}
+
+    check(sorted_new_numbers, inputs, calls=3)
+    assert H.graphs(sorted_new_numbers, *inputs(5)[0]) == (1, [])

@@ -20,6 +20,8 @@ from typing import Any, cast
 
 import torch
 
+from magpy_refgraph import InternalError
+
 from ..bytecode.iteration import (
     IteratorState,
     consume_generator,
@@ -315,27 +317,33 @@ def _native_apply(m: FrameMonitor, fn: Any, args: list[Val], real: Any = None) -
     return cap.new(real, const=True)
 
 
-def _same_pair(v: Val, obj: Any) -> bool:
-    """A tuple the monitor built (``dict.items()``) standing for the real, equal one."""
+def _same_value(v: Val, obj: Any) -> bool:
+    """``v`` stands for ``obj``: the same object, or an equal value of a value type (an int
+    above 256 or a float that the consumer's own iteration made anew: ``sorted(range(300,
+    310))`` gets other int objects than the monitor's walk over the same range), or a tuple the
+    monitor built (``dict.items()``, ``zip``) standing for the real, equal one."""
+    if v.obj is obj:
+        return True
+    if is_value_type(obj):
+        # (NaN: equal to nothing, itself included)
+        return type(v.obj) is type(obj) and (v.obj == obj or (v.obj != v.obj and obj != obj))
     if type(obj) is not tuple or not isinstance(v.items, list) or len(v.items) != len(obj):
         return False
-    return all(
-        x.obj is y or (is_value_type(y) and type(x.obj) is type(y) and x.obj == y)
-        for x, y in zip(v.items, obj, strict=True)
-    )
+    return all(_same_value(x, y) for x, y in zip(v.items, obj, strict=True))
 
 
 def _match_order(items: list[Val], result: list[Any]) -> list[Val]:
-    """The shadows of ``result``'s elements, taken from ``items`` by identity (sorted/filter)."""
+    """The shadows of ``result``'s elements, taken from ``items`` (sorted/filter): the first
+    one that stands for each (equal elements keep their order, as a stable sort keeps it)."""
     pool = list(items)
     out = []
     for obj in result:
         for i, v in enumerate(pool):
-            if v.obj is obj or _same_pair(v, obj):
+            if _same_value(v, obj):
                 out.append(pool.pop(i))
                 break
         else:
-            raise KeyError("element not among the inputs")
+            raise InternalError(f"a {type(obj).__name__} in the result is not among the inputs")
     return out
 
 
