@@ -1,11 +1,15 @@
 """Dataclass instances built during the run (``return ModelOutput(logits=x)``): replayed calls.
 
-A dataclass's generated ``__init__`` only stores its fields, and its ``__post_init__`` (if any)
-is taken to be a deterministic function of them (as in Hugging Face's ``ModelOutput``, an
-``OrderedDict`` subclass that also mirrors its non-None fields as items). So the monitor does
-not follow the construction: the call runs natively, and the object's shadow remembers the class
-and the shadows of the arguments. The mock rebuilds the object by calling the class again with
-the rebuilt arguments, so it is equal to what eager builds, type included.
+A dataclass that is a plain class (``pyobj.instances``) is followed like one. Another (Hugging
+Face's ``ModelOutput``, an ``OrderedDict`` subclass with a Python ``__delitem__`` that mirrors
+its non-None fields as items; a frozen or slotted dataclass) is replayed: its generated
+``__init__`` only stores its fields, and a library's ``__post_init__`` is taken to be a
+deterministic function of them. So the monitor does not follow the construction: the call runs
+natively, and the object's shadow remembers the class and the shadows of the arguments. The
+mock rebuilds the object by calling the class again with the rebuilt arguments, so it is equal
+to what eager builds, type included. The program's own Python that the construction would run
+(its ``__post_init__``, a default factory, a metaclass ``__call__``) is a break
+(``core.programcode``).
 
 Reading the object: attributes and items give the shadows of the objects passed in (found by
 identity) or constants (value-typed fields, the arguments being guarded); methods are followed
