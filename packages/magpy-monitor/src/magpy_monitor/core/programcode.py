@@ -32,7 +32,9 @@ def _library_dirs() -> tuple[str, ...]:
 
 
 _LIBRARY_DIRS = _library_dirs()
-_LIBRARY_ROOTS = FROZEN_MODULE_ROOTS | frozenset(sys.stdlib_module_names)
+# (MagPy's own code runs inside a construction only as a finalizer or a weakref callback)
+_MAGPY = frozenset(("magpy", "magpy_refgraph", "magpy_monitor", "magpy_codegen", "magpy_runtime"))
+_LIBRARY_ROOTS = FROZEN_MODULE_ROOTS | frozenset(sys.stdlib_module_names) | _MAGPY
 
 
 def runs_program_code(frame: types.FrameType) -> bool:

@@ -56,10 +56,11 @@ class ModuleBuild(Payload):
     """A module built in the run: the shadow of its class as the program named it (its class
     attributes are read through it)."""
 
-    __slots__ = ("cls_val",)
+    __slots__ = ("building", "cls_val")
 
-    def __init__(self, cls_val: Val) -> None:
+    def __init__(self, cls_val: Val, *, building: bool = False) -> None:
         self.cls_val = cls_val
+        self.building = building  # its followed ``__init__`` has not returned yet
 
 
 def _rng_fingerprint() -> tuple[Any, ...]:
@@ -154,7 +155,7 @@ def _follow_init(
         obj = frame.f_locals[init.__code__.co_varnames[0]]
         if type(obj) is not cls:
             raise m.unsupported(f"{cls.__name__}.__init__ called on a {type(obj).__name__}")
-        made = cap.new(obj, const=True, payload=ModuleBuild(cls_val))
+        made = cap.new(obj, const=True, payload=ModuleBuild(cls_val, building=True))
         made.attrs = {}
         built.append(made)
         args = {k: made if v is self_val else v for k, v in _fresh(frame, bound).items()}
@@ -165,6 +166,7 @@ def _follow_init(
     def make(real: list[Any]) -> list[Val]:
         if not built or built[0].obj is not real[0]:
             raise m.unsupported(f"{cls.__name__}.__init__ was not seen running")
+        built[0].require(ModuleBuild).building = False
         _check_stateless(m, real[0], before)
         _check_stored(m, built[0])
         return [built[0]]

@@ -71,12 +71,10 @@ def _module_class(m: FrameMonitor, inst: Inst, c: Call) -> None:
 
 def _library_call_on_module_built(c: Call) -> bool:
     fn: Any = c.fn
-    return (
-        isinstance(fn, types.FunctionType)
-        and bool(c.pos)
-        and c.pos[0].payload(ModuleBuild) is not None
-        and not program_function(fn)
-    )
+    if not isinstance(fn, types.FunctionType) or not c.pos:
+        return False
+    build = c.pos[0].payload(ModuleBuild)
+    return build is not None and build.building and not program_function(fn)
 
 
 @call_rule("library call on a module being built", _library_call_on_module_built)
@@ -86,7 +84,8 @@ def _library_call_on_module(m: FrameMonitor, inst: Inst, c: Call) -> None:
     # built, see modctor); the program's Python it would call back is a break
     built = c.pos[0]
     for v in (*c.pos[1:], *c.kwargs.values()):
-        m.cap.observe(v)
+        if not isinstance(v.obj, torch.Tensor):  # (one it keeps: checked once built)
+            m.cap.observe(v)
 
     def make(real: list[Any]) -> list[Val]:
         if real[0] is built.obj:
