@@ -2,9 +2,8 @@
 
 ``re.sub`` with a replacement function, ``inspect.signature`` (which reads ``__defaults__`` and
 ``__signature__``): each runs the program's Python from native code, or reads the program's
-objects; what it read is guarded, or it is a break. (A module built inside ``forward`` whose
-``__init__`` reads a global, and a dataclass ``__post_init__`` that reads state, are still taken
-as deterministic constructors: see the issue note.)
+objects; what it read is guarded, or it is a break. (Constructors that run the program's
+Python, a module's ``__init__`` or a dataclass's ``__post_init__``: ``test_differs_constructors``.)
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from magpy_refgraph import Attr, Const, GuardKind, Item, Outcome
 from ..cpython.code import CO_VARARGS, CO_VARKEYWORDS
 from .annotations import Annotation
 from .foreach import foreach_scalars
-from .frame import CellBox, FrameMonitor, Inst, initial_fast
+from .frame import CellBox, FrameMonitor, Inst, Pending, initial_fast
 from .hidden import hidden_updates
 from .joined import JOINING, joined_entry
 from .operators import opaque_object
@@ -232,9 +232,9 @@ def _symbolic_size_call(
     return True
 
 
-def pure_call(m: FrameMonitor, inst: Inst, pos: list[Val], kwargs: dict[str, Val]) -> None:
+def pure_call(m: FrameMonitor, inst: Inst, pos: list[Val], kwargs: dict[str, Val]) -> Pending:
     """A pure native call: its inputs are guarded, its result is a constant. A Python frame
-    it starts (a callback) is a break."""
+    it starts (a callback) is a break. Returns the call's ``Pending``."""
     for v in (*pos, *kwargs.values()):
         if isinstance(v.obj, torch.Tensor):
             m.cap.guard_meta(v)
@@ -256,6 +256,7 @@ def pure_call(m: FrameMonitor, inst: Inst, pos: list[Val], kwargs: dict[str, Val
     # ``__repr__``, runs code whose reads the guard would not see: a break, at the call)
     p = m.expect_outputs(inst, 1, lambda real: [m.cap.new(real[0], const=True)])
     p.calls_back = _callback_test([v.obj for v in (*pos, *kwargs.values())])
+    return p
 
 
 def _callback_test(args: list[Any]) -> Any:

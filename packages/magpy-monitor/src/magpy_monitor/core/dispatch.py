@@ -25,6 +25,7 @@ from .calls import _native_owner as native_owner
 from .calls import _python_call as python_call
 from .calls import inline, method_self, pure_call
 from .frame import FrameMonitor, Inst
+from .programcode import program_frames
 from .registry import (
     BUILTIN_HANDLERS,
     CALL_RULES,
@@ -99,7 +100,10 @@ def dispatch_call(
 @call_rule("exception class", lambda c: isinstance(c.fn, type) and issubclass(c.fn, BaseException))
 def _exception_class(m: FrameMonitor, inst: Inst, c: Call) -> None:
     m.cap.observe_identity(c.fn_val)
-    pure_call(m, inst, c.pos, c.kwargs)
+    p = pure_call(m, inst, c.pos, c.kwargs)
+    # (an exception class of the program's with a Python __init__ or __new__ would run it
+    # natively, unseen: a break)
+    p.calls_back = program_frames(also=p.calls_back)
 
 
 def _builtin_handler(c: Call) -> Any:

@@ -267,6 +267,7 @@ CALL_RULE_ORDER: tuple[str, ...] = (
     "lru_cache wrapper",  # libs/stdlib: a cached function over plain values is a constant
     "torch-disabled wrapper",  # libs/torch: torch._disable_dynamo(fn): followed through
     "torch graph_break hint",  # libs/torch: torch._dynamo.graph_break() in torch's own code
+    "library call on a module being built",  # libs/torch: super().__init__() in a followed one
     "python function",  # core: followed into its frame
     "forwarding callable",  # libs/torch: functools.partial, scripted functions
     "compiled callable",  # core: another magpy.compile'd callable is a break
@@ -284,6 +285,7 @@ ATTR_RULE_ORDER: tuple[str, ...] = (
     "known attribute",  # core: an attribute the run set or read before
     "super()",  # pyobj: super().attr
     "array made by the run",  # libs/numpy: a.T, a.shape (before the constant rule)
+    "class attribute of a built module",  # libs/torch: self.k of a module built in forward
     "constant",  # core: an attribute of a constant
     "module dict attribute",  # libs/torch: self.conv read from self._modules['conv']
     "from outside",  # core: guarded through the base's access path

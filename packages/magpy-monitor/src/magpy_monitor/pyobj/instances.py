@@ -120,6 +120,7 @@ def construct_object(
     cap = m.cap
     cls = cls_val.obj
     cap.observe_identity(cls_val)
+    guard_class_attr(cap, cls, "__init__")  # (``Cls.__init__ = other`` between calls misses)
     init = lookup(cls, "__init__")
     mapping = issubclass(cls, dict)
 

@@ -1,11 +1,15 @@
 """Dataclass instances built during the run (``return ModelOutput(logits=x)``): replayed calls.
 
-A dataclass's generated ``__init__`` only stores its fields, and its ``__post_init__`` (if any)
-is taken to be a deterministic function of them (as in Hugging Face's ``ModelOutput``, an
-``OrderedDict`` subclass that also mirrors its non-None fields as items). So the monitor does
-not follow the construction: the call runs natively, and the object's shadow remembers the class
-and the shadows of the arguments. The mock rebuilds the object by calling the class again with
-the rebuilt arguments, so it is equal to what eager builds, type included.
+A dataclass that is a plain class (``pyobj.instances``) is followed like one. Another (Hugging
+Face's ``ModelOutput``, an ``OrderedDict`` subclass with a Python ``__delitem__`` that mirrors
+its non-None fields as items; a frozen or slotted dataclass) is replayed: its generated
+``__init__`` only stores its fields, and a library's ``__post_init__`` is taken to be a
+deterministic function of them. So the monitor does not follow the construction: the call runs
+natively, and the object's shadow remembers the class and the shadows of the arguments. The
+mock rebuilds the object by calling the class again with the rebuilt arguments, so it is equal
+to what eager builds, type included. The program's own Python that the construction would run
+(its ``__post_init__``, a default factory, a metaclass ``__call__``) is a break
+(``core.programcode``).
 
 Reading the object: attributes and items give the shadows of the objects passed in (found by
 identity) or constants (value-typed fields, the arguments being guarded); methods are followed
@@ -27,8 +31,10 @@ import torch
 from magpy_refgraph import Build, BuildKind, Constant, Recipe
 
 from ..bytecode.iteration import consume_items, iter_items
+from ..core.attributes import guard_class_attr
 from ..core.calls import inline
 from ..core.frame import FrameMonitor, Inst
+from ..core.programcode import program_frames
 from ..core.registry import BUILTIN_HANDLERS
 from ..core.values import Construction, Payload, Val
 from ..core.valuetypes import is_value_type
@@ -155,7 +161,8 @@ def construct_namedtuple(
         val.attrs = dict(zip(fields, items, strict=True))
         return [val]
 
-    m.expect_outputs(inst, 1, make)
+    p = m.expect_outputs(inst, 1, make)
+    p.calls_back = program_frames([cls.__new__.__code__])  # (a metaclass's __call__: a break)
 
 
 _REPLACE_CODE = vars(collections.namedtuple("_Probe", "a"))["_replace"].__code__
@@ -222,6 +229,7 @@ def construct(
     cap = m.cap
     cls = cls_val.obj
     cap.observe_identity(cls_val)
+    guard_class_attr(cap, cls, "__init__")  # (``Cls.__init__ = other`` between calls misses)
     for v in (*pos, *kwargs.values()):
         if isinstance(v.obj, torch.Tensor):
             cap.tensor_node(v)
@@ -235,7 +243,26 @@ def construct(
             items = {k: (cap.const(k), item_shadow(m, x, cls.__name__)) for k, x in obj.items()}
         return [cap.new(obj, items=items, payload=Construction(cls, list(pos), dict(kwargs)))]
 
-    m.expect_outputs(inst, 1, make)
+    p = m.expect_outputs(inst, 1, make)
+    # (the program's own __post_init__, default factory, __setattr__ or metaclass __call__
+    # would run unseen, and the mock would call it again or not at all: a break)
+    p.calls_back = program_frames(generated_inits(cls))
+
+
+def generated_inits(cls: type) -> list[types.CodeType]:
+    """The ``__init__`` code that ``@dataclass`` generated for ``cls`` and its bases: it only
+    stores the arguments (and the defaults it was built with) into the object."""
+    codes = []
+    for klass in cls.__mro__:
+        init = vars(klass).get("__init__")
+        if dataclasses.is_dataclass(klass) and isinstance(init, types.FunctionType):
+            code = init.__code__
+            if code.co_filename == "<string>" and code.co_qualname == _GENERATED_INIT:
+                codes.append(code)
+    return codes
+
+
+_GENERATED_INIT = "__create_fn__.<locals>.__init__"
 
 
 def _construct(cls: type, names: tuple[str, ...], sets: tuple[str, ...], *values: Any) -> Any:

@@ -53,7 +53,7 @@ def _context_exit(m: FrameMonitor, inst: Inst, c: Call) -> Call | None:
     return None if context_exit(m, inst, c.fn_val, c.pos) else c
 
 
-@call_rule("replayable class", lambda c: is_replayable_class(c.fn))
+@call_rule("replayable class", lambda c: is_replayable_class(c.fn) and not _plain_class(c))
 def _replayable_class(m: FrameMonitor, inst: Inst, c: Call) -> None:
     construct(m, inst, c.fn_val, c.pos, c.kwargs)
 

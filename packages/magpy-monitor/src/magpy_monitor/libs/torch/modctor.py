@@ -1,37 +1,66 @@
 """Modules built inside forward: ``nn.ReLU(inplace=True)(x)``, ``Regression(self.n)(x)``.
 
-The construction runs natively and the module becomes a constant of the record (the mock never
-returns it) when each call would build an equal one:
+A module class whose ``__init__`` is a library's (torch's ``nn.ReLU``, ``nn.Upsample``) is built
+natively and becomes a constant of the record (the mock never returns it) when each call would
+build an equal one:
 
 * it holds no parameters, buffers or submodules (those are initialised afresh on every call);
 * building it drew no random numbers: the global random states of torch, ``random`` and
   numpy are the same before and after;
-* a tensor it keeps as a plain attribute (``self.disp = torch.Tensor(np.arange(n))``) is fresh:
-  referenced by the module alone (and a view, its base too), not requiring grad, contiguous
-  and small; and then
-  every constructor argument is a plain value (guarded by value). Such a tensor is read as a
-  ``torch.tensor(values)`` node of the graph, so each call builds it anew, as eager does.
+* a tensor it keeps as a plain attribute is fresh: referenced by the module alone (and a view,
+  its base too), not requiring grad, contiguous and small; and then every constructor argument
+  is a plain value (guarded by value). Such a tensor is read as a ``torch.tensor(values)`` node
+  of the graph, so each call builds it anew, as eager does.
 
-As for any module built inside forward, the constructor is taken to be a deterministic
-function of its arguments.
+The library's constructor is taken to be a deterministic function of its arguments; a frame of
+the program's own Python it starts (a metaclass ``__call__``, a ``__setattr__`` override) is a
+break (``core.programcode``).
+
+A class whose ``__init__`` is the program's own (``Regression``) has it followed like any call,
+with ``self`` bound to the new module's shadow (``ModuleBuild``): what it reads (a global, a
+class attribute) is guarded, what it does to the outside (``Layer.made.append(self)``) is
+replayed, and the attributes it stores are the shadow's (a tensor it makes is a node of the
+graph). Library code it calls on the module (``super().__init__()``) runs natively, as above.
+The same conditions then hold of the module built: no state of its own, no random numbers, no
+tensor from outside, and no attribute the monitor did not see stored. A class of the program's
+that overrides ``__new__`` or attribute access (``__setattr__``, ``__getattr__``...) is a break.
 """
 
 from __future__ import annotations
 
 import random
 import sys
+import types
 from typing import Any
 
 import torch
 
-from ...core.frame import FrameMonitor, Inst
-from ...core.values import Val
+from ...core.attributes import guard_class_attr
+from ...core.calls import _closure, _fresh, bind_args
+from ...core.frame import FrameMonitor, Inst, initial_fast
+from ...core.programcode import program_frames, program_function
+from ...core.values import Payload, Val
 from ...core.valuetypes import is_value_type
+from ...pyobj.instances import lookup
 
-__all__ = ["MODULE_INTERNALS", "construct_module"]
+__all__ = ["MODULE_INTERNALS", "ModuleBuild", "construct_module"]
 
 MODULE_INTERNALS = frozenset(vars(torch.nn.Module()))
 _MAX_NUMEL = 4096  # the values of a kept tensor are written into the graph
+# what the program may not override in a module class whose __init__ is followed: the native
+# steps of the construction (object.__new__, a STORE_ATTR's Module.__setattr__) would run it
+_NOT_FOLLOWED = ("__new__", "__setattr__", "__getattr__", "__getattribute__", "__delattr__")
+
+
+class ModuleBuild(Payload):
+    """A module built in the run: the shadow of its class as the program named it (its class
+    attributes are read through it)."""
+
+    __slots__ = ("building", "cls_val")
+
+    def __init__(self, cls_val: Val, *, building: bool = False) -> None:
+        self.cls_val = cls_val
+        self.building = building  # its followed ``__init__`` has not returned yet
 
 
 def _rng_fingerprint() -> tuple[Any, ...]:
@@ -57,11 +86,27 @@ def _plain(obj: Any) -> bool:
     return False
 
 
+def _check_stateless(m: FrameMonitor, mod: torch.nn.Module, before: tuple[Any, ...]) -> None:
+    """A module built in the run holds no state of its own and drew no random numbers."""
+    name = type(mod).__name__
+    buffers = any(b is not None for b in mod._buffers.values())  # None: no tensor
+    if mod._parameters or buffers or mod._modules:
+        raise m.unsupported(f"{name} with parameters built inside forward")
+    if _rng_fingerprint() != before:
+        raise m.unsupported(f"{name} draws random numbers when built inside forward")
+
+
 def construct_module(
-    m: FrameMonitor, inst: Inst, cls: type, pos: list[Val], kwargs: dict[str, Val]
+    m: FrameMonitor, inst: Inst, cls_val: Val, pos: list[Val], kwargs: dict[str, Val]
 ) -> None:
     """``cls(*pos, **kwargs)`` of an ``nn.Module`` class inside the run."""
+    cls = cls_val.obj
+    init = lookup(cls, "__init__")
+    if program_function(init):
+        _follow_init(m, inst, cls_val, init, pos, kwargs)
+        return
     cap = m.cap
+    guard_class_attr(cap, cls, "__init__")  # (the one the class holds now)
     args = [*pos, *kwargs.values()]
     for v in args:
         cap.observe(v)
@@ -69,12 +114,8 @@ def construct_module(
 
     def make(real: list[Any]) -> list[Val]:
         mod = real[0]
-        buffers = any(b is not None for b in mod._buffers.values())  # None: no tensor
-        if mod._parameters or buffers or mod._modules:
-            raise m.unsupported(f"{cls.__name__} with parameters built inside forward")
-        if _rng_fingerprint() != before:
-            raise m.unsupported(f"{cls.__name__} draws random numbers when built inside forward")
-        val = cap.new(mod, const=True)
+        _check_stateless(m, mod, before)
+        val = cap.new(mod, const=True, payload=ModuleBuild(cls_val))
         kept = [k for k, x in vars(mod).items() if isinstance(x, torch.Tensor)]
         if kept:
             if not all(_plain(v.obj) for v in args):
@@ -85,7 +126,76 @@ def construct_module(
             val.attrs = {k: _kept_tensor(m, mod, k) for k in kept}
         return [val]
 
-    m.expect_outputs(inst, 1, make)
+    p = m.expect_outputs(inst, 1, make)
+    p.calls_back = program_frames()  # (the program's Python, run natively: unseen)
+
+
+def _follow_init(
+    m: FrameMonitor,
+    inst: Inst,
+    cls_val: Val,
+    init: types.FunctionType,
+    pos: list[Val],
+    kwargs: dict[str, Val],
+) -> None:
+    """``cls(...)`` of a module class whose ``__init__`` is the program's: followed."""
+    cap, cls = m.cap, cls_val.obj
+    own = next((n for n in _NOT_FOLLOWED if program_function(lookup(cls, n))), None)
+    if own is not None:
+        raise m.unsupported(f"{cls.__name__} built inside forward defines its own {own}")
+    guard_class_attr(cap, cls, "__init__")  # (the one the class holds now)
+    before = _rng_fingerprint()
+    self_val = Val(None)  # the module exists once __init__'s frame starts
+    fn_val = cap.const(init)
+    bound = bind_args(m, fn_val, [self_val, *pos], kwargs)
+    closure = _closure(m, fn_val)
+    built: list[Val] = []
+
+    def start(frame: types.FrameType) -> FrameMonitor:
+        obj = frame.f_locals[init.__code__.co_varnames[0]]
+        if type(obj) is not cls:
+            raise m.unsupported(f"{cls.__name__}.__init__ called on a {type(obj).__name__}")
+        made = cap.new(obj, const=True, payload=ModuleBuild(cls_val, building=True))
+        made.attrs = {}
+        built.append(made)
+        args = {k: made if v is self_val else v for k, v in _fresh(frame, bound).items()}
+        mon = FrameMonitor(cap, frame, initial_fast(cap, frame, args, closure))
+        mon.func = init
+        return mon
+
+    def make(real: list[Any]) -> list[Val]:
+        if not built or built[0].obj is not real[0]:
+            raise m.unsupported(f"{cls.__name__}.__init__ was not seen running")
+        built[0].require(ModuleBuild).building = False
+        _check_stateless(m, real[0], before)
+        _check_stored(m, built[0])
+        return [built[0]]
+
+    p = m.expect_outputs(inst, 1, make, opaque=True)
+    p.expect = (init.__code__, start)
+    p.on_result = lambda val: None  # __init__ returns None; the call gives the module
+    p.calls_back = program_frames()  # (a metaclass's __call__, run natively: unseen)
+
+
+def _check_stored(m: FrameMonitor, val: Val) -> None:
+    """Every attribute of a module whose ``__init__`` was followed is one the monitor saw
+    stored, or a value library code stored from guarded arguments; a tensor among them was
+    made by the run (a node of the graph, rebuilt on every call)."""
+    mod, attrs = val.obj, val.attrs or {}
+    name = type(mod).__name__
+    for k, x in vars(mod).items():
+        shadow = attrs.get(k)
+        if shadow is None:
+            if k in MODULE_INTERNALS or x is None or is_value_type(x):
+                continue
+            raise m.unsupported(f"{name}.{k}: stored where the monitor did not see it")
+        if shadow.obj is not x and not (is_value_type(x) and shadow.obj == x):
+            raise m.unsupported(f"{name}.{k}: changed where the monitor did not see it")
+        if isinstance(x, torch.Tensor) and (shadow.external or x.requires_grad):
+            raise m.unsupported(
+                f"{name}.{k}: a tensor a module built inside forward keeps "
+                "(shared, large, a view or requiring grad)"
+            )
 
 
 def _ref_counts(mod: torch.nn.Module, name: str) -> tuple[int, int]:

@@ -15,19 +15,21 @@ from magpy_refgraph import Attr
 
 from ...bytecode.exceptions import GRAD_MODE_CLASSES, GradExit, grad_context, grad_exit
 from ...core.annotations import Kind, classify, tensor_attr_kind
-from ...core.attributes import Read, attr_rule
+from ...core.attributes import Read, attr_rule, load_attr
 from ...core.calls import _as_op, inline, method_self
 from ...core.dispatch import Call, call_rule
 from ...core.frame import FrameMonitor, Inst
+from ...core.programcode import program_frames, program_function
 from ...core.registry import FUNCTION_APPLY_MODELS
 from ...core.shapes import SIZE_FREE_READS, size_vals
 from ...core.values import BoundMethod, Val
+from ...core.valuetypes import is_value_type
 from ...pyobj.instances import lookup
 from ...pyobj.special import OPAQUE_FORWARDS, opaque_module_call
 from ..stdlib.warn import record_warning
 from .functions import apply_forward, follows_forward
 from .hooks import module_call
-from .modctor import construct_module
+from .modctor import ModuleBuild, construct_module
 from .tensorattrs import python_attribute
 from .tensorctors import forward_call, forwards
 
@@ -64,7 +66,52 @@ def _module_class(m: FrameMonitor, inst: Inst, c: Call) -> None:
     # constant of the record if it holds no state; the mock never returns it. The class is
     # guarded by identity (`ACT2FN[name]`, `self.act_cls()`: another class is another layer)
     m.cap.observe_identity(c.fn_val)
-    construct_module(m, inst, c.fn, c.pos, c.kwargs)
+    construct_module(m, inst, c.fn_val, c.pos, c.kwargs)
+
+
+def _library_call_on_module_built(c: Call) -> bool:
+    fn: Any = c.fn
+    if not isinstance(fn, types.FunctionType) or not c.pos:
+        return False
+    build = c.pos[0].payload(ModuleBuild)
+    return build is not None and build.building and not program_function(fn)
+
+
+@call_rule("library call on a module being built", _library_call_on_module_built)
+def _library_call_on_module(m: FrameMonitor, inst: Inst, c: Call) -> None:
+    # ``super().__init__()`` in the followed ``__init__`` of a module class built inside
+    # forward: torch's own Python, run natively (what it leaves is checked once the module is
+    # built, see modctor); the program's Python it would call back is a break
+    built = c.pos[0]
+    for v in (*c.pos[1:], *c.kwargs.values()):
+        if not isinstance(v.obj, torch.Tensor):  # (one it keeps: checked once built)
+            m.cap.observe(v)
+
+    def make(real: list[Any]) -> list[Val]:
+        if real[0] is built.obj:
+            return [built]
+        if real[0] is None or is_value_type(real[0]):
+            return [m.cap.const(real[0])]
+        raise m.unsupported(f"{c.fn.__qualname__} on a module being built gave an object")
+
+    p = m.expect_outputs(inst, 1, make)
+    p.calls_back = program_frames()
+
+
+def _class_attribute_of_built(r: Read) -> bool:
+    obj = r.obj
+    return (
+        r.base.payload(ModuleBuild) is not None
+        and r.name not in vars(obj)
+        and lookup(type(obj), r.name) is r.real
+    )
+
+
+@attr_rule("class attribute of a built module", _class_attribute_of_built)
+def _class_attribute_of_built_module(m: FrameMonitor, r: Read) -> Val:
+    # ``self.k`` of a module built inside forward, held by its class: read through the class
+    # as the program named it (guarded there: ``Layer.k = 3`` between calls misses)
+    return load_attr(m, r.base.require(ModuleBuild).cls_val, r.name, r.real)
 
 
 def _own_module_call(c: Call) -> bool:
