@@ -28,6 +28,7 @@ from ._algorithms import (
     guard_requirements,
     guard_set,
     mock_set,
+    node_aliases,
     primary_path,
 )
 from ._custom import (
@@ -129,6 +130,7 @@ __all__ = [
     "iter_remaining",
     "literal_expr",
     "mock_set",
+    "node_aliases",
     "plain_attr_absent",
     "primary_path",
     "render_path",

@@ -24,6 +24,7 @@ __all__ = [
     "guard_requirements",
     "guard_set",
     "mock_set",
+    "node_aliases",
     "primary_path",
 ]
 
@@ -144,7 +145,13 @@ def guard_requirements(g: RefGraph) -> GuardSet:
 
 
 def aliases(g: RefGraph) -> list[tuple[Path, Path]]:
-    """``(primary, other)``: one pair per entry edge into a node besides its primary one.
+    """``(primary, other)``: the pairs of :func:`node_aliases`, without their nodes."""
+    return [(primary, other) for _, primary, other in node_aliases(g)]
+
+
+def node_aliases(g: RefGraph) -> list[tuple[ShadowNode, Path, Path]]:
+    """``(node, primary, other)``: one triple per entry edge into a node besides its primary
+    one (both paths reach ``node``).
 
     A node read through several edges (``self.w`` and a local ``w``; ``m.l`` and
     ``m._modules['l']``; ``a[0][0]`` back to ``a``) is the same object only while each of those
@@ -162,7 +169,7 @@ def aliases(g: RefGraph) -> list[tuple[Path, Path]]:
         for edge in _entry_edges(src):
             if edge.target is not g.root:
                 incoming.setdefault(edge.target, []).append((src, edge))
-    pairs: list[tuple[Path, Path]] = []
+    triples: list[tuple[ShadowNode, Path, Path]] = []
     for node in sorted(incoming, key=lambda n: (len(tree[n]), n.id)):
         edges = incoming[node]
         if len(edges) < 2:
@@ -171,8 +178,8 @@ def aliases(g: RefGraph) -> list[tuple[Path, Path]]:
         for src, edge in sorted(edges, key=lambda se: se[1].seq):
             other = Path(edge.access) if src is g.root else tree[src] / edge.access
             if other != primary:
-                pairs.append((primary, other))
-    return pairs
+                triples.append((node, primary, other))
+    return triples
 
 
 @attrs.frozen

@@ -27,6 +27,7 @@ from magpy_refgraph import (
     guard_requirements,
     guard_set,
     mock_set,
+    node_aliases,
     primary_path,
 )
 
@@ -222,6 +223,22 @@ class TestAliases:
         g.read(x, Item(0), y)
         g.read(x, Item(1), y)
         assert aliases(g) == [(P(Local("x"), Item(0)), P(Local("x"), Item(1)))]
+
+    def test_node_aliases_name_the_node_both_paths_reach(self) -> None:
+        """Each pair comes with the node it is about: both of its paths walk to it."""
+        g = RefGraph()
+        m, mods, sub, x = ext(g), ext(g), ext(g), ext(g)
+        g.read(g.root, Local("m"), m)
+        g.read(m, Attr("l"), sub)
+        g.read(m, Attr("_modules"), mods)
+        g.read(mods, Item("l"), sub)
+        g.read(g.root, Local("a"), x)
+        g.read(g.root, Local("b"), x)
+        triples = node_aliases(g)
+        assert [(a, b) for _, a, b in triples] == aliases(g)
+        assert [n for n, _, _ in triples] == [x, sub]
+        for node, primary, other in triples:
+            assert {primary, other} <= set(entry_paths(g, node))
 
 
 class TestMockSet:

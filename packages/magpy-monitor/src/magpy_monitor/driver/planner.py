@@ -39,9 +39,8 @@ from magpy_refgraph import (
     SetItem,
     Unsupported,
     WriteBack,
-    aliases,
-    entry_paths,
     guard_requirements,
+    node_aliases,
 )
 
 from ..bytecode.closures import function_recipe, is_made_function
@@ -343,16 +342,14 @@ def _advance(cap: Capture, it: Val) -> WriteBack | None:
 def _identity_aliases(cap: Capture) -> list[tuple[Any, Any]]:
     """The alias pairs whose identity matters: not those of values (ints, strs, tuples of
     them), whose identity is an accident (``f.__code__.co_varnames`` is a new tuple on every
-    read, equal but not the same object)."""
-    pairs = aliases(cap.graph)
-    if not pairs:
-        return pairs
-    value_paths = set()
-    for node in cap.paths:
-        val = node.meta.get("val")
-        if isinstance(val, Val) and is_value_type(val.obj):
-            value_paths.update(entry_paths(cap.graph, node))
-    return [(a, b) for a, b in pairs if a not in value_paths and b not in value_paths]
+    read, equal but not the same object). Both paths of a pair reach one node: its value
+    decides (one pass over the pairs, not a path search per value node)."""
+    pairs = []
+    for node, primary, other in node_aliases(cap.graph):
+        val = node.meta.get("val") if node in cap.paths else None
+        if not (isinstance(val, Val) and is_value_type(val.obj)):
+            pairs.append((primary, other))
+    return pairs
 
 
 def _distinct(cap: Capture, inputs: tuple[Any, ...]) -> tuple[Any, ...]:

@@ -287,6 +287,7 @@ def follow_callbacks(
 
 
 def _same_value(a: Any, b: Any) -> bool:
+    """Equal values of one type (NaN: equal to nothing, itself included, so both NaN)."""
     return type(a) is type(b) and (a == b or (a != a and b != b))
 
 
@@ -317,7 +318,7 @@ def _native_apply(m: FrameMonitor, fn: Any, args: list[Val], real: Any = None) -
     return cap.new(real, const=True)
 
 
-def _same_value(v: Val, obj: Any) -> bool:
+def _stands_for(v: Val, obj: Any) -> bool:
     """``v`` stands for ``obj``: the same object, or an equal value of a value type (an int
     above 256 or a float that the consumer's own iteration made anew: ``sorted(range(300,
     310))`` gets other int objects than the monitor's walk over the same range), or a tuple the
@@ -325,11 +326,10 @@ def _same_value(v: Val, obj: Any) -> bool:
     if v.obj is obj:
         return True
     if is_value_type(obj):
-        # (NaN: equal to nothing, itself included)
-        return type(v.obj) is type(obj) and (v.obj == obj or (v.obj != v.obj and obj != obj))
+        return _same_value(v.obj, obj)
     if type(obj) is not tuple or not isinstance(v.items, list) or len(v.items) != len(obj):
         return False
-    return all(_same_value(x, y) for x, y in zip(v.items, obj, strict=True))
+    return all(_stands_for(x, y) for x, y in zip(v.items, obj, strict=True))
 
 
 def _match_order(items: list[Val], result: list[Any]) -> list[Val]:
@@ -339,7 +339,7 @@ def _match_order(items: list[Val], result: list[Any]) -> list[Val]:
     out = []
     for obj in result:
         for i, v in enumerate(pool):
-            if _same_value(v, obj):
+            if _stands_for(v, obj):
                 out.append(pool.pop(i))
                 break
         else:
