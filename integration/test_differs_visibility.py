@@ -1,0 +1,68 @@
+"""Never differs from eager: what MagPy's work could let a program see (issue 35, classes 5-6).
+
+- MagPy's site instrumentation must not show: a function's ``__code__`` (and all derived from
+  it: ``co_code``, ``co_names``, equality with another code object, ``dis``) reads as in eager,
+  after a graph break as before, outside a compiled call and inside one.
+- A warning that an operation of the graph issues is shown on every call as eager shows it
+  (count, category, message, file and line) under the program's filters.
+- An integer ``torch.div(..., rounding_mode=...)`` may raise: a hit that raises leaves eager's
+  effects (an earlier in-place update applied once).
+- numpy's error state (``np.errstate``) decides whether numpy arithmetic raises, warns or gives
+  ``inf``: changed between calls, it is obeyed.
+- An ``lru_cache``'d callee counts hits and misses as in eager (``cache_info()``), also with
+  several records, ``typed=True``, ``maxsize=None`` and ``cache_clear()`` between calls.
+"""
+
+from __future__ import annotations
+
+import torch
+
+import _integration_differential as D
+
+case = D.case
+
+
+def _x() -> torch.Tensor:
+    return torch.arange(4, dtype=torch.float32) - 1.5
+
+
+def _attempts(w: D.World, cf: object, argsets: list[tuple[object, ...]], acc: torch.Tensor) -> list:
+    out: list[object] = []
+    for args in argsets:
+        out.append(w.attempt(lambda a=args: cf(acc, *a)))  # type: ignore[operator]
+        out.append(acc.clone())
+    return out
+
+
+# ---------------------------------------------------------------------- integer division
+@case("visibility", hits=2)
+def integer_floor_division_by_zero_updates_once(w: D.World) -> object:
+    def f(acc: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        acc.add_(1)
+        return torch.div(a, b, rounding_mode="floor")
+
+    cf = w.compile(f)
+    acc = torch.zeros(2)
+    a = torch.tensor([7, -7])
+    args = [(a, torch.tensor([2, 3])), (a, torch.tensor([2, 3])), (a, torch.tensor([0, 3]))]
+    return _attempts(w, cf, [*args, (a, torch.tensor([2, 0])), args[0]], acc)
+
+
+@case("visibility", hits=3)
+def integer_trunc_division_in_place_by_zero(w: D.World) -> object:
+    def f(acc: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        acc.mul_(2).add_(1)
+        a.div_(b, rounding_mode="trunc")
+        return a + 1
+
+    cf = w.compile(f)
+    acc = torch.ones(1)
+    out = []
+    for b in (3, 3, 0, 2, 0, 3):
+        a = torch.tensor([9, -9])
+        out.append(w.attempt(lambda a=a, b=b: cf(acc, a, torch.tensor([b, b]))))
+        out += [a, acc.clone()]
+    return out
+
+
+test_eager, test_inductor = D.tests(__name__)
