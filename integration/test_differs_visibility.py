@@ -15,9 +15,10 @@
 
 from __future__ import annotations
 
-import torch
+import functools
 
 import _integration_differential as D
+import torch
 
 case = D.case
 
@@ -63,6 +64,64 @@ def integer_trunc_division_in_place_by_zero(w: D.World) -> object:
         out.append(w.attempt(lambda a=a, b=b: cf(acc, a, torch.tensor([b, b]))))
         out += [a, acc.clone()]
     return out
+
+
+# ---------------------------------------------------------------------- lru_cache
+@case("visibility")
+def lru_cache_info_with_several_records(w: D.World) -> object:
+    @functools.cache
+    def scale(n: int) -> int:
+        return n * 2
+
+    def f(x: torch.Tensor, n: int) -> torch.Tensor:
+        return x * scale(n)
+
+    cf = w.compile(f)
+    outs = []
+    for n in (3, 3, 4, 4, 3, 5, 3, 4):
+        outs += [cf(_x(), n), tuple(scale.cache_info())]
+    return outs
+
+
+@case("visibility")
+def lru_cache_typed_and_bounded_evicts(w: D.World) -> object:
+    @functools.lru_cache(maxsize=2, typed=True)
+    def shift(n: float) -> float:
+        return n + 1
+
+    def f(x: torch.Tensor, n: int) -> torch.Tensor:
+        return x * shift(n) + shift(float(n))
+
+    cf = w.compile(f)
+    outs = []
+    for n in (3, 3, 3, 4, 4, 3, 3):
+        outs += [cf(_x(), n), tuple(shift.cache_info())]
+    return outs
+
+
+_LEVEL = {"k": 2}
+
+
+@case("visibility")
+def lru_cache_cleared_between_calls_counts(w: D.World) -> object:
+    @functools.lru_cache
+    def level(name: str, *, plus: int = 0) -> int:
+        return _LEVEL[name] + plus
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return x * level("k") + level("k", plus=1)
+
+    try:
+        cf = w.compile(f)
+        outs = [cf(_x()), cf(_x()), tuple(level.cache_info())]
+        _LEVEL["k"] = 5
+        level.cache_clear()
+        outs += [cf(_x()), cf(_x()), tuple(level.cache_info())]
+        level.cache_clear()
+        outs += [cf(_x()), cf(_x()), tuple(level.cache_info())]
+    finally:
+        _LEVEL["k"] = 2
+    return outs
 
 
 test_eager, test_inductor = D.tests(__name__)
