@@ -16,8 +16,11 @@
 from __future__ import annotations
 
 import functools
+import os
+import warnings
 
 import _integration_differential as D
+import numpy as np
 import torch
 
 case = D.case
@@ -64,6 +67,83 @@ def integer_trunc_division_in_place_by_zero(w: D.World) -> object:
         out.append(w.attempt(lambda a=a, b=b: cf(acc, a, torch.tensor([b, b]))))
         out += [a, acc.clone()]
     return out
+
+
+# ---------------------------------------------------------------------- warnings of graph ops
+def _seen(caught: list[warnings.WarningMessage]) -> list[tuple[str, str, str, int]]:
+    return [
+        (c.category.__name__, str(c.message)[:60], os.path.basename(c.filename), c.lineno)
+        for c in caught
+    ]
+
+
+@case("visibility")
+def graph_op_warning_under_the_programs_filters(w: D.World) -> object:
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return x.std() * 2 + x  # (one element: "degrees of freedom is <= 0" on every call)
+
+    cf = w.compile(f)
+    one = torch.ones(1)
+    out: list[object] = []
+    for action in ("always", "always", "ignore", "always", "default", "default", "error"):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter(action)
+            out.append(w.attempt(lambda: cf(one)))
+        out.append(_seen(caught))
+    return out
+
+
+@case("visibility")
+def graph_op_warning_attributed_to_the_program(w: D.World) -> object:
+    def f(x: torch.Tensor) -> torch.Tensor:
+        y = torch.tensor(x) * 2  # ("To copy construct from a tensor..." on every call)
+        return y + x
+
+    cf = w.compile(f)
+    return [cf(_x()) for _ in range(4)]
+
+
+@case("visibility")
+def graph_op_warning_default_filter_once_per_place(w: D.World) -> object:
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return torch.range(0, 3) + x  # (a deprecation warning on every call)
+
+    cf = w.compile(f)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
+        outs = [cf(_x()) for _ in range(4)]
+    return outs, _seen(caught)
+
+
+# ---------------------------------------------------------------------- numpy's error state
+@case("visibility")
+def numpy_errstate_raise_set_between_calls(w: D.World) -> object:
+    def f(x: torch.Tensor, n: np.float64) -> torch.Tensor:
+        return x * (np.float64(1.0) / n)
+
+    cf = w.compile(f)
+    zero = np.float64(0.0)
+    with np.errstate(divide="ignore"):
+        outs = [cf(_x(), zero), cf(_x(), zero)]
+    with np.errstate(divide="raise"):
+        outs += [w.attempt(lambda: cf(_x(), zero)), w.attempt(lambda: cf(_x(), zero))]
+    with np.errstate(divide="ignore"):
+        outs += [cf(_x(), zero), cf(_x(), zero)]
+    return outs
+
+
+@case("visibility")
+def numpy_errstate_warns_on_every_call(w: D.World) -> object:
+    def f(x: torch.Tensor, a: float) -> torch.Tensor:
+        r = np.array([a, 1.0]) / np.array([0.0, 2.0])  # (divide by zero: a RuntimeWarning)
+        return x + float(r[1])
+
+    cf = w.compile(f)
+    with np.errstate(divide="warn"):
+        outs = [cf(_x(), 2.0) for _ in range(3)]
+    with np.errstate(divide="ignore"):
+        outs += [cf(_x(), 2.0) for _ in range(2)]
+    return outs
 
 
 # ---------------------------------------------------------------------- lru_cache

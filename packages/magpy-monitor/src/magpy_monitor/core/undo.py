@@ -165,7 +165,7 @@ def _floating_result(node: fx.Node, *, inplace: bool) -> bool:
 
 def _dtype(node: fx.Node) -> torch.dtype | None:
     if "dtype" in node.meta:
-        return node.meta["dtype"]  # type: ignore[no-any-return]
+        return node.meta["dtype"]
     value = node.meta.get("example_value", node.meta.get("val"))
     return value.dtype if isinstance(value, torch.Tensor) else None
 
