@@ -15,8 +15,13 @@
 
 from __future__ import annotations
 
+import dis
 import functools
+import inspect
+import io
+import marshal
 import os
+import types
 import warnings
 
 import _integration_differential as D
@@ -35,6 +40,91 @@ def _attempts(w: D.World, cf: object, argsets: list[tuple[object, ...]], acc: to
     for args in argsets:
         out.append(w.attempt(lambda a=args: cf(acc, *a)))  # type: ignore[operator]
         out.append(acc.clone())
+    return out
+
+
+# ---------------------------------------------------------------------- a function's code
+def _code_facts(fn: types.FunctionType, code0: types.CodeType) -> tuple[object, ...]:
+    code = fn.__code__
+    return (code is code0, code == code0, code.co_code == code0.co_code, code.co_names)
+
+
+@case("visibility")
+def function_code_after_a_break(w: D.World) -> object:
+    def f(x: torch.Tensor) -> torch.Tensor:
+        y = x * 2
+        print("break")
+        return y + 1
+
+    code0 = f.__code__
+    cf = w.compile(f)
+    out = []
+    for _ in range(4):
+        out += [cf(_x()), _code_facts(f, code0)]
+    return out
+
+
+@case("visibility")
+def function_code_read_inside_the_call(w: D.World) -> object:
+    def g(x: torch.Tensor) -> torch.Tensor:
+        code = g.__code__
+        y = x * 2
+        print("break")
+        return y + len(code.co_code) + len(code.co_names)
+
+    cf = w.compile(g)
+    return [cf(_x()) for _ in range(4)]
+
+
+@case("visibility")
+def callee_code_compared_inside_the_call(w: D.World) -> object:
+    def inner(x: torch.Tensor) -> torch.Tensor:
+        print("inner break")
+        return x + 1
+
+    twin = types.FunctionType(inner.__code__, inner.__globals__, "twin", None, None)
+
+    def outer(x: torch.Tensor) -> object:
+        same = inner.__code__ == twin.__code__
+        ident = inner.__code__ is twin.__code__
+        return inner(x * 2) * 3, same, ident, inner.__code__.co_names
+
+    cf = w.compile(outer)
+    out = [cf(_x()) for _ in range(4)]
+    return out, inner.__code__ is twin.__code__
+
+
+@case("visibility")
+def disassembly_of_a_compiled_function(w: D.World) -> object:
+    def f(x: torch.Tensor) -> torch.Tensor:
+        y = x.sin()
+        print("break")
+        return y.cos()
+
+    cf = w.compile(f)
+    out: list[object] = []
+    for _ in range(3):
+        out.append(cf(_x()))
+        text = io.StringIO()
+        dis.dis(f, file=text)
+        out.append(text.getvalue())
+    return out
+
+
+@case("visibility")
+def copies_and_dumps_of_a_compiled_function(w: D.World) -> object:
+    def f(x: torch.Tensor) -> torch.Tensor:
+        y = x + 1
+        print("break")
+        return y * 2
+
+    cf = w.compile(f)
+    out: list[object] = []
+    for _ in range(3):
+        out.append(cf(_x()))
+        copy = types.FunctionType(f.__code__, f.__globals__, "copy", f.__defaults__, f.__closure__)
+        out += [copy.__code__.co_names, marshal.dumps(f.__code__)]
+        out.append(sorted(inspect.getclosurevars(f).builtins))
     return out
 
 

@@ -290,6 +290,9 @@ class FrameMonitor:
         vals = p.make(real)
         if len(vals) != n:
             raise InternalError(f"{p.inst}: made {len(vals)} values for {n} outputs")
+        if any(v.obj is not r for v, r in zip(vals, real, strict=True)):
+            # (a make may have put another object on the stack: ``f.__code__``'s original)
+            real = [self.view.peek(i) for i in range(n - 1, -1, -1)]
         for v, r in zip(vals, real, strict=True):
             if v.obj is not r and not (
                 r is not NULL

@@ -283,6 +283,7 @@ ATTR_RULE_ORDER: tuple[str, ...] = (
     "tensor attribute",  # libs/torch: x.shape, x.T, x.volatile
     "library module",  # core: an attribute of torch, math, ... guarded where it lives
     "known attribute",  # core: an attribute the run set or read before
+    "function code",  # core: f.__code__ is the program's own code, never an instrumented one
     "super()",  # pyobj: super().attr
     "array made by the run",  # libs/numpy: a.T, a.shape (before the constant rule)
     "constant",  # core: an attribute of a constant
