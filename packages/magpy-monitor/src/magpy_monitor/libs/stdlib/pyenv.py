@@ -285,7 +285,8 @@ def _cached_call(m: FrameMonitor, inst: Inst, c: Call) -> None:
             raise m.unsupported(f"{qualified_name(c.fn)}: its cache does not keep the result")
         cap.graph.observe(fn_node, GuardKind.CUSTOM, Outcome(held, real[0]))
         replay = cap.root(Const(replay_cached_call), replay_cached_call)
-        items = [cap.root(Const(c.fn), c.fn), cap.const(pos), cap.const(kw)]
+        fn = c.fn_val if c.fn_val.external else cap.root(Const(c.fn), c.fn)
+        items = [fn, cap.const(pos), cap.const(kw)]
         call = cap.new((c.fn, pos, kw), items=items)
         cap.writes.append(Write("callmethod", replay, "__call__", call))
         return [cap.new(real[0], const=True)]
