@@ -206,10 +206,12 @@ class Monitor:
         return local
 
     def _watch(self, mon: FrameMonitor) -> None:
+        if mon.last is None or mon.last.opname not in warnspy.WATCHED:
+            return
         operands = [v.obj for v in mon.popped]
-        if mon.stack and mon.last is not None and mon.last.opname in ("FOR_ITER", "SEND"):
+        if mon.stack and mon.last.opname == "FOR_ITER":
             operands.append(mon.stack[-1].obj)  # (the iterator stays on the stack)
-        if not warnspy.reads_filters(operands):
+        if not warnspy.touches_filters(operands):
             self._watching = mon
             warnspy.arm()
 

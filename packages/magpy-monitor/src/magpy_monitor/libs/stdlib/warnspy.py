@@ -18,9 +18,15 @@ The entry is put into the list in place and taken out at the next event, without
 shown at the same place under ``"default"``/``"once"``/``"module"`` never reaches the filters
 (its registry answers first): eager does not show it either, and the record keeps it.
 Warnings of other threads are not this run's (a background compile): the spy notes only its
-own thread's. An instruction that may read the filter list itself (``len(warnings.filters)``,
-a loop over it, a container that holds it among its operands: ``reads_filters``) runs without
-the spy, so the program never finds it there.
+own thread's.
+
+The program must never find the spy there: only instructions that compute a value are watched
+(calls, operators, subscripts, attribute reads: ``WATCHED``), never one that enters or leaves a
+context manager (``catch_warnings`` copies the list), nor one that may read the filter list or
+change it (``touches_filters``: the list among its operands, in a container or under an
+iterator, or a callable of the ``warnings`` module). At ``disarm`` the entry leaves the list it
+was put in and also the list ``warnings.filters`` names now (where native code made a copy
+meanwhile), and any entry of a spy no longer armed.
 """
 
 from __future__ import annotations
@@ -29,7 +35,16 @@ import threading
 import warnings
 from typing import Any
 
-__all__ = ["arm", "disarm", "note_replay", "reads_filters", "replays"]
+__all__ = ["WATCHED", "arm", "disarm", "note_replay", "replays", "touches_filters"]
+
+#: instructions (neutral names) that compute a value natively: the ones watched
+WATCHED = frozenset(
+    """
+    CALL CALL_KW CALL_FUNCTION_EX BINARY_OP BINARY_SUBSCR BINARY_SLICE STORE_SUBSCR STORE_SLICE
+    COMPARE_OP CONTAINS_OP UNARY_NEGATIVE UNARY_POSITIVE UNARY_INVERT UNARY_NOT TO_BOOL
+    LOAD_ATTR LOAD_METHOD FORMAT_VALUE FORMAT_SIMPLE FORMAT_WITH_SPEC GET_ITER FOR_ITER
+    """.split()
+)
 
 _local = threading.local()
 
@@ -67,26 +82,30 @@ def disarm() -> list[str]:
     entry = getattr(_local, "entry", None)
     if entry is None:
         return []
-    filters = _local.filters
+    lists = [_local.filters]
     _local.entry = _local.filters = None
-    if filters and filters[0] is entry:
-        del filters[0]
-    else:  # (something put a filter before it meanwhile)
-        for i, item in enumerate(filters):
-            if item is entry:
-                del filters[i]
-                break
+    now: Any = warnings.filters
+    if now is not lists[0]:
+        lists.append(now)  # (a copy native code made meanwhile: catch_warnings)
+    for filters in lists:
+        stale = [i for i, item in enumerate(filters) if _is_spy(item)]
+        for i in reversed(stale):
+            del filters[i]
     seen: list[str] = entry[1].seen
     return seen
+
+
+def _is_spy(item: Any) -> bool:
+    return type(item) is tuple and len(item) == 5 and type(item[1]) is _Spy
 
 
 _LIST_ITERATOR: Any = type(iter([]))
 
 
-def reads_filters(operands: list[Any], depth: int = 2) -> bool:
-    """Whether ``operands`` (an instruction's inputs) hold ``warnings.filters``: the list
-    itself, an iterator over it, or a list, tuple, set or dict holding either (``depth``
-    levels down)."""
+def touches_filters(operands: list[Any], depth: int = 2) -> bool:
+    """Whether ``operands`` (an instruction's inputs) may read or change ``warnings.filters``:
+    the list itself, an iterator over it, a list, tuple, set or dict holding either (``depth``
+    levels down), or a callable or object of the ``warnings`` module."""
     filters = warnings.filters
     for obj in operands:
         if obj is filters:
@@ -97,9 +116,12 @@ def reads_filters(operands: list[Any], depth: int = 2) -> bool:
             if len(reduced) > 1 and reduced[1] and reduced[1][0] is filters:
                 return True
         elif depth and kind in (list, tuple, set, frozenset):
-            if reads_filters(list(obj), depth - 1):
+            if touches_filters(list(obj), depth - 1):
                 return True
-        elif depth and kind is dict and reads_filters(list(obj.values()), depth - 1):
+        elif depth and kind is dict:
+            if touches_filters(list(obj.values()), depth - 1):
+                return True
+        elif getattr(obj, "__module__", None) == "warnings" or kind.__module__ == "warnings":
             return True
     return False
 
