@@ -183,7 +183,7 @@ def graph_op_warning_under_the_programs_filters(w: D.World) -> object:
     return out
 
 
-@case("visibility")
+@case("visibility", inductor=True)
 def graph_op_warning_attributed_to_the_program(w: D.World) -> object:
     def f(x: torch.Tensor) -> torch.Tensor:
         y = torch.tensor(x) * 2  # ("To copy construct from a tensor..." on every call)
@@ -206,7 +206,7 @@ def graph_op_warning_default_filter_once_per_place(w: D.World) -> object:
 
 
 # ---------------------------------------------------------------------- numpy's error state
-@case("visibility")
+@case("visibility", inductor=True)
 def numpy_errstate_raise_set_between_calls(w: D.World) -> object:
     def f(x: torch.Tensor, n: np.float64) -> torch.Tensor:
         return x * (np.float64(1.0) / n)
