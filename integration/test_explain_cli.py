@@ -271,7 +271,10 @@ def _outer(x: torch.Tensor) -> torch.Tensor:
 
 
 def _has_sites(fn: Any) -> bool:
-    return "__magpy_site" in fn.__code__.co_names
+    """``fn`` has an instrumented generation (installed only while a compiled call runs: its
+    ``__code__`` outside one is its own)."""
+    cs = REGISTRY.by_code.get(fn.__code__)
+    return cs is not None and cs.current is not None and "__magpy_site" in cs.current.code.co_names
 
 
 def test_explain_runs_the_program_once_and_leaves_no_instrumented_code() -> None:

@@ -119,6 +119,32 @@ def test_which_operations_may_raise(target: object, args: tuple[object, ...], ra
     assert may_raise(node) is raises
 
 
+@pytest.mark.parametrize(
+    ("rounding_mode", "dtype", "raises"),
+    [
+        (None, torch.int64, False),  # (true division: a float result, inf on zero)
+        ("floor", torch.int64, True),  # (integer division by zero raises)
+        ("trunc", torch.int32, True),
+        ("floor", torch.float32, False),  # (inf on zero)
+        ("trunc", None, True),  # (the result's dtype unknown)
+    ],
+)
+def test_division_with_a_rounding_mode(
+    rounding_mode: str | None, dtype: torch.dtype | None, raises: bool
+) -> None:
+    for target in (torch.div, "div", "div_"):
+        g = fx.Graph()
+        x, y = g.placeholder("x"), g.placeholder("y")
+        kwargs = {"rounding_mode": rounding_mode}
+        if isinstance(target, str):
+            node = g.call_method(target, (x, y), kwargs)
+        else:
+            node = g.call_function(target, (x, y), kwargs)
+        if dtype is not None:
+            (x if target == "div_" else node).meta["dtype"] = dtype
+        assert may_raise(node) is raises, target
+
+
 TENSOR_METHODS = [("add_", False), ("lerp_", False), ("index_put_", True), ("scatter_", True)]
 
 

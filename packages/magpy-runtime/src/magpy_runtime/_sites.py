@@ -1,11 +1,13 @@
 """The frame hook: instrumented code objects, sites, and per-site record caches.
 
-When a compiled program has graph breaks, MagPy swaps the ``__code__`` of the user functions
-involved for an instrumented copy (``magpy_codegen.instrument``) with a *site* at the function's
-entry and after each break. At a site the frame calls ``__magpy_site(key, stack)``:
+When a compiled program has graph breaks, the user functions involved run an instrumented copy
+of their code (``magpy_codegen.instrument``) with a *site* at the function's entry and after
+each break; the copy is their ``__code__`` only while a compiled call runs, and the program's
+reads of ``__code__`` give the original (``_codes``). At a site the frame calls
+``__magpy_site(key, stack)``:
 
-- runtime inactive on this thread (the function is called outside a compiled call), or a monitor
-  already running: a miss, the original code runs — the swap is invisible;
+- runtime inactive on this thread (the function is called outside a compiled call, in another
+  thread), or a monitor already running: a miss, the original code runs;
 - a record's guard passes: its mock runs the compiled graph and the frame jumps past the
   segment with the locals and stack the mock produced;
 - otherwise: the monitor records the segment from here, while the frame runs natively.
@@ -20,33 +22,29 @@ natively. MagPy's own functions are never instrumented. See docs/frame-hook.md.
 from __future__ import annotations
 
 import builtins
-import dis
 import functools
-import itertools
 import sys
 import threading
 import types
 import warnings
-import weakref
 from time import perf_counter
 from typing import Any
 
-import attrs
 import torch
 
-from magpy_codegen import Instrumented, Layout, Record, build_record, instrument
+from magpy_codegen import Layout, Record, build_record
 from magpy_monitor import (
     FROZEN_MODULE_ROOTS,
-    ORIGINAL_CODE,
     CodeInfo,
     Segment,
     ambient_state,
     is_monitoring,
     start_segment,
 )
-from magpy_refgraph import MagPyError, SpeculationMiss, Unsupported
+from magpy_refgraph import SpeculationMiss, Unsupported
 
 from . import _depth
+from ._codes import ENTRY, REGISTRY, CodeState, installed, uninstalled
 from ._config import background_compile, config, graph_backend
 from ._disable import disabled
 from ._dynamic import changed_on_miss, changed_scalars
@@ -65,72 +63,7 @@ __all__ = [
     "user_function",
 ]
 
-ENTRY = -1  # site key of a function's entry (before its first traceable instruction)
 _tls = threading.local()
-
-
-@attrs.define(eq=False)
-class CodeState:
-    """Everything MagPy did to one original code object."""
-
-    key: int
-    original: types.CodeType
-    functions: list[weakref.ref[types.FunctionType]] = attrs.field(factory=list)
-    sites: dict[int, SiteState] = attrs.field(factory=dict)
-    generation: int = 0
-    variants: dict[int, dict[int, list[Layout]]] = attrs.field(factory=dict)
-    current: Instrumented | None = None
-    # each iteration of its range() loops is a segment of its own (a trip count that changes
-    # from call to call would otherwise make a record per count)
-    split_loops: bool = False
-    # the paths its new sites start dynamic in (``split_loops_of``)
-    dynamic_paths: set[Any] = attrs.field(factory=set)
-
-    def add_function(self, fn: types.FunctionType) -> None:
-        if not any(r() is fn for r in self.functions):
-            # (closures of one code come and go: the references to dropped ones go too)
-            self.functions[:] = [r for r in self.functions if r() is not None]
-            self.functions.append(weakref.ref(fn))
-            if self.current is not None:
-                fn.__code__ = self.current.code
-
-    def reinstrument(self) -> None:
-        """Build and install a new generation of the instrumented code."""
-        self.generation += 1
-        gen = self.generation
-        spec = {}
-        for off, site in self.sites.items():
-            at = _first_offset(self.original) if off == ENTRY else off
-            spec[at] = ((self.key, off, gen), site.depth, list(site.layouts))
-        self.variants[gen] = {off: list(site.layouts) for off, site in self.sites.items()}
-        inst = instrument(self.original, spec)
-        self.current = inst
-        info = CodeInfo(
-            self.original,
-            inst.injected,
-            inst.to_original,
-            {v: k for k, v in inst.site_offsets.items()},
-        )
-        REGISTRY.infos[inst.code] = info
-        ORIGINAL_CODE[inst.code] = self.original  # (guards on a function's code accept it)
-        for ref in self.functions:
-            fn = ref()
-            if fn is not None:
-                fn.__code__ = inst.code
-        log_topic(
-            "records",
-            "instrumented %s (generation %d, %d sites)",
-            self.original.co_qualname,
-            gen,
-            len(self.sites),
-        )
-
-    def restore(self) -> None:
-        for ref in self.functions:
-            fn = ref()
-            if fn is not None:
-                fn.__code__ = self.original
-        self.current = None
 
 
 def _served(cs: CodeState, state: Any, entry_locals: dict[str, Any]) -> bool:
@@ -146,40 +79,6 @@ def _served(cs: CodeState, state: Any, entry_locals: dict[str, Any]) -> bool:
             except Exception:  # a local the guard reads is missing: not this record's input
                 continue
     return False
-
-
-def _first_offset(code: types.CodeType) -> int:
-    for ins in dis.get_instructions(code):
-        if ins.opname not in ("RESUME", "MAKE_CELL", "COPY_FREE_VARS", "NOP", "EXTENDED_ARG"):
-            return ins.offset
-    raise MagPyError(f"{code.co_qualname} has no instructions")
-
-
-class _Registry:
-    def __init__(self) -> None:
-        self.by_code: dict[types.CodeType, CodeState] = {}
-        self.by_key: dict[int, CodeState] = {}
-        self.infos: weakref.WeakKeyDictionary[types.CodeType, CodeInfo] = (
-            weakref.WeakKeyDictionary()
-        )
-        self.lock = threading.RLock()
-        # keys are never reused: after a reset, a frame still running an old generation
-        # must not find another function's site under its key
-        self.keys = itertools.count(1)
-        self.epoch = 0  # restore_all() count: activations of an older epoch are stale
-
-    def state(self, code: types.CodeType) -> CodeState:
-        info = self.infos.get(code)
-        original = info.original if info is not None else code
-        st = self.by_code.get(original)
-        if st is None:
-            st = CodeState(next(self.keys), original)
-            self.by_code[original] = st
-            self.by_key[st.key] = st
-        return st
-
-
-REGISTRY = _Registry()
 
 
 def split_loops_of(fn: types.FunctionType, dynamic: set[Any] | None = None) -> CodeState:
@@ -231,15 +130,18 @@ def forget_backend(backend: Any) -> None:
 
 # ---------------------------------------------------------------------- activation
 def activate(state: Any) -> None:
-    """Enter a compiled call on this thread (``state`` is its CacheState)."""
+    """Enter a compiled call on this thread (``state`` is its CacheState); the functions run
+    their instrumented code from now until the last compiled call ends (``_codes``)."""
     stack = getattr(_tls, "states", None)
     if stack is None:
         stack = _tls.states = []
+    installed()
     stack.append([state, REGISTRY.epoch, 0])  # the state, its epoch, the headroom it added
 
 
 def deactivate() -> None:
     _state, _epoch, headroom = _tls.states.pop()
+    uninstalled()
     if headroom:
         _depth.shrink(headroom)
 

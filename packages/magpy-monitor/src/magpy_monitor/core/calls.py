@@ -20,6 +20,7 @@ from magpy_refgraph import Attr, Const, GuardKind, Item, Outcome
 
 from ..cpython.code import CO_VARARGS, CO_VARKEYWORDS
 from .annotations import Annotation
+from .attributes import Read, attr_rule
 from .foreach import foreach_scalars
 from .frame import CellBox, FrameMonitor, Inst, Pending, initial_fast
 from .hidden import hidden_updates
@@ -503,6 +504,29 @@ def guard_code(cap: Any, src: Val, code: types.CodeType) -> None:
     if src.node is not None:
         original = ORIGINAL_CODE.get(code, code)
         cap.graph.observe(src.node, GuardKind.CUSTOM, Outcome(CodeOf(original), True))
+
+
+@attr_rule("function code", lambda r: r.name == "__code__" and type(r.obj) is types.FunctionType)
+def _function_code(m: FrameMonitor, r: Read) -> Val:
+    """``f.__code__``: the function's own code object, never one MagPy instrumented.
+
+    While a compiled call runs, a function with sites holds an instrumented copy of its code
+    (the runtime's ``_codes``); the program must not see it. The read already ran natively, so
+    the original takes the copy's place on the frame's stack, and the record holds the original
+    as a constant, guarded by the function running it (instrumented or not: ``CodeOf``)."""
+    real = r.real
+    original = ORIGINAL_CODE.get(real, real)
+    if original is not real:
+        for i in range(min(2, m.view.depth())):  # (the attribute, or the attribute and a NULL)
+            if m.view.peek(i) is real:
+                m.view.replace(i, original)
+                break
+        else:
+            raise m.unsupported("an instrumented code object the monitor cannot hand back")
+    src = function_source(m, r.base)
+    if src is not None:
+        guard_code(m.cap, src, original)
+    return m.cap.new(original, const=True)
 
 
 def function_source(m: FrameMonitor, fn_val: Val) -> Val | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import enum
 import types
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -26,6 +27,7 @@ from .valuetypes import is_value_type
 
 __all__ = [
     "LAZY",
+    "WARNS_NATIVELY",
     "Callback",
     "CalleeSite",
     "CellBox",
@@ -158,6 +160,12 @@ class Pending:
         self.raised: BaseException | None = None
 
 
+# original code -> offsets of the instructions whose native run issued a warning: they run
+# natively from then on (``libs.stdlib.warnspy``; a warning shown once at a place under the
+# "default" filter is not seen again there, so a later run could not tell)
+WARNS_NATIVELY: weakref.WeakKeyDictionary[types.CodeType, set[int]] = weakref.WeakKeyDictionary()
+
+
 class FrameMonitor:
     """Shadow state of one monitored frame."""
 
@@ -200,6 +208,7 @@ class FrameMonitor:
         self.injected: frozenset[int] = info.injected if info is not None else frozenset()
         self.block_sites: dict[int, int] = info.block_sites if info is not None else {}
         self.to_original: dict[int, int] | None = info.to_original if info is not None else None
+        self.original = info.original if info is not None else self.code
 
     def in_chunk(self) -> bool:
         """At the site of a split loop's head whose chunk of iterations the segment has not
@@ -262,6 +271,8 @@ class FrameMonitor:
         self.last = inst
         self.popped = []
         self.cap.location = (self.code.co_filename, inst.line or self.code.co_firstlineno)
+        if WARNS_NATIVELY and self.original_offset(lasti) in WARNS_NATIVELY.get(self.original, ()):
+            raise self.unsupported(f"{inst.opname} issued a warning before: it runs natively")
         handler = OPCODE_HANDLERS.get(inst.opname)
         if handler is None:
             raise Unsupported(
@@ -279,6 +290,9 @@ class FrameMonitor:
         vals = p.make(real)
         if len(vals) != n:
             raise InternalError(f"{p.inst}: made {len(vals)} values for {n} outputs")
+        if any(v.obj is not r for v, r in zip(vals, real, strict=True)):
+            # (a make may have put another object on the stack: ``f.__code__``'s original)
+            real = [self.view.peek(i) for i in range(n - 1, -1, -1)]
         for v, r in zip(vals, real, strict=True):
             if v.obj is not r and not (
                 r is not NULL

@@ -149,6 +149,8 @@ def scalar_op(m: FrameMonitor, inst: Inst, fn: Any, args: list[Val]) -> None:
         return
 
     def make(real: list[Any]) -> list[Val]:
+        # (numpy arithmetic whose result numpy's error state decided: a guard, or a break)
+        registry.NUMPY_ERROR_STATE.impl(m, fn, [a.obj for a in args], {}, real[0])
         if registry.INVOLVES_ARRAY.impl(args, real[0]):  # arrays made during the run: constants
             return [registry.ARRAY_OP.impl(m, fn, args, real[0])]
         if all(a.const for a in args):

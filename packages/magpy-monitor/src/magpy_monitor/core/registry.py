@@ -59,6 +59,7 @@ __all__ = [
     "MISSING_ITEM",
     "MODELLED_MISSING",
     "NOTE_CATCH_WARNINGS",
+    "NUMPY_ERROR_STATE",
     "OBSERVE_SET",
     "OPCODE_HANDLERS",
     "OUTSIDE_ARRAY",
@@ -283,6 +284,7 @@ ATTR_RULE_ORDER: tuple[str, ...] = (
     "tensor attribute",  # libs/torch: x.shape, x.T, x.volatile
     "library module",  # core: an attribute of torch, math, ... guarded where it lives
     "known attribute",  # core: an attribute the run set or read before
+    "function code",  # core: f.__code__ is the program's own code, never an instrumented one
     "super()",  # pyobj: super().attr
     "array made by the run",  # libs/numpy: a.T, a.shape (before the constant rule)
     "class attribute of a built module",  # libs/torch: self.k of a module built in forward
@@ -424,6 +426,11 @@ STORE_ARRAY_ITEM: Hook[Callable[..., None]] = Hook("store_array_item")
 #: ``array_items(m, v)``: the elements of a constant 1-d array (None: ``v`` is no array);
 #: ``bytecode.iteration.iter_items``
 ARRAY_ITEMS: Hook[Callable[..., Any]] = Hook("array_items")
+#: ``check_error_state(m, fn, args, kwargs, result)``: ``fn`` ran natively over plain values;
+#: where it was numpy arithmetic that met a floating-point condition, the record holds only
+#: under numpy's error state (``np.errstate``); ``core.operators.scalar_op``;
+#: libs.numpy.errstate
+NUMPY_ERROR_STATE: Hook[Callable[..., None]] = Hook("numpy_error_state")
 
 # torch (provided by libs.torch)
 #: ``store_tensor_attr(m, base, name, value)``: ``t.name = value`` on a tensor (``p.data``,

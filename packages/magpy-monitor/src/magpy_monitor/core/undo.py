@@ -10,7 +10,10 @@ when it depends (through the graph's data flow) on every such operation, a raise
 before the update is computed, whatever order a compiler picks. Which operations may raise on a
 hit is decided by name: the record's guard holds the shapes, dtypes and devices, so the
 operations below cannot fail on values; any other one may (``embedding``, ``cross_entropy``,
-``gather``, advanced indexing, a user's allowed-in-graph function).
+``gather``, advanced indexing, a user's allowed-in-graph function). A listed operation may still
+fail on values with some arguments: ``div`` with a ``rounding_mode`` over integers raises on a
+zero divisor (``ZeroDivisionError``), so it counts as one that may raise unless its result is a
+floating-point tensor (which gives ``inf``/``nan`` there instead).
 """
 
 from __future__ import annotations
@@ -140,7 +143,31 @@ def may_raise(node: fx.Node) -> bool:
     if not isinstance(target, str) and not _from_torch(target):
         return True
     base = name[:-1] if name.endswith("_") and not name.endswith("__") else name
+    if base in _ROUNDING_DIVISIONS and node.kwargs.get("rounding_mode") is not None:
+        # (integer floor/trunc division by zero raises)
+        return not _floating_result(node, inplace=base != name)
     return base not in _CANNOT_RAISE and name not in _CANNOT_RAISE
+
+
+# listed divisions that take a ``rounding_mode``: with one, integer division by zero raises
+_ROUNDING_DIVISIONS = frozenset({"div", "divide"})
+
+
+def _floating_result(node: fx.Node, *, inplace: bool) -> bool:
+    """``node`` gives a floating-point or complex tensor, as far as the recording knows (an
+    in-place update, ``x.div_(y, ...)``, its first operand's dtype); unknown is not."""
+    dtype = _dtype(node)
+    if dtype is None and inplace and node.args:
+        first = node.args[0]
+        dtype = _dtype(first) if isinstance(first, fx.Node) else None
+    return dtype is not None and (dtype.is_floating_point or dtype.is_complex)
+
+
+def _dtype(node: fx.Node) -> torch.dtype | None:
+    if "dtype" in node.meta:
+        return node.meta["dtype"]
+    value = node.meta.get("example_value", node.meta.get("val"))
+    return value.dtype if isinstance(value, torch.Tensor) else None
 
 
 def _from_torch(target: Any) -> bool:

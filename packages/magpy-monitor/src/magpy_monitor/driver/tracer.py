@@ -22,11 +22,19 @@ from magpy_refgraph import InternalError, MagPyError, Unsupported
 from ..bytecode.exceptions import on_exception
 from ..core.calls import GeneratorState, _closure
 from ..core.capture import Capture
-from ..core.frame import Callback, FrameKind, FrameMonitor, Pending, initial_fast
+from ..core.frame import (
+    WARNS_NATIVELY,
+    Callback,
+    FrameKind,
+    FrameMonitor,
+    Pending,
+    initial_fast,
+)
 from ..core.values import Val
 from ..core.valuetypes import is_value_type
 from ..cpython.code import positional_count
 from ..cpython.current import gettrace, opcode_trace_off, opcode_trace_on, settrace
+from ..libs.stdlib import warnspy
 from ..libs.torch.globalstate import set_compiling
 from . import plugins  # noqa: F401  (every handler is registered before the first run)
 
@@ -53,6 +61,7 @@ class Monitor:
         # fullgraph=True: the error a graph break raises in the program, at the instruction
         # that breaks, before it runs (None: capture stops and the program goes on natively)
         self.stop_at_break: Callable[[Unsupported], BaseException] | None = None
+        self._watching: FrameMonitor | None = None  # whose instruction warnspy watches
 
     def _begin_compiling(self) -> None:
         if self._was_compiling is None:
@@ -174,6 +183,8 @@ class Monitor:
             if self.failure is not None:
                 return None
             try:
+                self._check_warnings()
+                replayed = warnspy.replays()
                 if self.cap.hooked or _modes():
                     # (the monitor's own reads of tensors: no torch function mode or
                     # subclass hook of the program may see them)
@@ -181,6 +192,8 @@ class Monitor:
                         self._handle(mon, event, arg)
                 else:
                     self._handle(mon, event, arg)
+                if mon.pending is not None and warnspy.replays() == replayed:
+                    self._watch(mon)  # (the instruction now runs natively)
             except BaseException as exc:
                 self._fail(exc)
                 stop = self.stop_at_break
@@ -191,6 +204,30 @@ class Monitor:
 
         opcode_trace_on(frame, local)
         return local
+
+    def _watch(self, mon: FrameMonitor) -> None:
+        if mon.last is None or mon.last.opname not in warnspy.WATCHED:
+            return
+        operands = [v.obj for v in mon.popped]
+        if mon.stack and mon.last.opname == "FOR_ITER":
+            operands.append(mon.stack[-1].obj)  # (the iterator stays on the stack)
+        if not warnspy.touches_filters(operands):
+            self._watching = mon
+            warnspy.arm()
+
+    def _check_warnings(self) -> None:
+        """The instruction that ran natively since the last event issued a warning: a break
+        (``libs.stdlib.warnspy``), before its outputs become part of the record."""
+        seen = warnspy.disarm()
+        mon, self._watching = self._watching, None
+        if seen and mon is not None:
+            if mon.last is not None:
+                offset = mon.original_offset(mon.last.offset)
+                WARNS_NATIVELY.setdefault(mon.original, set()).add(offset)
+            raise mon.unsupported(
+                f"{mon.last.opname if mon.last else 'an instruction'} issued a warning "
+                f"({seen[0][:80]!r}): it runs natively, to warn as eager does"
+            )
 
     def _handle(self, mon: FrameMonitor, event: str, arg: Any) -> None:
         if event == "opcode":
@@ -259,6 +296,8 @@ class Monitor:
         self._detach()
 
     def _detach(self) -> None:
+        warnspy.disarm()
+        self._watching = None
         if self._was_compiling is not None:
             set_compiling(self._was_compiling)
             self._was_compiling = None

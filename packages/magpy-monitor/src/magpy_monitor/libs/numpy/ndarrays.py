@@ -38,6 +38,7 @@ from ...core.frame import FrameMonitor, Inst
 from ...core.registry import BUILTIN_HANDLERS, METHOD_HANDLERS
 from ...core.values import BoundMethod, Val
 from ...core.valuetypes import is_value_type
+from .errstate import check_error_state
 
 __all__ = [
     "array_attr",
@@ -315,7 +316,7 @@ def array_items(m: FrameMonitor, v: Val) -> list[Val] | None:
     return [_result(m, x, [v]) for x in v.obj]  # numpy scalars (values)
 
 
-def _call(what: str) -> Any:
+def _call(what: str, fn: Any) -> Any:
     def handle(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
         vals = [*pos, *kw.values()]
         _accept(m, vals, what)
@@ -323,6 +324,8 @@ def _call(what: str) -> Any:
 
         def make(real: list[Any]) -> list[Val]:
             _unchanged(m, snaps)
+            args, kwargs = [v.obj for v in pos], {k: v.obj for k, v in kw.items()}
+            check_error_state(m, fn, args, kwargs, real[0])  # (np.errstate decided it?)
             return [_result(m, real[0], vals)]
 
         m.expect_outputs(inst, 1, make)
@@ -331,7 +334,7 @@ def _call(what: str) -> Any:
 
 
 def _method(name: str) -> Any:
-    call = _call(f"ndarray.{name}")
+    call = _call(f"ndarray.{name}", getattr(np.ndarray, name))
 
     def handle(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
         if not pos or not is_fresh_array(m.cap, pos[0]):
@@ -475,11 +478,11 @@ def _register() -> None:
     for name in _FUNCTIONS.split():
         fn = getattr(np, name, None)
         if fn is not None:
-            BUILTIN_HANDLERS[id(fn)] = (fn, _call(f"numpy.{name}"))
+            BUILTIN_HANDLERS[id(fn)] = (fn, _call(f"numpy.{name}", fn))
     for name in _LINALG.split():
         fn = getattr(np.linalg, name, None)
         if fn is not None:
-            BUILTIN_HANDLERS[id(fn)] = (fn, _call(f"numpy.linalg.{name}"))
+            BUILTIN_HANDLERS[id(fn)] = (fn, _call(f"numpy.linalg.{name}", fn))
     for name in _METHODS.split():
         if hasattr(np.ndarray, name):
             METHOD_HANDLERS[(np.ndarray, name)] = _method(name)

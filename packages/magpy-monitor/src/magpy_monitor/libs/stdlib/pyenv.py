@@ -39,11 +39,12 @@ from ...bytecode.iteration import (
 from ...bytecode.subscripts import subscr
 from ...core.calls import _name as qualified_name
 from ...core.calls import function_source, pure_call
-from ...core.capture import Capture
+from ...core.capture import Capture, Write
 from ...core.dispatch import Call, call_rule
 from ...core.frame import FrameMonitor, Inst
 from ...core.registry import BUILTIN_HANDLERS, METHOD_HANDLERS
 from ...core.values import Payload, Val
+from ...cpython import lrucache
 from ...pyobj.containers import plain_data
 
 __all__ = ["check_context_vars"]
@@ -218,13 +219,21 @@ BUILTIN_HANDLERS[id(inspect.signature)] = (inspect.signature, _signature)
 # ---------------------------------------------------------------------- functools.lru_cache
 @attrs.frozen
 class CachedCall:
-    """``fn(*args, **kwargs)`` of an ``lru_cache`` wrapper, called again by the guard."""
+    """What an ``lru_cache`` wrapper holds under one call's ``key``, read without calling it
+    (``cpython.lrucache``; ``bounded``: its ``maxsize`` is not None)."""
 
-    args: tuple[Any, ...]
-    kwargs: tuple[tuple[str, Any], ...]
+    key: Any
+    bounded: bool
 
     def __call__(self, fn: Any) -> Any:
-        return fn(*self.args, **dict(self.kwargs))
+        return lrucache.cached_result(fn, self.key, bounded=self.bounded)
+
+
+def replay_cached_call(call: tuple[Any, tuple[Any, ...], tuple[tuple[str, Any], ...]]) -> None:
+    """The program's call of an ``lru_cache`` wrapper, made again by the mock on a hit (whose
+    guard found the result cached): a hit, counted and moved to the front as in eager."""
+    fn, args, kwargs = call
+    fn(*args, **dict(kwargs))
 
 
 def _cached_function(c: Call) -> bool:
@@ -239,30 +248,47 @@ def _cached_call(m: FrameMonitor, inst: Inst, c: Call) -> None:
     (transformers' ``is_torch_greater_or_equal("2.3")``, ``is_torch_distributed_available()``):
     a constant of the record guarded by the function and its arguments. Caching asserts
     that the result depends on the arguments only (once cached, eager returns the same object
-    until ``cache_clear()``); TorchDynamo makes the same assumption by tracing the wrapped
-    function. A result that is not a plain value stays a break.
+    until ``cache_clear()`` or an eviction); TorchDynamo makes the same assumption by tracing
+    the wrapped function. A result that is not a plain value stays a break.
 
-    The cache itself is state: ``cache_clear()`` makes the next call run the function again
-    (which may now read something else), and ``cache_info()`` counts every call. So the guard
-    calls the wrapper again with the same arguments (``CachedCall``) and wants the same result:
-    a cache hit, counted as eager counts the program's call, or after ``cache_clear()`` the
-    function run anew, whose result decides."""
+    The cache itself is state the program sees: ``cache_clear()`` makes the next call run the
+    function again (which may now read something else), a bounded cache evicts, and
+    ``cache_info()`` counts every call. So the guard looks into the cache without calling it
+    (``CachedCall``: no count, no reordering, no eviction, also for the records that do not
+    serve the call) and wants the same result held under the call's key; the mock then calls
+    the wrapper once, as the program did (``replay_cached_call``, in program order with the
+    other writes): a hit, counted and moved to the front as in eager. Where the result is not
+    held any more, the record misses and the program's own call runs natively."""
     cap = m.cap
     args = [*c.pos, *c.kwargs.values()]
     if not all(plain_data(v.obj) for v in args):
         raise m.unsupported(f"{qualified_name(c.fn)}: a cached function over objects")
+    if not lrucache.AVAILABLE:
+        raise m.unsupported(f"{qualified_name(c.fn)}: an lru_cache this interpreter hides")
     cap.observe_identity(c.fn_val)
     for v in args:
         cap.observe(v)
     fn_node = c.fn_val.node if c.fn_val.external else cap.root(Const(c.fn), c.fn).node
     if fn_node is None:
         raise m.unsupported(f"{qualified_name(c.fn)}: a cached function made during the run")
-    again = CachedCall(tuple(v.obj for v in c.pos), tuple((k, v.obj) for k, v in c.kwargs.items()))
+    pos = tuple(v.obj for v in c.pos)
+    kw = tuple((k, v.obj) for k, v in c.kwargs.items())
+    key = lrucache.cache_key(c.fn, pos, kw)
+    if key is lrucache.MISSING:
+        raise m.unsupported(f"{qualified_name(c.fn)}: an lru_cache key this interpreter hides")
+    held = CachedCall(key, c.fn.cache_parameters().get("maxsize") is not None)
 
     def make(real: list[Any]) -> list[Val]:
         if not plain_data(real[0]):
             raise m.unsupported(f"{qualified_name(c.fn)} returned a {type(real[0]).__name__}")
-        cap.graph.observe(fn_node, GuardKind.CUSTOM, Outcome(again, real[0]))
+        if held(c.fn) is not real[0]:  # (maxsize=0 keeps nothing: every call runs it)
+            raise m.unsupported(f"{qualified_name(c.fn)}: its cache does not keep the result")
+        cap.graph.observe(fn_node, GuardKind.CUSTOM, Outcome(held, real[0]))
+        replay = cap.root(Const(replay_cached_call), replay_cached_call)
+        fn = c.fn_val if c.fn_val.external else cap.root(Const(c.fn), c.fn)
+        items = [fn, cap.const(pos), cap.const(kw)]
+        call = cap.new((c.fn, pos, kw), items=items)
+        cap.writes.append(Write("callmethod", replay, "__call__", call))
         return [cap.new(real[0], const=True)]
 
     m.expect_outputs(inst, 1, make)

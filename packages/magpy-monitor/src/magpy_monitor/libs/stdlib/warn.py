@@ -42,6 +42,7 @@ from ...core.capture import Capture, Write
 from ...core.frame import FrameMonitor, Inst
 from ...core.registry import BUILTIN_HANDLERS
 from ...core.values import Val
+from . import warnspy
 
 __all__ = ["SYNTHETIC_CODES", "note_catch_warnings", "record_warning", "replay_warning"]
 
@@ -204,6 +205,7 @@ def record_warning(
     target_fn = cap.root(Const(replay_warning), replay_warning)
     cap.writes.append(Write("callmethod", target_fn, "__call__", cap.new(fields, items=items)))
     _WARNED.add(cap)
+    warnspy.note_replay()  # (the warning the instruction issues natively is this one)
 
 
 BUILTIN_HANDLERS[id(warnings.warn)] = (warnings.warn, _warn)
