@@ -451,8 +451,9 @@ def _emit_memo(
     _emit_checks(
         ((r, i not in split.checks) for i, r in enumerate(reqs)), pv, body, ind, c
     )  # fmt: skip
+    in_stable = set(aliases)
     for a, b in plan.aliases:
-        if (a, b) not in aliases:
+        if (a, b) not in in_stable:
             body.append(f"{ind}if {pv.var(a)} is not {pv.var(b)}: return None")
     return memo
 
@@ -507,7 +508,8 @@ def _emit_inputs(
     With a ``memo`` whose stable part checked its own paths distinct (``__magpy_ids``), the
     others are checked against those."""
     stable = memo.distinct if memo is not None else []
-    distinct = [pv.var(p) for p in plan.distinct if p not in stable]
+    in_stable = set(stable)
+    distinct = [pv.var(p) for p in plan.distinct if p not in in_stable]
     if stable and len(distinct) == 1:
         body.append(f"{ind}if id({distinct[0]}) in __magpy_ids: return None")
     elif stable and distinct:

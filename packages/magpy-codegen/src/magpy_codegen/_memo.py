@@ -149,7 +149,7 @@ def classify(plan: Any, fn: Any, anchor: str = "fn") -> tuple[MemoPlan, dict[Pat
     """The stable part of ``plan``'s guard on ``fn`` (the object at root local ``anchor``)
     now, and the value of each of its paths (read here, each step only once it is known to run
     no user code); None if it is empty."""
-    paths: set[Path] = set()
+    parents: dict[Path, Path | None] = {}  # the stable paths, each with its parent
     wanted = [req.path for req in plan.guards]
     for path in (
         *wanted,
@@ -157,13 +157,13 @@ def classify(plan: Any, fn: Any, anchor: str = "fn") -> tuple[MemoPlan, dict[Pat
         *plan.distinct,
         *(p for pair in plan.aliases for p in pair),
     ):
-        while path is not None and stable_path(path, anchor) and path not in paths:
-            paths.add(path)
-            path = path.parent
+        while path is not None and path not in parents and stable_path(path, anchor):
+            parents[path] = parent = path.parent
+            path = parent
     s = _Snapshot()
     values: dict[Path, Any] = {}
-    for path in sorted(paths, key=len):
-        parent = path.parent
+    for path in sorted(parents, key=len):
+        parent = parents[path]
         if parent is not None and parent not in values:
             continue
         try:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
+import gc
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import attrs
@@ -383,6 +385,10 @@ def _memoizer(
 
     def memoize(fn: Any, args: Any, kwargs: Any) -> None:
         rec.memoize = None
+        with collection_paused():
+            _memoize(fn)
+
+    def _memoize(fn: Any) -> None:
         found = classify(rec.plan, fn, anchor)
         if found is None:
             return
@@ -396,6 +402,21 @@ def _memoizer(
         rec.guard, rec.memo_guard_code = guard, code
 
     return memoize
+
+
+@contextlib.contextmanager
+def collection_paused() -> Iterator[None]:
+    """The cyclic garbage collector off while MagPy's own code generation allocates (a big
+    model's guard is tens of thousands of paths and lines; a full collection over the
+    program's heap in their midst costs more than the work). No program code runs inside, and
+    nothing it made is kept from collection for longer than the pause."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def _upgrader(rec: Record, guard_options: dict[str, Any]) -> Callable[[], None]:

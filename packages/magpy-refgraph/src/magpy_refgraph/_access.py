@@ -304,7 +304,9 @@ class Path:
 
     def child(self, access: Access) -> Path:
         """Return this path extended by one derived ``access``."""
-        return Path(self.root, (*self.steps, access))
+        if not isinstance(access, Access) or access.kind.is_root:
+            raise ValueError(f"Path steps must be derived accesses, got {access!r}")
+        return _checked_parts(self.root, (*self.steps, access))
 
     def __truediv__(self, access: Access) -> Path:
         return self.child(access)
@@ -317,7 +319,7 @@ class Path:
         """The path without its last step; None for a path made of the root access only."""
         if not self.steps:
             return None
-        return Path(self.root, self.steps[:-1])
+        return _checked_parts(self.root, self.steps[:-1])
 
     @property
     def accesses(self) -> tuple[Access, ...]:
@@ -339,3 +341,21 @@ class Path:
 
     def __repr__(self) -> str:
         return f"Path({self})"
+
+
+# (attrs keeps a cached hash in this slot; ``_checked_parts`` starts it empty, as __init__ does)
+_HASH_SLOT = "_attrs_cached_hash"
+_FAST_PATHS = _HASH_SLOT in getattr(Path, "__slots__", ())
+
+
+def _checked_parts(root: Access, steps: tuple[Access, ...]) -> Path:
+    """A ``Path`` of parts already known valid (a valid path's prefix, or one plus a checked
+    step) without checking every step again: a guard of a big model derives tens of
+    thousands of paths, and the validators made that quadratic in their depth."""
+    if not _FAST_PATHS:
+        return Path(root, steps)
+    path = object.__new__(Path)
+    object.__setattr__(path, "root", root)
+    object.__setattr__(path, "steps", steps)
+    object.__setattr__(path, _HASH_SLOT, None)
+    return path

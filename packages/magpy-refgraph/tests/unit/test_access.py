@@ -273,6 +273,20 @@ class TestPath:
         with pytest.raises(TypeError, match="tuple"):
             Path(Local("x"), [Attr("a")])  # type: ignore[arg-type]
 
+    def test_derived_paths_equal_constructed_ones(self) -> None:
+        """``child`` and ``parent`` (built without re-checking every step) give paths equal,
+        hash-equal and frozen like constructed ones; ``child`` still refuses a root access."""
+        whole = Path(Local("x"), (Attr("a"), Item(0), Attr("b")))
+        built = Path(Local("x")) / Attr("a") / Item(0) / Attr("b")
+        assert built == whole and hash(built) == hash(whole)
+        assert whole.parent == Path(Local("x"), (Attr("a"), Item(0)))
+        assert hash(whole.parent) == hash(Path(Local("x"), (Attr("a"), Item(0))))
+        assert {built: 1}[whole] == 1
+        with pytest.raises(ValueError, match="derived"):
+            whole.child(Local("y"))
+        with pytest.raises(AttributeError):
+            built.steps = ()  # type: ignore[misc]
+
     def test_paths_are_frozen(self) -> None:
         """Paths and accesses are immutable."""
         p = Path(Local("x"))
