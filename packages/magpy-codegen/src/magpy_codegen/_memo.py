@@ -45,13 +45,14 @@ taken right after the checks it stands for.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import attrs
 from torch._C._dynamo.guards import dict_version
 
-from magpy_monitor import CodeOf, Defines
+from magpy_monitor import ClassEntry, CodeOf, Defines
 from magpy_refgraph import (
     Access,
     AccessKind,
@@ -107,6 +108,12 @@ _STABLE_KINDS = (
 # assignable attributes that live outside any dict: their values are in the snapshot
 
 
+def _identity_value(value: Any) -> bool:
+    """A value whose check depends on nothing but the object found: an immutable value, or an
+    enum member (checked by identity)."""
+    return immutable_value(value) or isinstance(value, enum.Enum)
+
+
 def stable_path(path: Path, anchor: str = "fn") -> bool:
     """Whether ``path`` may belong to the stable part: ``anchor`` is the root local that is the
     memo's fixed object (``fn`` of a whole call; a site's first argument, e.g. ``self``)."""
@@ -125,11 +132,11 @@ def stable_check(req: GuardReq) -> bool:
     if kind in _STABLE_KINDS:
         return True
     if kind is GuardKind.VALUE:
-        return immutable_value(req.payload)
+        return _identity_value(req.payload)
     if kind is GuardKind.CUSTOM:
         payload = req.payload
         if isinstance(payload, Outcome):
-            return type(payload.fn) in (CodeOf, Defines)
+            return type(payload.fn) in (CodeOf, Defines, ClassEntry)
         return isinstance(payload, (ModuleCall, ModuleNoHooks, NotInInstanceDict, NoPlainAttr))
     return False
 
