@@ -471,3 +471,43 @@ def test_a_change_to_a_registry_class_entry_or_enum_is_caught(name: str) -> None
     finally:
         _restore()
         REGISTRY.clear()
+
+
+class _Flagged(nn.Module):
+    """Reads its own ``__dict__``'s keys (as diffusers' ``__getattr__`` does)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.lin(x)
+        if "flag" in self.__dict__:
+            y = y + 1
+        return y * len(self.__dict__)
+
+
+@pytest.mark.parametrize("how", ["setattr", "object.__setattr__", "__dict__ item", "delattr"])
+def test_the_keys_of_a_module_dict_under_the_memo(how: str, snapcheck: str) -> None:
+    """A module's ``__dict__`` gains or loses a key after the memo is armed. The memo keeps its
+    keys where its check vouches for the whole dict (3.11's version tag; 3.12's watcher; 3.13's
+    C check with the values state, as 3.13 stores an attribute of an object whose values live
+    inline without a new version); the change is seen either way."""
+    torch.manual_seed(0)
+    model = _Flagged().eval()
+    if how == "delattr":
+        model.flag = 0
+    compiled = _warm(model, lambda: torch.randn(2, 4))
+    kept = any(r.kind is GuardKind.KEYS and "__dict__" in str(r.path) for r in _kept(compiled))
+    assert kept == (INTERP.instance_dict_tags_exact or snapcheck == "c"), kept
+    change = {
+        "setattr": lambda: setattr(model, "flag", 1),
+        "object.__setattr__": lambda: object.__setattr__(model, "flag", 1),
+        "__dict__ item": lambda: model.__dict__.__setitem__("flag", 1),
+        "delattr": lambda: delattr(model, "flag"),
+    }[how]
+    misses = magpy.stats(compiled).misses
+    change()
+    for _ in range(2):
+        _same(compiled, model, torch.randn(2, 4))
+    assert magpy.stats(compiled).misses == misses + 1

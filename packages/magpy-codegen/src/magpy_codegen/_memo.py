@@ -167,7 +167,8 @@ def classify(plan: Any, fn: Any, anchor: str = "fn") -> tuple[MemoPlan, dict[Pat
         while path is not None and stable_path(path, anchor) and path not in paths:
             paths.add(path)
             path = path.parent
-    s = _Snapshot()
+    _load_holds()  # (vouched for as ``arm`` will: 3.13's values state included)
+    s = _Snapshot(_CHECK[0].values_state)
     values: dict[Path, Any] = {}
     for path in sorted(paths, key=len):
         parent = path.parent
