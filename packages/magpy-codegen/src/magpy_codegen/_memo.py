@@ -8,9 +8,10 @@ checks cost a few hundred Python lines per hit. The memo splits the guard in two
 
 - the **stable part**: paths from ``fn`` (the same object every call), globals, builtins,
   closure cells and constants, through attributes and items; and their checks that depend on
-  nothing but those objects (identity, type, exact immutable values, lengths and keys of
-  dicts, hasattr, module hooks). It runs in full the first time and whenever the memo is not
-  valid; when it passes, ``Memo.arm`` takes a *snapshot* of everything its result depends on.
+  nothing but those objects (identity, type, exact immutable values and enum members, lengths
+  and keys of dicts and of dict subclasses with native methods, hasattr, module hooks, which
+  entry a class holds). It runs in full the first time and whenever the memo is not valid;
+  when it passes, ``Memo.arm`` takes a *snapshot* of everything its result depends on.
 - the **per-call part**: paths from the arguments, tensor metadata (in place changes such as
   ``p.requires_grad_()`` touch no dict), aliasing, and checks that compute (``Outcome``).
 
