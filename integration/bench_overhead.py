@@ -35,6 +35,7 @@ import torch
 import magpy
 
 from .models import MODELS as BUNDLED
+from .models import extra, hf
 
 Build = Callable[[], tuple[torch.nn.Module, tuple[Any, ...], dict[str, Any]]]
 
@@ -81,6 +82,16 @@ def _hf(model_cls: str, config_cls: str, inputs: dict[str, Any], **config: Any) 
     return build
 
 
+def _library(builder: Callable[[], tuple[torch.nn.Module, Callable[[int, int], Any]]]) -> Build:
+    """A builder of ``models.hf`` / ``models.extra``: keyword inputs for batch 1."""
+
+    def build() -> tuple[torch.nn.Module, tuple[Any, ...], dict[str, Any]]:
+        model, make = builder()
+        return model, (), make(1, 0)
+
+    return build
+
+
 _NARROW = {"hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 128}
 
 MODELS: dict[str, Build] = {
@@ -111,6 +122,14 @@ MODELS: dict[str, Build] = {
         "T5Model", "T5Config", _ids(decoder=8), vocab_size=100, d_model=64, d_ff=128, d_kv=16,
         num_heads=4, use_cache=False,
     ),
+    "bloom": _hf(
+        "BloomModel", "BloomConfig", _ids(), vocab_size=100, hidden_size=64, n_head=4,
+        use_cache=False,
+    ),
+    "segformer": _library(hf.segformer),
+    "unet2d": _library(extra.unet2d),
+    "unet2d-condition": _library(extra.unet2d_condition),
+    "autoencoder-kl": _library(extra.autoencoder_kl),
 }  # fmt: skip
 
 

@@ -45,6 +45,7 @@ EXPECT: dict[str, Expect] = {
     "monai_basic_unet": STATIC,
     "unet2d": STATIC,
     "unet2d_condition": STATIC,
+    "autoencoder_kl": STATIC,
 }
 
 

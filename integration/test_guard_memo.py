@@ -9,6 +9,7 @@ change invalidates the recorded graph, the stats must show a miss.
 
 from __future__ import annotations
 
+import enum
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -20,7 +21,8 @@ from torch import nn
 import magpy
 from magpy_codegen import _cbuild, _memo
 from magpy_codegen._memo import MAX_ARMS
-from magpy_monitor import INTERP
+from magpy_monitor import INTERP, ClassEntry
+from magpy_refgraph import GuardKind, GuardReq, Outcome
 
 
 @pytest.fixture(params=["c", "python"], autouse=True)
@@ -361,3 +363,151 @@ def test_a_metaclass_that_looks_attributes_up_itself_runs_every_call() -> None:
     compiled(x)
     assert _Meta.reads > before
     _Scaled.factor = 3.0
+
+
+# ------------------------------------------------- library registries, class entries, enums
+class _Registry(dict):  # type: ignore[type-arg]
+    """Like transformers' ``_CanRecordRegistry``: a dict subclass with Python methods of its
+    own, its items and length the native ones."""
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        super().__setitem__(str(key), value)
+
+    def get(self, key: Any) -> Any:  # type: ignore[override]
+        return super().get(str(key)) or {}
+
+
+REGISTRY = _Registry()
+
+
+class _Mode(enum.Enum):
+    DOUBLE = "double"
+    HALF = "half"
+
+
+MODE = _Mode.DOUBLE
+
+
+class _Factor:
+    """A descriptor object of the program's: the guard checks which one the class holds."""
+
+    def __init__(self, k: float) -> None:
+        self.k = k
+
+    def __get__(self, obj: Any, cls: Any = None) -> float:
+        return self.k
+
+
+class _Base:
+    factor = _Factor(2.0)
+
+
+class _Scaler(_Base):
+    pass
+
+
+SCALER = _Scaler()
+
+
+def _registry_program(x: torch.Tensor) -> torch.Tensor:
+    for name, k in REGISTRY.get("scales").items():
+        x = x * k if name != "skip" else x
+    x = x * 2 if MODE is _Mode.DOUBLE else x / 2
+    return x * SCALER.factor + len(REGISTRY)
+
+
+def _kept(compiled: Any) -> list[GuardReq]:
+    """The requirements the memo keeps (checked only when its snapshot does not hold)."""
+    memo = compiled._magpy_state.records[0].memo_guard_code.memo
+    assert memo.state is not None and memo.off is None, memo.off
+    return [req for _, req in memo.checks]
+
+
+def _restore() -> None:
+    global MODE
+    MODE = _Mode.DOUBLE
+    _Base.factor = _Factor(2.0)  # type: ignore[misc]
+    if "factor" in vars(_Scaler):
+        del _Scaler.factor
+    REGISTRY.clear()
+    REGISTRY["scales"] = {"a": 2.0, "b": 3.0}
+
+
+def test_registries_class_entries_and_enum_values_are_kept_by_the_memo() -> None:
+    """A dict subclass's keys, length and items, which descriptor a class holds (a class
+    entry), an enum member checked by identity: the memo keeps them."""
+    _restore()
+    compiled = _warm(_registry_program, lambda: torch.randn(3))
+    kept = _kept(compiled)
+    assert any(r.kind is GuardKind.KEYS and "REGISTRY" in str(r.path) for r in kept), kept
+    assert any(r.kind is GuardKind.LEN and "REGISTRY" in str(r.path) for r in kept), kept
+    assert any(isinstance(r.payload, _Mode) for r in kept), kept
+    entries = [r for r in kept if isinstance(r.payload, Outcome)]
+    assert any(type(r.payload.fn) is ClassEntry for r in entries), entries
+    REGISTRY.clear()
+
+
+_REGISTRY_CHANGES: dict[str, Callable[[], Any]] = {
+    "registry item replaced": lambda: REGISTRY.__setitem__("scales", {"a": 5.0}),
+    "item of an item added": lambda: REGISTRY["scales"].__setitem__("skip", 9.0),
+    "registry key added": lambda: REGISTRY.__setitem__("other", {}),
+    "registry cleared": lambda: REGISTRY.clear(),
+    "enum global rebound": lambda: globals().__setitem__("MODE", _Mode.HALF),
+    "descriptor replaced on the base": lambda: setattr(_Base, "factor", _Factor(4.0)),
+    "descriptor shadowed on the class": lambda: setattr(_Scaler, "factor", _Factor(6.0)),
+    "descriptor's state changed": lambda: setattr(_Base.__dict__["factor"], "k", 8.0),
+}
+
+
+@pytest.mark.parametrize("name", list(_REGISTRY_CHANGES))
+def test_a_change_to_a_registry_class_entry_or_enum_is_caught(name: str) -> None:
+    _restore()
+    compiled = _warm(_registry_program, lambda: torch.randn(3))
+    try:
+        _REGISTRY_CHANGES[name]()
+        for _ in range(2):
+            x = torch.randn(3)
+            torch.testing.assert_close(compiled(x), _registry_program(x))
+    finally:
+        _restore()
+        REGISTRY.clear()
+
+
+class _Flagged(nn.Module):
+    """Reads its own ``__dict__``'s keys (as diffusers' ``__getattr__`` does)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.lin(x)
+        if "flag" in self.__dict__:
+            y = y + 1
+        return y * len(self.__dict__)
+
+
+@pytest.mark.parametrize("how", ["setattr", "object.__setattr__", "__dict__ item", "delattr"])
+def test_the_keys_of_a_module_dict_under_the_memo(how: str, snapcheck: str) -> None:
+    """A module's ``__dict__`` gains or loses a key after the memo is armed. The memo keeps its
+    keys where its check vouches for the whole dict (3.11's version tag; 3.12's watcher; 3.13's
+    C check with the values state, as 3.13 stores an attribute of an object whose values live
+    inline without a new version); the change is seen either way."""
+    torch.manual_seed(0)
+    model = _Flagged().eval()
+    if how == "delattr":
+        model.flag = 0
+    compiled = _warm(model, lambda: torch.randn(2, 4))
+    kept = any(r.kind is GuardKind.KEYS and "__dict__" in str(r.path) for r in _kept(compiled))
+    assert kept == (INTERP.instance_dict_tags_exact or snapcheck == "c"), kept
+    change = {
+        "setattr": lambda: setattr(model, "flag", 1),
+        "object.__setattr__": lambda: object.__setattr__(model, "flag", 1),
+        "__dict__ item": lambda: model.__dict__.__setitem__("flag", 1),
+        "delattr": lambda: delattr(model, "flag"),
+    }[how]
+    misses = magpy.stats(compiled).misses
+    change()
+    for _ in range(2):
+        _same(compiled, model, torch.randn(2, 4))
+    assert magpy.stats(compiled).misses == misses + 1

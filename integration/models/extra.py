@@ -111,20 +111,45 @@ def unet2d_condition() -> tuple[torch.nn.Module, MakeKwargs]:
     return model.eval(), _diffusion_inputs(4, context=16)
 
 
+def autoencoder_kl() -> tuple[torch.nn.Module, MakeKwargs]:
+    """A Stable-Diffusion-style VAE (AutoencoderKL): encode to the posterior's mode, decode."""
+    d = _diffusers()
+    torch.manual_seed(0)
+    model = d.AutoencoderKL(
+        in_channels=3,
+        out_channels=3,
+        down_block_types=("DownEncoderBlock2D", "DownEncoderBlock2D"),
+        up_block_types=("UpDecoderBlock2D", "UpDecoderBlock2D"),
+        block_out_channels=(8, 16),
+        latent_channels=4,
+        norm_num_groups=4,
+        sample_size=2 * LATENT,
+    )
+
+    def make(batch: int, seed: int) -> dict[str, torch.Tensor]:
+        g = torch.Generator().manual_seed(seed)
+        return {"sample": torch.randn(batch, 3, 2 * LATENT, 2 * LATENT, generator=g)}
+
+    return model.eval(), make
+
+
 EXTRA_MODELS: dict[str, ExtraBuilder] = {
     "monai_basic_unet": monai_basic_unet,
     "unet2d": unet2d,
     "unet2d_condition": unet2d_condition,
+    "autoencoder_kl": autoencoder_kl,
 }
 
 EXTRA_OUTPUTS: dict[str, tuple[str, ...]] = {
     "monai_basic_unet": (),
     "unet2d": ("sample",),
     "unet2d_condition": ("sample",),
+    "autoencoder_kl": ("sample",),
 }
 
 EXTRA_PACKAGES: dict[str, str] = {
     "monai_basic_unet": "monai",
     "unet2d": "diffusers",
     "unet2d_condition": "diffusers",
+    "autoencoder_kl": "diffusers",
 }

@@ -8,9 +8,10 @@ checks cost a few hundred Python lines per hit. The memo splits the guard in two
 
 - the **stable part**: paths from ``fn`` (the same object every call), globals, builtins,
   closure cells and constants, through attributes and items; and their checks that depend on
-  nothing but those objects (identity, type, exact immutable values, lengths and keys of
-  dicts, hasattr, module hooks). It runs in full the first time and whenever the memo is not
-  valid; when it passes, ``Memo.arm`` takes a *snapshot* of everything its result depends on.
+  nothing but those objects (identity, type, exact immutable values and enum members, lengths
+  and keys of dicts and of dict subclasses with native methods, hasattr, module hooks, which
+  entry a class holds). It runs in full the first time and whenever the memo is not valid;
+  when it passes, ``Memo.arm`` takes a *snapshot* of everything its result depends on.
 - the **per-call part**: paths from the arguments, tensor metadata (in place changes such as
   ``p.requires_grad_()`` touch no dict), aliasing, and checks that compute (``Outcome``).
 
@@ -45,13 +46,14 @@ taken right after the checks it stands for.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import attrs
 from torch._C._dynamo.guards import dict_version
 
-from magpy_monitor import CodeOf, Defines
+from magpy_monitor import ClassEntry, CodeOf, Defines
 from magpy_refgraph import (
     Access,
     AccessKind,
@@ -107,6 +109,12 @@ _STABLE_KINDS = (
 # assignable attributes that live outside any dict: their values are in the snapshot
 
 
+def _identity_value(value: Any) -> bool:
+    """A value whose check depends on nothing but the object found: an immutable value, or an
+    enum member (checked by identity)."""
+    return immutable_value(value) or isinstance(value, enum.Enum)
+
+
 def stable_path(path: Path, anchor: str = "fn") -> bool:
     """Whether ``path`` may belong to the stable part: ``anchor`` is the root local that is the
     memo's fixed object (``fn`` of a whole call; a site's first argument, e.g. ``self``)."""
@@ -125,11 +133,11 @@ def stable_check(req: GuardReq) -> bool:
     if kind in _STABLE_KINDS:
         return True
     if kind is GuardKind.VALUE:
-        return immutable_value(req.payload)
+        return _identity_value(req.payload)
     if kind is GuardKind.CUSTOM:
         payload = req.payload
         if isinstance(payload, Outcome):
-            return type(payload.fn) in (CodeOf, Defines)
+            return type(payload.fn) in (CodeOf, Defines, ClassEntry)
         return isinstance(payload, (ModuleCall, ModuleNoHooks, NotInInstanceDict, NoPlainAttr))
     return False
 
@@ -160,7 +168,8 @@ def classify(plan: Any, fn: Any, anchor: str = "fn") -> tuple[MemoPlan, dict[Pat
         while path is not None and path not in parents and stable_path(path, anchor):
             parents[path] = parent = path.parent
             path = parent
-    s = _Snapshot()
+    _load_holds()  # (vouched for as ``arm`` will: 3.13's values state included)
+    s = _Snapshot(_CHECK[0].values_state)
     values: dict[Path, Any] = {}
     for path in sorted(parents, key=len):
         parent = parents[path]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import builtins
 import collections
+import enum
 import gc
 import itertools
 import operator
@@ -17,7 +18,7 @@ from typing import Any, cast
 import torch
 from torch._C._dynamo.guards import dict_version
 
-from magpy_monitor import INTERP, CodeOf, Defines
+from magpy_monitor import INTERP, ClassEntry, CodeOf, Defines
 from magpy_refgraph import (
     Access,
     AccessKind,
@@ -321,7 +322,7 @@ def _item_step(s: _Snapshot, base: Any, key: Any, *, stored: bool = False) -> An
         else:
             s.version(base)  # (any dict's entries change its version tag)
         return _entry_of(base, key)
-    if kind in _DICTS:
+    if kind in _DICTS or _stored_dict(base, "__getitem__"):
         s.item(base, key)
         return _entry_of(base, key)
     if kind is tuple:
@@ -330,6 +331,16 @@ def _item_step(s: _Snapshot, base: Any, key: Any, *, stored: bool = False) -> An
         _container(s, base)
         return base[key]
     raise _Unsafe(f"an item of a {kind.__name__}")
+
+
+def _stored_dict(obj: Any, method: str) -> bool:
+    """A dict of a subclass (a library's registry, ``class Registry(dict)``) whose ``method``
+    (``__getitem__``, ``__len__``; none for its stored keys, which the guard reads with
+    ``dict.keys``) is the native one: what the guard reads of it is what the dict stores,
+    which its version stands for."""
+    if not isinstance(obj, dict):
+        return False
+    return not method or _static(type(obj), method) is dict.__dict__[method]
 
 
 def _entry_of(d: dict[Any, Any], key: Any) -> Any:
@@ -373,16 +384,16 @@ def _check(s: _Snapshot, req: GuardReq, value: Any) -> None:
     if kind is GuardKind.TYPE:
         s.obj(value)
     elif kind is GuardKind.VALUE:
-        if not immutable_value(value):
-            raise _Unsafe("a value check of a mutable object")
+        if not (immutable_value(value) or isinstance(value, enum.Enum)):
+            raise _Unsafe("a value check of a mutable object")  # (an enum member: by identity)
     elif kind in (GuardKind.LEN, GuardKind.KEYS):
         if id(value) in s.untagged:
             # (3.13: ``obj.name = v`` adds a key without a new tag; the check stays unmemoized)
             raise _Unsafe(f"{kind.name} of an instance dict whose tag a store can keep")
-        if kind is GuardKind.KEYS and type(value) is collections.OrderedDict:
+        if kind is GuardKind.KEYS and isinstance(value, collections.OrderedDict):
             # (move_to_end reorders the keys and leaves the dict's version as it was)
             raise _Unsafe("the order of an OrderedDict")
-        if type(value) in _DICTS:
+        if type(value) in _DICTS or _stored_dict(value, "__len__" if kind is GuardKind.LEN else ""):
             s.version(value)
         elif isinstance(value, _CONTAINERS) and kind is GuardKind.LEN:
             _container(s, value)
@@ -406,6 +417,10 @@ def _check(s: _Snapshot, req: GuardReq, value: Any) -> None:
         if not isinstance(value, types.FunctionType):
             raise _Unsafe("the code of a callable that is not a function")
         s.slot(value, "__code__")
+    elif isinstance(payload, Outcome) and type(payload.fn) is ClassEntry:
+        if not isinstance(value, type):
+            raise _Unsafe("a class entry of an object that is not a class")
+        s.obj(value)  # (its MRO and the namespaces of its mutable classes decide the lookup)
     elif isinstance(payload, Outcome) and type(payload.fn) is Defines:
         if type(value) not in _DICTS:
             raise _Unsafe("a namespace that is not a dict")
@@ -431,6 +446,13 @@ def _hasattr(s: _Snapshot, value: Any, name: Any) -> None:
     if desc is not _ABSENT and _data_descriptor(desc):
         raise _Unsafe(f"hasattr of {kind.__name__}.{name}, a data descriptor")
     inst = s.obj(value)
+    if desc is not _ABSENT and (
+        not hasattr(type(desc), "__get__") or isinstance(desc, _PLAIN_DESCRIPTORS)
+    ):
+        # (found on the class, a value or a method: present, whatever the instance dict holds
+        # and whatever a ``__getattr__`` would do, which never runs; the class's namespaces
+        # are in the snapshot)
+        return
     if inst is not None:
         s.item(inst, name)
     if getattr_ is _ABSENT:

@@ -3,6 +3,7 @@
 from .bytecode.variables import Defines
 from .core.ambient import ambient_state
 from .core.annotations import TABLE, Annotation, AnnotationTable, Kind, classify
+from .core.attributes import ClassEntry
 from .core.calls import ORIGINAL_CODE, CodeOf, disabled_function
 from .core.capture import Capture
 from .core.scalars import scalar_tensor
@@ -28,6 +29,7 @@ __all__ = [
     "AnnotationTable",
     "Capture",
     "CaptureResult",
+    "ClassEntry",
     "CodeInfo",
     "CodeOf",
     "Defines",

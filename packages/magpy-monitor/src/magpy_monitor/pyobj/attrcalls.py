@@ -1,10 +1,11 @@
 """The attribute builtins: ``getattr``, ``hasattr``, ``setattr`` and ``delattr``.
 
 They mean what the attribute opcodes mean (``bytecode/attributes.py``): a read through a class's
-own ``__getattribute__`` or a property follows it (``attrhooks``, ``instances``); ``hasattr``
-of a name an object from outside does not have is guarded absent; of an object built in the
-run, its own attributes are the shadow's (every store and deletion followed) and the class
-decides the rest (its having the name or not guarded).
+own ``__getattribute__``, ``__getattr__`` or a property follows it (``attrhooks``,
+``instances``); ``hasattr`` of a name an object from outside does not have (and no hook
+decides) is guarded absent; of an object built in the run, its own attributes are the
+shadow's (every store and deletion followed) and the class decides the rest (its having the
+name or not guarded).
 """
 
 from __future__ import annotations
@@ -22,7 +23,14 @@ from ..core.frame import FrameMonitor, Inst
 from ..core.registry import register_builtin
 from ..core.values import Construction, Instance, Val
 from ..core.valuetypes import is_value_type
-from .attrhooks import attribute_hook, follow_attribute, hooked, hooked_getattr, hooked_hasattr
+from .attrhooks import (
+    attribute_hook,
+    follow_attribute,
+    hooked,
+    hooked_getattr,
+    hooked_hasattr,
+    hooked_missing,
+)
 from .instances import _follow_getter, external_attr_followed, lookup, python_descriptor
 
 __all__: list[str] = []
@@ -37,7 +45,7 @@ def _getattr(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) ->
             return
         if (
             len(pos) == 2
-            and hooked(base)
+            and (hooked(base) or hooked_missing(base, name.obj))
             and follow_attribute(m, inst, base, name.obj, method=False)
         ):
             return

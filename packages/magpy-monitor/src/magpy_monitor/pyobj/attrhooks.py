@@ -8,15 +8,27 @@ way (no hook runs in the guard, and its memo can keep them), a property it finds
 and a name it does not find is guarded as absent (``NoPlainAttr``). ``hasattr`` and
 ``getattr`` with a default follow it too: where the hook raises ``AttributeError`` and the
 native caller catches it, the result is ``False`` or the default.
+
+A class's Python ``__getattr__`` (diffusers' ``ModelMixin``/``ConfigMixin``: a config name
+first, then ``super().__getattr__(name)``) runs only where the plain lookup misses: for such a
+name (``missing_hook``) it is followed the same way, with that miss guarded
+(``NoPlainAttr``). So ``self.conv_in`` of a diffusers model is recorded as what the hook read
+(``self.__dict__["_modules"]["conv_in"]``, which ``Module.__getattr__`` found), a path the
+guard's memo keeps, rather than an attribute the guard reads again, hook and all, on every
+call. (``Module.__getattr__`` itself is modelled where it finds the name,
+``libs.torch.modattrs``.)
 """
 
 from __future__ import annotations
 
+import collections
 import types
 from collections.abc import Callable
 from typing import Any
 
-from magpy_refgraph import GuardKind, NoPlainAttr, ObjAttr
+import torch
+
+from magpy_refgraph import GuardKind, NoPlainAttr, ObjAttr, plain_attr_absent
 
 from ..core import registry
 from ..core.attributes import guard_class_attr, load_attr
@@ -28,10 +40,19 @@ from .instances import (
     _follow_read,
     external_attr_followed,
     lookup,
+    native_base,
     python_descriptor,
 )
 
-__all__ = ["attribute_hook", "follow_attribute", "hooked", "hooked_getattr", "hooked_hasattr"]
+__all__ = [
+    "attribute_hook",
+    "follow_attribute",
+    "hooked",
+    "hooked_getattr",
+    "hooked_hasattr",
+    "hooked_missing",
+    "missing_hook",
+]
 
 Outputs = Callable[[list[Any], Val], list[Val]]
 Raised = Callable[[list[Any], BaseException], list[Val]]
@@ -56,6 +77,36 @@ def hooked(base: Val) -> types.FunctionType | None:
     return attribute_hook(base.obj)
 
 
+# native bases whose attribute lookup is CPython's generic one (the class dict, then the
+# instance's): below them a Python ``__getattr__`` runs exactly where that lookup misses
+_GENERIC_BASES = (object, dict, list, tuple, set, frozenset, collections.OrderedDict)
+
+
+def missing_hook(obj: Any, name: str) -> types.FunctionType | None:
+    """The Python ``__getattr__`` reading ``obj.name`` runs: its class has one (not
+    ``Module.__getattr__``: see ``libs.torch.modattrs``) over CPython's generic lookup, and
+    neither the class (its MRO) nor the object's own ``__dict__`` has ``name``."""
+    if isinstance(obj, type | types.ModuleType):
+        return None
+    cls = type(obj)
+    hook = lookup(cls, "__getattr__")
+    if not isinstance(hook, types.FunctionType) or hook is torch.nn.Module.__getattr__:
+        return None
+    base = native_base(cls)
+    if base not in _GENERIC_BASES or lookup(cls, "__getattribute__") is not lookup(
+        base, "__getattribute__"
+    ):
+        return None  # (a Python __getattribute__ as well: ``attribute_hook``'s, unsupported)
+    return hook if plain_attr_absent(obj, name) else None
+
+
+def hooked_missing(base: Val, name: str) -> types.FunctionType | None:
+    """The ``__getattr__`` reading ``base.name`` runs, if ``base`` is from outside."""
+    if not base.external or base.node is None:
+        return None
+    return missing_hook(base.obj, name)
+
+
 @registry.EXTERNAL_ATTR_FOLLOWED.provide
 def follow_attribute(
     m: FrameMonitor,
@@ -71,17 +122,27 @@ def follow_attribute(
     Python to read ``name``: its class's own ``__getattribute__``, else a property or
     descriptor's getter (``instances.external_attr_followed``), followed like a call."""
     hook = hooked(base)
-    if hook is None:
-        return external_attr_followed(m, inst, base, name, method=method, outputs=outputs)
-    m.cap.observe_type(base)
-    guard_class_attr(m.cap, type(base.obj), "__getattribute__")
+    if hook is not None:
+        m.cap.observe_type(base)
+        guard_class_attr(m.cap, type(base.obj), "__getattribute__")
+    else:
+        hook = hooked_missing(base, name)
+        if hook is None:
+            return external_attr_followed(m, inst, base, name, method=method, outputs=outputs)
+        assert base.node is not None
+        m.cap.observe_type(base)
+        guard_class_attr(m.cap, type(base.obj), "__getattr__")
+        # (the plain lookup misses, so the hook runs: nothing of that name on the class or in
+        # the object's own dict, checked without running the object's code)
+        m.cap.graph.observe(base.node, GuardKind.CUSTOM, NoPlainAttr(name))
     args = [base, m.cap.const(name)]
     _follow_read(m, inst, hook, args, method=method, outputs=outputs, raised=raised)
     return True
 
 
 def hooked_hasattr(m: FrameMonitor, inst: Inst, base: Val, name: str) -> bool:
-    """``hasattr(base, name)`` through the class's own ``__getattribute__`` (True: followed)."""
+    """``hasattr(base, name)`` through the class's own ``__getattribute__`` or ``__getattr__``
+    (True: followed)."""
     true, false = m.cap.const(True), m.cap.const(False)
 
     def absent(real: list[Any], exc: BaseException) -> list[Val]:
@@ -93,7 +154,8 @@ def hooked_hasattr(m: FrameMonitor, inst: Inst, base: Val, name: str) -> bool:
 
 
 def hooked_getattr(m: FrameMonitor, inst: Inst, base: Val, name: str, default: Val) -> bool:
-    """``getattr(base, name, default)`` through the class's own ``__getattribute__``."""
+    """``getattr(base, name, default)`` through the class's own ``__getattribute__`` or
+    ``__getattr__``."""
 
     def absent(real: list[Any], exc: BaseException) -> list[Val]:
         if not isinstance(exc, AttributeError) or real[0] is not default.obj:
@@ -106,10 +168,11 @@ def hooked_getattr(m: FrameMonitor, inst: Inst, base: Val, name: str, default: V
 def _follow_hook(
     m: FrameMonitor, inst: Inst, base: Val, name: str, outputs: Outputs | None, raised: Raised
 ) -> bool:
-    """Follow the ``__getattribute__`` of ``base``'s class for ``hasattr``/``getattr`` with a
+    """Follow the attribute hook of ``base``'s class for ``hasattr``/``getattr`` with a
     default: an object from outside, or one the run built (a configuration it copied; its
-    class is known to the record)."""
-    if hooked(base) is not None:
+    class is known to the record); also the ``__getattr__`` of an object from outside that
+    lacks ``name`` (``missing_hook``)."""
+    if hooked(base) is not None or hooked_missing(base, name) is not None:
         return follow_attribute(m, inst, base, name, method=False, outputs=outputs, raised=raised)
     hook = attribute_hook(base.obj) if registry.IS_PYOBJ.impl(base) else None
     if hook is None:
