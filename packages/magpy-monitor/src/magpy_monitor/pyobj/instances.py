@@ -349,13 +349,19 @@ def _native_setattr(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, V
     if not is_pyobj(base) and ctor is None:
         raise m.unsupported(f"object.__setattr__ on a {type(base.obj).__name__} not built here")
     m.cap.observe(name)
-    if ctor is not None:
-        ctor.changes.append(Change(object.__setattr__, name, value))
-    elif hasattr(type(lookup(type(base.obj), name.obj)), "__set__"):
+    if ctor is None and hasattr(type(lookup(type(base.obj), name.obj)), "__set__"):
         raise m.unsupported(f"object.__setattr__ of descriptor {name.obj!r}")
-    else:
+    if ctor is None:
         m.cap.set_attr(base, name.obj, value)  # (not external: no write-back)
-    m.expect_outputs(inst, 1, lambda real: [m.cap.const(None)])
+    m.expect_outputs(inst, 1, lambda real: _logged(m, ctor, object.__setattr__, name, value))
+
+
+def _logged(m: FrameMonitor, ctor: Construction | None, op: Any, key: Val, value: Val) -> list[Val]:
+    """A native store into an object built in the run ran (it pushed None): on one the mock
+    rebuilds by calling its class, it is one of the changes the mock makes again."""
+    if ctor is not None:
+        ctor.changes.append(Change(op, key, value))
+    return [m.cap.const(None)]
 
 
 def _native_setitem(owner: Any) -> Any:
@@ -369,12 +375,11 @@ def _native_setitem(owner: Any) -> Any:
         m.cap.observe_key(key)
         ctor = base.payload(Construction)
         if (is_pyobj(base) or ctor is not None) and isinstance(base.items, dict):
-            if ctor is not None:
-                ctor.changes.append(Change(owner.__setitem__, key, value))
             put_item(base.items, key, value)
         else:
+            ctor = None
             store_item(m, base, key, value)  # d.__setitem__(k, v) on any dict: d[k] = v
-        m.expect_outputs(inst, 1, lambda real: [m.cap.const(None)])
+        m.expect_outputs(inst, 1, lambda real: _logged(m, ctor, owner.__setitem__, key, value))
 
     return handle
 

@@ -14,8 +14,9 @@ to what eager builds, type included. The program's own Python that the construct
 Reading the object: attributes and items give the shadows of the objects passed in (found by
 identity) or constants (value-typed fields, the arguments being guarded); methods are followed
 like any Python method; the read-only dict methods (``keys``, ``items``, ``values``, ``get``)
-see the items it holds. Changing the object after construction is not supported (the replayed
-call would not repeat it).
+see the items it holds. Changing the object after construction (items and attributes set,
+attributes deleted) is logged and made again by the mock once it has built the object
+(``pyobj.replayed``).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from ..core.programcode import program_frames
 from ..core.registry import BUILTIN_HANDLERS
 from ..core.values import Change, Construction, Payload, Val
 from ..core.valuetypes import is_value_type
+from .instances import native_base
 
 __all__ = [
     "PartialCall",
@@ -240,8 +242,10 @@ def construct(
     def make(real: list[Any]) -> list[Val]:
         obj = real[0]
         items = None
-        if isinstance(obj, dict):
-            items = {k: (cap.const(k), item_shadow(m, x, cls.__name__)) for k, x in obj.items()}
+        if isinstance(obj, dict):  # (its native base's items: no Python ``items`` runs)
+            mapping: Any = native_base(type(obj))
+            pairs = mapping.items(obj)
+            items = {k: (cap.const(k), item_shadow(m, x, cls.__name__)) for k, x in pairs}
         return [cap.new(obj, items=items, payload=Construction(cls, list(pos), dict(kwargs)))]
 
     p = m.expect_outputs(inst, 1, make)

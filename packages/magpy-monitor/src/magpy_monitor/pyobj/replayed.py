@@ -69,14 +69,19 @@ def change(
         m.cap.observe_key(key)
     else:
         m.cap.observe(key)
-    ctor.changes.append(Change(_OPS[kind], key, value))
 
     def make(real: list[Any]) -> list[Val]:
+        ctor.changes.append(Change(_OPS[kind], key, value))  # (once it ran)
         read_back(m, base)
         return [none] if pushes else []
 
+    def raised(exc: BaseException) -> None:
+        # (what a hook left behind before it raised is not known, nor made again)
+        raise m.unsupported(f"changing a {cls.__name__} made in the run raised {exc!r}")
+
     p = m.expect_outputs(inst, n_out, make)
     p.calls_back = program_frames()  # (a library's hook calling the program's code: unseen)
+    p.on_raise = raised
 
 
 def _program_hook(cls: type, kind: str, key: Any) -> tuple[types.FunctionType, bool] | None:
