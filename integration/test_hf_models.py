@@ -40,6 +40,7 @@ import _integration_helpers as H
 import pytest
 import torch
 
+import magpy
 from magpy._cli import load_models
 
 os.environ["HF_HUB_OFFLINE"] = "1"
@@ -234,6 +235,28 @@ def test_static_hf_model_hits_run_no_user_code(name: str) -> None:
         H.assert_compiles_like_eager(
             model,
             lambda i: ([], make_inputs(BATCH, 1 + i)),
+            calls=CALLS,
+            backend="eager",
+            check_hits_run_no_user_code=False,
+        )
+
+
+def test_segformer_default_config_after_its_hooks_are_installed() -> None:
+    """SegformerForSemanticSegmentation of its default config: its first call installs
+    transformers' output-capturing hooks (``capture_outputs``, one-time state); from then on
+    each call is one graph: ``hasattr`` of the ``BaseModelOutput`` the model built, then its
+    collected hidden states stored as an item, which the mock stores again on the output it
+    rebuilds (issue 36)."""
+    t = importlib.import_module("transformers")
+    torch.manual_seed(0)
+    model = t.SegformerForSemanticSegmentation(t.SegformerConfig()).eval()
+    make = HF.segformer_default_inputs
+    with torch.no_grad():
+        model(**make(1, 0))  # (the hooks, installed by the model's own first call)
+        assert magpy.explain(model)(**make(1, 1)).graph_break_count == 0
+        H.assert_compiles_like_eager(
+            model,
+            lambda i: ([], make(1, 2 + i)),
             calls=CALLS,
             backend="eager",
             check_hits_run_no_user_code=False,

@@ -529,6 +529,10 @@ def segformer() -> tuple[torch.nn.Module, MakeKwargs]:
     return _build("SegformerModel", "SegformerConfig", _images(), **sizes)
 
 
+#: SegformerForSemanticSegmentation's default config (``test_hf_models``): 64x64 images
+segformer_default_inputs = _images(size=64)
+
+
 def detr() -> tuple[torch.nn.Module, MakeKwargs]:
     """DETR with a transformers ResNet backbone (not timm's), untrained, 8 object queries."""
     t = _transformers()

@@ -3,7 +3,9 @@
 What a read means is decided by ``core.attributes.load_attr``. Where reading or writing the
 attribute runs Python code of the object's class (a property, a ``__getattr__``, a
 ``__setattr__``), that code is followed like a call: the object model (``pyobj.instances``)
-says so through the registry's ``*_FOLLOWED`` hooks.
+says so through the registry's ``*_FOLLOWED`` hooks. A store into, or deletion from, an object
+the mock rebuilds by calling its class again (a dataclass built in the run) is one of the
+changes the mock makes again (``CHANGE_REPLAYED``, ``pyobj.replayed``).
 """
 
 from __future__ import annotations
@@ -27,8 +29,9 @@ __all__ = ["store_attr"]
 @opcode("LOAD_ATTR")
 def _load_attr(m: FrameMonitor, inst: Inst) -> None:
     (base,) = m.pop()
+    base = registry.REFERENT.impl(base) or base  # (a weak proxy: its referent's attribute)
     name = inst.argval
-    if registry.IS_PYOBJ.impl(base) and registry.LOAD_ATTR_FOLLOWED.impl(m, inst, base, name):
+    if registry.BUILT_OBJECT.impl(base) and registry.LOAD_ATTR_FOLLOWED.impl(m, inst, base, name):
         return  # a property of an object built in the run: its getter is followed
     if registry.EXTERNAL_ATTR_FOLLOWED.impl(m, inst, base, name, method=False):
         return  # a property of an object from outside: likewise
@@ -38,11 +41,12 @@ def _load_attr(m: FrameMonitor, inst: Inst) -> None:
 @opcode("LOAD_METHOD")
 def _load_method(m: FrameMonitor, inst: Inst) -> None:
     (base,) = m.pop()
+    base = registry.REFERENT.impl(base) or base  # (a weak proxy: its referent's attribute)
     name = inst.argval
-    if registry.IS_PYOBJ.impl(base) and registry.GETATTR_FOLLOWED.impl(
+    if registry.BUILT_OBJECT.impl(base) and registry.LOAD_ATTR_FOLLOWED.impl(
         m, inst, base, name, method=True
     ):
-        return  # a Python __getattr__ of an object built in the run
+        return  # a Python __getattr__ or a property of an object built in the run
     if registry.EXTERNAL_ATTR_FOLLOWED.impl(m, inst, base, name, method=True):
         return  # ``self.prop(x)``: a property of an object from outside giving a callable
 
@@ -62,46 +66,24 @@ def _load_method(m: FrameMonitor, inst: Inst) -> None:
 @opcode("STORE_ATTR")
 def _store_attr(m: FrameMonitor, inst: Inst) -> None:
     base, value = m.pop(2)[::-1]
+    base = registry.REFERENT.impl(base) or base  # (a weak proxy: its referent's attribute)
     name = inst.argval
+    if base.payload(Construction) is not None:  # a dataclass built in the run: replayed
+        registry.CHANGE_REPLAYED.impl(m, inst, base, "attr", m.cap.const(name), value)
+        return
     if registry.IS_PYOBJ.impl(base) and registry.STORE_ATTR_FOLLOWED.impl(
         m, inst, base, name, value
     ):
         return  # a Python __setattr__ or property setter of an object built in the run
     store_attr(m, base, name, value)
-    m.expect_outputs(inst, 0, lambda real: stored(m, base, value, []))
-
-
-def stored(m: FrameMonitor, base: Val, value: Val, outputs: list[Val]) -> list[Val]:
-    """After a store into ``base`` ran: a dataclass built in the run whose own
-    ``__setattr__`` may have written its items too (a ``ModelOutput``) has its shadow items
-    read back (each the shadow of the object it holds)."""
-    if base.payload(Construction) is not None and isinstance(base.items, dict):
-        cap = m.cap
-        items: dict[Any, tuple[Val, Val]] = {}
-        for k, x in base.obj.items():
-            known = value if x is value.obj else cap.known(x)
-            if known is None:
-                raise m.unsupported(
-                    f"a {type(base.obj).__name__} holds an object of unknown origin"
-                )
-            items[k] = (cap.const(k), known)
-        base.items.clear()
-        base.items.update(items)
-    return outputs
+    m.expect_outputs(inst, 0, lambda real: [])
 
 
 def store_attr(m: FrameMonitor, base: Val, name: str, value: Val) -> None:
-    """``base.name = value`` (STORE_ATTR or ``setattr``), about to run natively."""
+    """``base.name = value`` (STORE_ATTR or ``setattr``), about to run natively (an object
+    the mock rebuilds by calling its class again is ``CHANGE_REPLAYED``'s)."""
     if isinstance(base.obj, torch.Tensor):
         registry.STORE_TENSOR_ATTR.impl(m, base, name, value)  # p.data = new, t.requires_grad
-        return
-    ctor = base.payload(Construction)
-    if ctor is not None:
-        if isinstance(base.obj, tuple):
-            raise m.unsupported(f"setting attribute {name!r} of a namedtuple")
-        # a dataclass built in the run (a ModelOutput whose pooler_output a model replaces):
-        # the mock sets it again after building it; its items are read back once it is set
-        ctor.sets.append((name, value))
         return
     if registry.IS_PYOBJ.impl(base) and not registry.PLAIN_STORE.impl(type(base.obj), name):
         raise m.unsupported(f"setattr on a {type(base.obj).__name__} runs Python code")
@@ -115,5 +97,13 @@ def store_attr(m: FrameMonitor, base: Val, name: str, value: Val) -> None:
 @opcode("DELETE_ATTR")
 def _delete_attr(m: FrameMonitor, inst: Inst) -> None:
     (base,) = m.pop()
+    base = registry.REFERENT.impl(base) or base  # (a weak proxy: its referent's attribute)
+    if base.payload(Construction) is not None:  # a dataclass built in the run: replayed
+        registry.CHANGE_REPLAYED.impl(m, inst, base, "delattr", m.cap.const(inst.argval), None)
+        return
+    if registry.IS_PYOBJ.impl(base) and registry.DELETE_ATTR_FOLLOWED.impl(
+        m, inst, base, inst.argval
+    ):
+        return  # a property's deleter, of an object built in the run
     m.cap.del_attr(base, inst.argval)
     m.expect_outputs(inst, 0, lambda real: [])

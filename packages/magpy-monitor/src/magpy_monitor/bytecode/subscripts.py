@@ -8,7 +8,8 @@ default are the object model's (registry hooks ``BUILT_OBJECT`` and ``MISSING_IT
 
 A store changes the shadow's items of a container the shadow knows (an entry list or dict gets
 shadow items first), is one effect node for a tensor, runs natively on a numpy array made by
-the run, and follows a Python ``__setitem__`` of an object built in the run.
+the run, follows a Python ``__setitem__`` of an object built in the run, and is one of the
+changes the mock makes again to an object it rebuilds by calling its class (``pyobj.replayed``).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from ..core.frame import FrameMonitor, Inst
 from ..core.operators import scalar_op, tensor_op
 from ..core.recorder import setitem
 from ..core.registry import BUILT_OBJECT, MISSING_ITEM, opcode
-from ..core.values import Val
+from ..core.values import Construction, Val
 from ..core.valuetypes import is_value_type
 from .build import new_with_items
 from .iteration import DICT_TYPES, iter_items, unpack
@@ -183,6 +184,9 @@ def _store(m: FrameMonitor, inst: Inst, value: Val, container: Val, key: Val) ->
             effect=True,
         )
         cap.mutate_tensor(container, node)
+    elif container.payload(Construction) is not None:  # a dataclass built in the run
+        registry.CHANGE_REPLAYED.impl(m, inst, container, "item", key, value)
+        return
     elif registry.IS_PYOBJ.impl(container) and registry.STORE_ITEM_FOLLOWED.impl(
         m, inst, container, key, value
     ):

@@ -323,10 +323,15 @@ def _bound_to_built(r: Read) -> bool:
 
 @attr_rule("bound method of a built object", _bound_to_built)
 def _bound_method(m: FrameMonitor, r: Read) -> Val:
+    # (what the lookup through its class found, guarded: a method replaced on the class
+    # between calls misses)
+    guard_class_attr(m.cap, type(r.obj), r.name)
     if r.real.__self__ is r.obj:
         return Val(r.real, payload=BoundMethod(r.base))  # (``kwds.pop`` of a dict the run built)
     # a classmethod read through an object the run built (``qt._make``): bound to its class
-    return Val(r.real, payload=BoundMethod(m.cap.const(type(r.obj))))
+    # (the shadow of a class the run made itself: a new class on every call)
+    cls = m.cap.known(type(r.obj))
+    return Val(r.real, payload=BoundMethod(cls if cls is not None else m.cap.const(type(r.obj))))
 
 
 @attr_rule("known object", lambda r: r.cap.known(r.real) is not None)

@@ -129,7 +129,9 @@ def _bound_method(m: FrameMonitor, inst: Inst, c: Call) -> None:
         as_op(m, inst, c.fn, early, c.pos, c.kwargs)
         return
     self_val = method_self(m, c.fn_val)
-    dispatch_call(m, inst, m.cap.const(c.fn.__func__), [self_val, *c.pos], c.kwargs)
+    func = m.cap.known(c.fn.__func__)  # (a function the run made: its shadow, closure and all)
+    func = func if func is not None else m.cap.const(c.fn.__func__)
+    dispatch_call(m, inst, func, [self_val, *c.pos], c.kwargs)
 
 
 def _bound_tensor_method(c: Call) -> bool:

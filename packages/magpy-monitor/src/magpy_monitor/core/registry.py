@@ -42,13 +42,14 @@ __all__ = [
     "CALL_RULES",
     "CALL_RULE_ORDER",
     "CALL_WITH_LAZY_STAR",
+    "CHANGE_REPLAYED",
     "CHECK_ROW_SOURCE",
     "COMPARE_MODELS",
     "CONTAINS_MODELS",
+    "DELETE_ATTR_FOLLOWED",
     "EXTERNAL_ATTR_FOLLOWED",
     "FOLLOW",
     "FUNCTION_APPLY_MODELS",
-    "GETATTR_FOLLOWED",
     "INVOLVES_ARRAY",
     "IS_PYOBJ",
     "ITER_ITEMS_MODELS",
@@ -67,6 +68,7 @@ __all__ = [
     "PLAIN_STORE",
     "PUT_ITEM",
     "PYTHON_DUNDER",
+    "REFERENT",
     "SET_ADD",
     "SET_UPDATE",
     "STORE_ARRAY_ITEM",
@@ -368,23 +370,30 @@ OBSERVE_SET: Hook[Callable[..., None]] = Hook("observe_set")
 #: ``is_pyobj(v)``: ``v`` is an instance of a plain class built during the run; called by
 #: ``bytecode.attributes`` and ``bytecode.subscripts`` before the ``*_FOLLOWED`` hooks
 IS_PYOBJ: Hook[Callable[..., bool]] = Hook("is_pyobj")
-#: LOAD_ATTR of such an object that runs a getter (followed: True); ``bytecode.attributes``
+#: LOAD_ATTR/LOAD_METHOD (``method=True``) of an object built in the run (an instance of a plain
+#: class, or one the mock rebuilds by calling its class) that runs Python: a getter, a Python
+#: ``__getattr__``/``__getattribute__`` (followed: True); ``bytecode.attributes``
 LOAD_ATTR_FOLLOWED: Hook[Callable[..., bool]] = Hook("load_attr_followed")
-#: LOAD_METHOD of such an object with a Python ``__getattr__``/``__getattribute__`` (followed:
-#: True); ``bytecode.attributes``
-GETATTR_FOLLOWED: Hook[Callable[..., bool]] = Hook("getattr_followed")
 #: LOAD_ATTR/LOAD_METHOD of an object from outside whose class runs Python for the name
 #: (followed: True); ``bytecode.attributes``
 EXTERNAL_ATTR_FOLLOWED: Hook[Callable[..., bool]] = Hook("external_attr_followed")
 #: STORE_ATTR of such an object that runs a ``__setattr__``/setter (followed: True);
 #: ``bytecode.attributes``
 STORE_ATTR_FOLLOWED: Hook[Callable[..., bool]] = Hook("store_attr_followed")
+#: DELETE_ATTR (and ``delattr``) of such an object that runs a property's deleter (followed:
+#: True); ``bytecode.attributes``, ``pyobj.attrcalls``
+DELETE_ATTR_FOLLOWED: Hook[Callable[..., bool]] = Hook("delete_attr_followed")
 #: ``plain_store(cls, name)``: ``setattr`` on a ``cls`` only writes ``__dict__``;
 #: ``bytecode.attributes.store_attr``
 PLAIN_STORE: Hook[Callable[..., bool]] = Hook("plain_store")
 #: STORE_SUBSCR of such an object: its Python ``__setitem__`` or its own items (True);
 #: ``bytecode.subscripts``
 STORE_ITEM_FOLLOWED: Hook[Callable[..., bool]] = Hook("store_item_followed")
+#: ``change(m, inst, base, kind, key, value, pushes=False)``: a store or deletion (``kind``:
+#: "attr", "item", "delattr") on an object the mock rebuilds by calling its class again (a
+#: ``Construction``), made again by the mock; ``bytecode.attributes``, ``bytecode.subscripts``;
+#: provided by pyobj.replayed
+CHANGE_REPLAYED: Hook[Callable[..., None]] = Hook("change_replayed")
 #: ``python_dunder(obj, name)``: the Python function ``type(obj)`` defines for a special method;
 #: ``bytecode.operators`` CONTAINS_OP (``__contains__``)
 PYTHON_DUNDER: Hook[Callable[..., Any]] = Hook("python_dunder")
@@ -460,6 +469,10 @@ TENSOR_ROWS: Hook[Callable[..., Any]] = Hook("tensor_rows")
 PARTIAL_CALL: Hook[Callable[..., Any]] = Hook("partial_call")
 
 # the standard library (provided by libs.stdlib)
+#: ``referent(v) -> Val | None``: the shadow of the object ``v`` stands for, if ``v`` is a weak
+#: proxy made in the run (its attributes are the referent's); called by ``bytecode.attributes``
+#: and ``pyobj.attrcalls``; provided by libs.stdlib.weakrefs
+REFERENT: Hook[Callable[[Val], Val | None]] = Hook("referent")
 #: ``note_catch_warnings(m)``: the run entered ``warnings.catch_warnings()``; called by
 #: ``pyobj.contexts``; provided by libs.stdlib.warn
 NOTE_CATCH_WARNINGS: Hook[Callable[..., None]] = Hook("note_catch_warnings")

@@ -22,6 +22,7 @@ __all__ = [
     "UNBOUND",
     "AppendLog",
     "BoundMethod",
+    "Change",
     "Construction",
     "Instance",
     "MadeFunction",
@@ -231,13 +232,27 @@ def dict_view_items(base: Val) -> dict[Any, Any] | None:
 class Construction(Payload):
     """An object the mock rebuilds by calling its class again (a dataclass, a namedtuple,
     ``pyobj/objects``): the class and the shadows of the arguments it was built from, and
-    the attributes the run set on it afterwards, in order (``sets``: set again by the mock)."""
+    the changes the run made to it afterwards, in order (``changes``: made again by the mock
+    once it has built the object)."""
 
-    __slots__ = ("cls", "kwargs", "pos", "sets")
+    __slots__ = ("changes", "cls", "kwargs", "pos")
 
-    def __init__(self, cls: type, pos: list[Val], kwargs: dict[str, Val]) -> None:
+    def __init__(self, cls: Any, pos: list[Val], kwargs: dict[str, Val]) -> None:
         self.cls, self.pos, self.kwargs = cls, pos, kwargs
-        self.sets: list[tuple[str, Val]] = []
+        self.changes: list[Change] = []
+
+
+class Change:
+    """One change the run made to an object the mock rebuilds (``Construction.changes``):
+    ``op(obj, key)`` or ``op(obj, key, value)`` (``value`` None), called again by the mock on
+    the object it built: ``setattr``/``operator.setitem``/``delattr`` (the class's own hooks, a
+    library's, run natively in the run as well), or the native store a followed hook of the
+    program's made (``object.__setattr__``, ``dict.__setitem__``)."""
+
+    __slots__ = ("key", "op", "value")
+
+    def __init__(self, op: Any, key: Val, value: Val | None) -> None:
+        self.op, self.key, self.value = op, key, value
 
 
 class Write:

@@ -30,7 +30,7 @@ from ..bytecode import (
 from ..core import attributes, dispatch, registry
 from ..libs.numpy import ndarrays
 from ..libs.numpy import rules as numpy_rules
-from ..libs.stdlib import locks, pyenv, warn
+from ..libs.stdlib import locks, pyenv, warn, weakrefs
 from ..libs.torch import (
     autograd,
     checkpoint,
@@ -51,6 +51,7 @@ from ..libs.torch import (
 from ..pyobj import (
     attrcalls,
     attrhooks,
+    attrreads,
     builtins,
     classes,
     collections,
@@ -58,12 +59,14 @@ from ..pyobj import (
     containers,
     contexts,
     copying,
+    descriptors,
     highorder,
     instances,
     iterators,
     keyed,
     methods,
     objects,
+    replayed,
     sets,
     setstate,
     special,
@@ -85,11 +88,11 @@ LOADED = (
     closures, deletes, exceptions, iteration, match,
     # pyobj
     builtins, methods, containers, collections, compare, setstate, sets, objects, instances,
-    attrhooks, attrcalls, classes,
+    attrreads, replayed, attrhooks, attrcalls, classes, descriptors,
     special, highorder, keyed, typechecks, iterators, contexts, copying,
     pyobj_rules,
     # libs: stdlib < numpy < torch
-    warn, pyenv, locks, ndarrays, numpy_rules,
+    warn, pyenv, weakrefs, locks, ndarrays, numpy_rules,
     hooks, modattrs, modctor, tensorctors, autograd, tensorattrs, tensorrows, globalstate,
     checkpoint, optim, hops, functions,
     torch_rules,

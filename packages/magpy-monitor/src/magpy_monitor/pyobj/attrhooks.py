@@ -35,14 +35,8 @@ from ..core.attributes import guard_class_attr, load_attr
 from ..core.frame import FrameMonitor, Inst
 from ..core.registry import METHOD_HANDLERS
 from ..core.values import BoundMethod, Instance, Val
-from .instances import (
-    _follow_getter,
-    _follow_read,
-    external_attr_followed,
-    lookup,
-    native_base,
-    python_descriptor,
-)
+from .attrreads import external_attr_followed, follow_getter, follow_read, python_descriptor
+from .instances import lookup, native_base
 
 __all__ = [
     "attribute_hook",
@@ -120,7 +114,7 @@ def follow_attribute(
 ) -> bool:
     """LOAD_ATTR/LOAD_METHOD/``getattr``/``hasattr`` on an object from outside that runs
     Python to read ``name``: its class's own ``__getattribute__``, else a property or
-    descriptor's getter (``instances.external_attr_followed``), followed like a call."""
+    descriptor's getter (``attrreads.external_attr_followed``), followed like a call."""
     hook = hooked(base)
     if hook is not None:
         m.cap.observe_type(base)
@@ -136,7 +130,7 @@ def follow_attribute(
         # the object's own dict, checked without running the object's code)
         m.cap.graph.observe(base.node, GuardKind.CUSTOM, NoPlainAttr(name))
     args = [base, m.cap.const(name)]
-    _follow_read(m, inst, hook, args, method=method, outputs=outputs, raised=raised)
+    follow_read(m, inst, hook, args, method=method, outputs=outputs, raised=raised)
     return True
 
 
@@ -177,7 +171,7 @@ def _follow_hook(
     hook = attribute_hook(base.obj) if registry.IS_PYOBJ.impl(base) else None
     if hook is None:
         return False
-    _follow_read(
+    follow_read(
         m, inst, hook, [base, m.cap.const(name)], method=False, outputs=outputs, raised=raised
     )
     return True
@@ -195,14 +189,14 @@ def _object_getattribute(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[s
         state = base.payload(Instance)
         if found is not None and state is not None:  # a property of an object built here
             guard_class_attr(m.cap, type(base.obj), name)
-            _follow_getter(m, inst, found, base, state.cls_val, method=False)
+            follow_getter(m, inst, found, base, state.cls_val, method=False)
             return
         m.expect_outputs(inst, 1, lambda real: [load_attr(m, base, name, real[0])])
         return
     if found is not None:  # a property the plain read finds: its getter, followed
         m.cap.observe_type(base)
         guard_class_attr(m.cap, type(base.obj), name)
-        _follow_getter(m, inst, found, base, m.cap.const(type(base.obj)), method=False)
+        follow_getter(m, inst, found, base, m.cap.const(type(base.obj)), method=False)
         return
     p = m.expect_outputs(inst, 1, lambda real: [_plain_read(m, base, name, real[0])])
     p.on_raise = lambda exc: _not_found(m, base, name, exc)

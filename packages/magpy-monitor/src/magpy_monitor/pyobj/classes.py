@@ -35,7 +35,7 @@ from ..core.attributes import load_attr
 from ..core.calls import _closure
 from ..core.frame import CellBox, FrameMonitor, Inst, initial_fast
 from ..core.registry import opcode, register_builtin
-from ..core.values import Payload, Val
+from ..core.values import BoundMethod, Payload, Val
 from .collections import put_item
 
 __all__ = ["MadeClass", "class_escapes"]
@@ -132,8 +132,8 @@ def _build_class(m: FrameMonitor, inst: Inst, pos: list[Val], kwargs: dict[str, 
                     raise m.unsupported(f"class {name}: __qualname__ disagrees with the shadow")
             elif key in _CHANGED_BY_TYPE or real_dict.get(key) is not value.obj:
                 raise m.unsupported(f"class {name}: type() changed its namespace entry {key!r}")
-            else:
-                made.attrs[key] = value
+            elif not isinstance(value.obj, staticmethod | classmethod):
+                made.attrs[key] = value  # (C.f of a static or class method is no entry itself)
         return [made]
 
     p = m.expect_outputs(inst, 1, make, opaque=False)
@@ -142,11 +142,23 @@ def _build_class(m: FrameMonitor, inst: Inst, pos: list[Val], kwargs: dict[str, 
 
 
 def class_attr(m: FrameMonitor, cls_val: Val, name: str, real: Any) -> Val:
-    """``C.name`` of a class built in the run, not in its namespace: its name, or an attribute
-    it inherits (read from the base that has it, which the class statement guarded)."""
+    """``C.name`` of a class built in the run, not among its attributes: its name, a static or
+    class method of its namespace (the function, or a method bound to the class), or an
+    attribute it inherits (read from the base that has it, which the class statement
+    guarded)."""
     cls = cls_val.obj
     if name in ("__name__", "__qualname__") or (name == "__doc__" and real is None):
         return m.cap.const(real)  # from the class statement's constants
+    ns = cls_val.require(MadeClass).namespace.items
+    entry = ns.get(name) if isinstance(ns, dict) else None
+    if entry is not None and isinstance(entry[1].obj, staticmethod | classmethod):
+        wrapper = entry[1]  # (read through the class: its function, or bound to the class)
+        func = load_attr(m, wrapper, "__func__", wrapper.obj.__func__)
+        if real is func.obj:
+            return func
+        if type(real) is types.MethodType and real.__func__ is func.obj and real.__self__ is cls:
+            return Val(real, payload=BoundMethod(cls_val))
+        raise m.unsupported(f"attribute {name!r} of the class {cls.__qualname__} made in the run")
     owner = next((k for k in cls.__mro__[1:] if name in vars(k)), None)
     bases = cls_val.require(MadeClass).bases
     base = next((b for b in bases if owner is not None and owner in b.obj.__mro__), None)

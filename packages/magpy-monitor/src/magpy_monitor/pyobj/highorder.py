@@ -20,8 +20,6 @@ from typing import Any, cast
 
 import torch
 
-from magpy_refgraph import InternalError
-
 from ..bytecode.iteration import (
     IteratorState,
     consume_generator,
@@ -39,6 +37,8 @@ from ..core.values import Payload, Val
 from ..core.valuetypes import is_value_type
 from . import collections as _collections  # noqa: F401  (its deque handler, wrapped below)
 from .builtins import tuple_list
+from .matching import match_order as _match_order
+from .matching import same_value as _same_value
 
 __all__ = ["LazyMap", "consume", "unpack_lazy"]
 
@@ -286,11 +286,6 @@ def follow_callbacks(
     p.callbacks[target.__code__] = Val(target, payload=Callback(bind))
 
 
-def _same_value(a: Any, b: Any) -> bool:
-    """Equal values of one type (NaN: equal to nothing, itself included, so both NaN)."""
-    return type(a) is type(b) and (a == b or (a != a and b != b))
-
-
 def _is_python(fn: Any) -> bool:
     if type(fn) is functools.partial:  # functools.partial(f, ...) of a Python f
         fn = fn.func
@@ -316,35 +311,6 @@ def _native_apply(m: FrameMonitor, fn: Any, args: list[Val], real: Any = None) -
     for a in args:
         cap.observe(a)
     return cap.new(real, const=True)
-
-
-def _stands_for(v: Val, obj: Any) -> bool:
-    """``v`` stands for ``obj``: the same object, or an equal value of a value type (an int
-    above 256 or a float that the consumer's own iteration made anew: ``sorted(range(300,
-    310))`` gets other int objects than the monitor's walk over the same range), or a tuple the
-    monitor built (``dict.items()``, ``zip``) standing for the real, equal one."""
-    if v.obj is obj:
-        return True
-    if is_value_type(obj):
-        return _same_value(v.obj, obj)
-    if type(obj) is not tuple or not isinstance(v.items, list) or len(v.items) != len(obj):
-        return False
-    return all(_stands_for(x, y) for x, y in zip(v.items, obj, strict=True))
-
-
-def _match_order(items: list[Val], result: list[Any]) -> list[Val]:
-    """The shadows of ``result``'s elements, taken from ``items`` (sorted/filter): the first
-    one that stands for each (equal elements keep their order, as a stable sort keeps it)."""
-    pool = list(items)
-    out = []
-    for obj in result:
-        for i, v in enumerate(pool):
-            if _stands_for(v, obj):
-                out.append(pool.pop(i))
-                break
-        else:
-            raise InternalError(f"a {type(obj).__name__} in the result is not among the inputs")
-    return out
 
 
 # ---------------------------------------------------------------------- consumers

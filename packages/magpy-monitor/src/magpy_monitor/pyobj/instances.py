@@ -20,14 +20,13 @@ makes the record fail rather than differ.
 from __future__ import annotations
 
 import collections
-import enum
 import types
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from magpy_refgraph import Build, BuildKind, Const, Constant, Recipe, Unsupported
+from magpy_refgraph import Build, BuildKind, Constant, Recipe, Unsupported
 
 from ..bytecode.subscripts import store_item
 from ..core import registry
@@ -35,22 +34,20 @@ from ..core.attributes import guard_class_attr
 from ..core.calls import _closure, _fresh, bind_args, function_source, guard_code
 from ..core.frame import Callback, FrameMonitor, Inst, initial_fast
 from ..core.registry import BUILTIN_HANDLERS, METHOD_HANDLERS
-from ..core.values import Instance, Val
+from ..core.values import Change, Construction, Instance, Val
 from ..core.valuetypes import FROZEN_MODULE_ROOTS
-from ..cpython.current import INTERP
-from ..cpython.frameio import NULL
 from .classes import MadeClass
 from .collections import put_item
 
 __all__ = [
     "construct_object",
+    "delete_attr_followed",
     "follow",
-    "getattr_followed",
     "instance_dict",
     "is_plain_class",
     "is_pyobj",
-    "load_attr_followed",
     "lookup",
+    "native_base",
     "object_recipe",
     "plain_store",
     "python_meta_call",
@@ -225,7 +222,8 @@ def follow(
     ``fn``'s result when ``n_out`` is 1); ``raised(real, exc)`` where ``fn`` raised and the
     native caller went on (``hasattr``)."""
     cap = m.cap
-    fn_val = cap.const(fn)
+    known = cap.known(fn)  # (a function the run made: its closure's cells are shadows)
+    fn_val = known if known is not None else cap.const(fn)
     src = function_source(m, fn_val)
     if src is not None:  # CPython runs the function's current code object
         guard_code(cap, src, fn.__code__)
@@ -258,144 +256,12 @@ def plain_store(cls: type, name: str) -> bool:
     )
 
 
-@registry.LOAD_ATTR_FOLLOWED.provide
-def load_attr_followed(m: FrameMonitor, inst: Inst, base: Val, name: str) -> bool:
-    """LOAD_ATTR on an object built during the run that runs a descriptor of its class: a
-    property's getter, or a Python ``__get__`` (``lazy_property``), is followed."""
-    cls = type(base.obj)
-    if getattr_followed(m, inst, base, name, method=False):
-        return True
-    desc = lookup(cls, name)
-    if isinstance(desc, property) and not isinstance(desc.fget, types.FunctionType):
-        raise m.unsupported(f"property {cls.__name__}.{name} is not Python")
-    found = python_descriptor(base.obj, name)
-    if found is None:
-        return False
-    guard_class_attr(m.cap, cls, name)  # the descriptor the class holds now
-    _follow_getter(m, inst, found, base, base.require(Instance).cls_val, method=False)
-    return True
-
-
-def _follow_getter(
-    m: FrameMonitor,
-    inst: Inst,
-    found: tuple[types.FunctionType, tuple[Any, ...]],
-    base: Val,
-    cls_val: Val,
-    *,
-    method: bool,
-    outputs: Callable[[list[Any], Val], list[Val]] | None = None,
-) -> None:
-    """Follow the getter ``python_descriptor`` found for reading an attribute of ``base``.
-    The descriptor is part of the (guarded) class, like its methods; an object of its own
-    (``__get__(desc, obj, cls)``) has state the program may read and write, so it is an object
-    from outside (what the getter reads of it is guarded, what it writes replayed)."""
-    getter, lead = found
-    args = [_descriptor_object(m, x) for x in lead] + [base]
-    if lead:
-        args.append(cls_val)  # (``__get__(desc, obj, cls)``)
-    _follow_read(m, inst, getter, args, method=method, outputs=outputs)
-
-
-def _descriptor_object(m: FrameMonitor, desc: Any) -> Val:
-    known = m.cap.known(desc)
-    if known is not None:
-        return known
-    return m.cap.root(Const(desc), desc)
-
-
-def _follow_read(
-    m: FrameMonitor,
-    inst: Inst,
-    fn: types.FunctionType,
-    args: list[Val],
-    *,
-    method: bool,
-    outputs: Callable[[list[Any], Val], list[Val]] | None = None,
-    raised: Callable[[list[Any], BaseException], list[Val]] | None = None,
-) -> None:
-    """Follow ``fn(*args)`` run natively by LOAD_ATTR, or by LOAD_METHOD, which pushes NULL
-    and the attribute (there is no method to bind; the NULL above it on 3.13)."""
-    if method:
-        null = Val(NULL, const=True)
-        if INTERP.null_above_callable:
-            follow(m, inst, fn, args, 2, lambda real, got: [got, null])
-        else:
-            follow(m, inst, fn, args, 2, lambda real, got: [null, got])
-    else:
-        follow(m, inst, fn, args, 1, outputs, raised)
-
-
-@registry.GETATTR_FOLLOWED.provide
-def getattr_followed(m: FrameMonitor, inst: Inst, base: Val, name: str, *, method: bool) -> bool:
-    """LOAD_ATTR/LOAD_METHOD on an object built during the run whose class has a Python
-    ``__getattribute__`` (every read runs it), or a Python ``__getattr__`` and not the name
-    (an ``AttrDict``): the hook is followed."""
-    cls = type(base.obj)
-    hook = lookup(cls, "__getattribute__")
-    if not isinstance(hook, types.FunctionType):
-        hook = lookup(cls, "__getattr__")
-        if not isinstance(hook, types.FunctionType) or name in vars(base.obj) or lookup(cls, name):
-            return False
-    elif lookup(cls, "__getattr__") is not None:
-        raise m.unsupported(f"{cls.__name__} has both __getattribute__ and __getattr__")
-    _follow_read(m, inst, hook, [base, m.cap.const(name)], method=method)
-    return True
-
-
 @registry.PYTHON_DUNDER.provide
 def python_dunder(obj: Any, name: str) -> types.FunctionType | None:
     """The Python function ``type(obj)`` defines for special method ``name``, if it does
     (native code calls it: ``__contains__`` for ``in``, ``__len__`` for ``len``)."""
     fn = lookup(type(obj), name)
     return fn if isinstance(fn, types.FunctionType) else None
-
-
-def python_descriptor(obj: Any, name: str) -> Any:
-    """The Python getter that reading ``obj.name`` runs, with the arguments after ``obj`` it
-    takes: a property's ``fget`` (no more arguments) or a Python ``__get__`` (the descriptor
-    first, the class last); None where the read runs no Python of a descriptor."""
-    cls = type(obj)
-    desc = lookup(cls, name)
-    if desc is None or isinstance(obj, type | types.ModuleType | torch.Tensor | enum.Enum):
-        return None
-    if isinstance(desc, property):
-        return (desc.fget, ()) if isinstance(desc.fget, types.FunctionType) else None
-    get = lookup(type(desc), "__get__")
-    if not isinstance(get, types.FunctionType):
-        return None
-    if not hasattr(type(desc), "__set__") and name in getattr(obj, "__dict__", {}):
-        return None  # a non-data descriptor hidden by the instance's own attribute
-    return (get, (desc,))
-
-
-def external_attr_followed(
-    m: FrameMonitor,
-    inst: Inst,
-    base: Val,
-    name: str,
-    *,
-    method: bool,
-    outputs: Callable[[list[Any], Val], list[Val]] | None = None,
-) -> bool:
-    """LOAD_ATTR/LOAD_METHOD/``getattr`` on an object from outside whose class runs Python to
-    read ``name`` (a module's ``@property``, a parametrization's weight, a config's computed
-    setting): the getter is followed like a call, so what it computes is in the record and
-    what it reads is guarded. (Read as a plain attribute instead, the guard would run the
-    getter on every call, its effects included, and the graph take its result as an input.)
-    ``outputs``: as for ``follow`` (``hasattr``: True once the getter returned; a getter that
-    raises, for ``hasattr``/``getattr`` with a default to catch, leaves the monitor without a
-    result, which stops capture)."""
-    if not base.external or base.node is None:
-        return False
-    found = python_descriptor(base.obj, name)
-    if found is None:
-        return False
-    m.cap.observe_type(base)  # (the descriptor belongs to the class, like its methods)
-    guard_class_attr(m.cap, type(base.obj), name)  # (and is guarded where it lives)
-    cls_val = m.cap.const(type(base.obj))
-    _follow_getter(m, inst, found, base, cls_val, method=method, outputs=outputs)
-    return True
 
 
 @registry.STORE_ATTR_FOLLOWED.provide
@@ -418,6 +284,27 @@ def store_attr_followed(
         return True
     if hasattr(type(desc), "__set__"):
         raise m.unsupported(f"setting {cls.__name__}.{name}, a {type(desc).__name__}")
+    return False
+
+
+@registry.DELETE_ATTR_FOLLOWED.provide
+def delete_attr_followed(
+    m: FrameMonitor, inst: Inst, base: Val, name: str, *, pushes: bool = False
+) -> bool:
+    """DELETE_ATTR (``pushes``: the ``delattr()`` call, which pushes None) on an object built
+    during the run: a property's Python deleter is followed (True); another descriptor's
+    deletion would run unseen (a break). False: a plain deletion from its ``__dict__``."""
+    cls = type(base.obj)
+    desc = lookup(cls, name)
+    none = m.cap.const(None)
+    if isinstance(desc, property) and isinstance(desc.fdel, types.FunctionType):
+        if pushes:
+            follow(m, inst, desc.fdel, [base], 1, lambda real, got: [none])
+        else:
+            follow(m, inst, desc.fdel, [base], 0)
+        return True
+    if hasattr(type(desc), "__delete__"):
+        raise m.unsupported(f"deleting {cls.__name__}.{name}, a {type(desc).__name__}")
     return False
 
 
@@ -452,31 +339,49 @@ def instance_dict(m: FrameMonitor, base: Val, real: Any) -> Val:
 # ---------------------------------------------------------------------- native setters
 def _native_setattr(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
     """``object.__setattr__(obj, name, value)`` (``super().__setattr__`` in a Python
-    ``__setattr__``): stores into the ``__dict__`` whatever the class's own ``__setattr__``."""
+    ``__setattr__``): stores into the ``__dict__`` whatever the class's own ``__setattr__``.
+    On an object the mock rebuilds by calling its class (a followed hook of the program's),
+    the store is one of its changes, made again natively (``pyobj.replayed``)."""
     if kw or len(pos) != 3 or type(pos[1].obj) is not str:
         raise m.unsupported("object.__setattr__ with unusual arguments")
     base, name, value = pos
-    if not is_pyobj(base):
+    ctor = base.payload(Construction)
+    if not is_pyobj(base) and ctor is None:
         raise m.unsupported(f"object.__setattr__ on a {type(base.obj).__name__} not built here")
     m.cap.observe(name)
-    if hasattr(type(lookup(type(base.obj), name.obj)), "__set__"):
+    if ctor is None and hasattr(type(lookup(type(base.obj), name.obj)), "__set__"):
         raise m.unsupported(f"object.__setattr__ of descriptor {name.obj!r}")
-    m.cap.set_attr(base, name.obj, value)  # (not external: no write-back)
-    m.expect_outputs(inst, 1, lambda real: [m.cap.const(None)])
+    if ctor is None:
+        m.cap.set_attr(base, name.obj, value)  # (not external: no write-back)
+    m.expect_outputs(inst, 1, lambda real: _logged(m, ctor, object.__setattr__, name, value))
 
 
-def _native_setitem(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
-    """``dict.__setitem__(obj, key, value)`` on a mapping built during the run (``super().
-    __setitem__`` in a Python ``__setitem__``): stores into the shadow's items."""
-    if kw or len(pos) != 3:
-        raise m.unsupported("__setitem__ with unusual arguments")
-    base, key, value = pos
-    m.cap.observe(key)
-    if is_pyobj(base) and isinstance(base.items, dict):
-        put_item(base.items, key, value)
-    else:
-        store_item(m, base, key, value)  # d.__setitem__(k, v) on any dict: d[k] = v
-    m.expect_outputs(inst, 1, lambda real: [m.cap.const(None)])
+def _logged(m: FrameMonitor, ctor: Construction | None, op: Any, key: Val, value: Val) -> list[Val]:
+    """A native store into an object built in the run ran (it pushed None): on one the mock
+    rebuilds by calling its class, it is one of the changes the mock makes again."""
+    if ctor is not None:
+        ctor.changes.append(Change(op, key, value))
+    return [m.cap.const(None)]
+
+
+def _native_setitem(owner: Any) -> Any:
+    def handle(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+        """``dict.__setitem__(obj, key, value)`` on a mapping built during the run (``super().
+        __setitem__`` in a Python ``__setitem__``): stores into the shadow's items (and, for
+        an object the mock rebuilds by calling its class, is one of its changes)."""
+        if kw or len(pos) != 3:
+            raise m.unsupported("__setitem__ with unusual arguments")
+        base, key, value = pos
+        m.cap.observe_key(key)
+        ctor = base.payload(Construction)
+        if (is_pyobj(base) or ctor is not None) and isinstance(base.items, dict):
+            put_item(base.items, key, value)
+        else:
+            ctor = None
+            store_item(m, base, key, value)  # d.__setitem__(k, v) on any dict: d[k] = v
+        m.expect_outputs(inst, 1, lambda real: _logged(m, ctor, owner.__setitem__, key, value))
+
+    return handle
 
 
 def _object_init(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
@@ -529,7 +434,7 @@ def _register() -> None:
     METHOD_HANDLERS.setdefault((object, "__init__"), _object_init)
     METHOD_HANDLERS.setdefault((object, "__setattr__"), _native_setattr)
     for owner in (dict, collections.OrderedDict):
-        METHOD_HANDLERS.setdefault((owner, "__setitem__"), _native_setitem)
+        METHOD_HANDLERS.setdefault((owner, "__setitem__"), _native_setitem(owner))
 
 
 _register()

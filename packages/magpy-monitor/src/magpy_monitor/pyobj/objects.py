@@ -14,8 +14,9 @@ to what eager builds, type included. The program's own Python that the construct
 Reading the object: attributes and items give the shadows of the objects passed in (found by
 identity) or constants (value-typed fields, the arguments being guarded); methods are followed
 like any Python method; the read-only dict methods (``keys``, ``items``, ``values``, ``get``)
-see the items it holds. Changing the object after construction is not supported (the replayed
-call would not repeat it).
+see the items it holds. Changing the object after construction (items and attributes set,
+attributes deleted) is logged and made again by the mock once it has built the object
+(``pyobj.replayed``).
 """
 
 from __future__ import annotations
@@ -36,8 +37,9 @@ from ..core.calls import inline
 from ..core.frame import FrameMonitor, Inst
 from ..core.programcode import program_frames
 from ..core.registry import BUILTIN_HANDLERS
-from ..core.values import Construction, Payload, Val
+from ..core.values import Change, Construction, Payload, Val
 from ..core.valuetypes import is_value_type
+from .instances import native_base
 
 __all__ = [
     "PartialCall",
@@ -214,7 +216,8 @@ def item_shadow(m: FrameMonitor, real: Any, what: str, ctor: Construction | None
     if known is not None:
         return known
     if ctor is not None:
-        for v in (*ctor.pos, *ctor.kwargs.values(), *(x for _, x in reversed(ctor.sets))):
+        changed = (c.value for c in reversed(ctor.changes) if c.value is not None)
+        for v in (*ctor.pos, *ctor.kwargs.values(), *changed):
             if v.obj is real:
                 return v
     if real is None or is_value_type(real):
@@ -239,8 +242,10 @@ def construct(
     def make(real: list[Any]) -> list[Val]:
         obj = real[0]
         items = None
-        if isinstance(obj, dict):
-            items = {k: (cap.const(k), item_shadow(m, x, cls.__name__)) for k, x in obj.items()}
+        if isinstance(obj, dict):  # (its native base's items: no Python ``items`` runs)
+            mapping: Any = native_base(type(obj))
+            pairs = mapping.items(obj)
+            items = {k: (cap.const(k), item_shadow(m, x, cls.__name__)) for k, x in pairs}
         return [cap.new(obj, items=items, payload=Construction(cls, list(pos), dict(kwargs)))]
 
     p = m.expect_outputs(inst, 1, make)
@@ -265,14 +270,20 @@ def generated_inits(cls: type) -> list[types.CodeType]:
 _GENERATED_INIT = "__create_fn__.<locals>.__init__"
 
 
-def _construct(cls: type, names: tuple[str, ...], sets: tuple[str, ...], *values: Any) -> Any:
-    """Call ``cls`` with ``values``: the last ``len(sets)`` of them are then set as those
-    attributes, the ``len(names)`` before them passed by keyword."""
-    values, set_values = values[: len(values) - len(sets)], values[len(values) - len(sets) :]
+def _construct(
+    cls: Any, names: tuple[str, ...], ops: tuple[tuple[Any, int], ...], *values: Any
+) -> Any:
+    """Call ``cls`` with the first of ``values``, the last ``len(names)`` of those passed by
+    keyword; then make each change of ``ops`` again, in order: ``op(obj, *args)`` with the
+    next ``n`` values as its ``args``."""
+    n_changes = sum(n for _, n in ops)
+    values, changed = values[: len(values) - n_changes], values[len(values) - n_changes :]
     split = len(values) - len(names)
     obj = cls(*values[:split], **dict(zip(names, values[split:], strict=True)))
-    for name, value in zip(sets, set_values, strict=True):
-        setattr(obj, name, value)  # (the class's own __setattr__, as in the run)
+    at = 0
+    for op, n in ops:
+        op(obj, *changed[at : at + n])  # (the class's own __setattr__ or __setitem__, as run)
+        at += n
     return obj
 
 
@@ -282,15 +293,16 @@ _construct.__name__ = "construct_dataclass"
 def ctor_recipe(v: Val, recipe: Any) -> Recipe | None:
     """The mock's recipe for a replayed construction (``recipe``: the planner's, per value)."""
     ctor, partial = ctor_of(v), v.payload(PartialCall)
-    sets: list[tuple[str, Val]] = []
+    changes: list[Change] = []
     if ctor is not None:
-        cls, pos, kwargs, sets = ctor.cls, ctor.pos, ctor.kwargs, ctor.sets
+        cls, pos, kwargs, changes = ctor.cls, ctor.pos, ctor.kwargs, ctor.changes
     elif partial is not None:  # functools.partial built during the run
         cls, pos, kwargs = functools.partial, [partial.func, *partial.args], partial.keywords
     else:
         return None
-    names = tuple(name for name, _ in sets)
+    args = [[c.key] if c.value is None else [c.key, c.value] for c in changes]
+    ops = tuple((c.op, len(a)) for c, a in zip(changes, args, strict=True))
     parts: list[Recipe] = [Constant(_construct), Constant(cls), Constant(tuple(kwargs))]
-    parts += [Constant(names)]
-    parts += [recipe(a) for a in (*pos, *kwargs.values(), *(x for _, x in sets))]
+    parts += [Constant(ops)]
+    parts += [recipe(a) for a in (*pos, *kwargs.values(), *(x for a in args for x in a))]
     return Build(id(v), BuildKind.CALL, tuple(parts))

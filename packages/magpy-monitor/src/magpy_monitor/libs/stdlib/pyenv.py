@@ -6,7 +6,6 @@
   the record needs no write-back. Reading a variable the run did not set is a hidden input, and
   a variable still set when the capture ends cannot be replayed: both stop capture.
 - ``dict(...)`` and ``dict.__getitem__`` (a dict subclass's ``super().__getitem__(k)``).
-- ``ref()`` of a ``weakref.ref`` whose object the run knows (an LR scheduler's optimizer).
 - ``Logger.isEnabledFor(level)`` (inside ``logger.debug(...)``): its answer is guarded by asking
   the logger again, so a message at a disabled level costs nothing on a hit and a logging
   configuration change is a miss. (On a cold cache it takes the logging lock: without this it
@@ -290,30 +289,5 @@ def _cached_call(m: FrameMonitor, inst: Inst, c: Call) -> None:
         call = cap.new((c.fn, pos, kw), items=items)
         cap.writes.append(Write("callmethod", replay, "__call__", call))
         return [cap.new(real[0], const=True)]
-
-    m.expect_outputs(inst, 1, make)
-
-
-# ---------------------------------------------------------------------- weak references
-@call_rule("weak reference", lambda c: type(c.fn) is weakref.ReferenceType)
-def _dereference(m: FrameMonitor, inst: Inst, c: Call) -> None:
-    """``ref()`` of a ``weakref.ref`` (an LR scheduler's reference to its optimizer): the
-    object it refers to, which the run must know already (the reference is guarded to be the
-    same, so it refers to the same object while that lives)."""
-    cap = m.cap
-    if c.pos or c.kwargs:
-        raise m.unsupported("calling a weak reference with arguments")  # (TypeError)
-    cap.observe_identity(c.fn_val)
-    target = c.fn()
-    if target is None:
-        raise m.unsupported("a weak reference to an object that died")
-    known = cap.known(target)
-    if known is None:
-        raise m.unsupported(f"a weak reference to a {type(target).__name__} the run has not seen")
-
-    def make(real: list[Any]) -> list[Val]:
-        if real[0] is not target:
-            raise m.unsupported("a weak reference gave another object")
-        return [known]
 
     m.expect_outputs(inst, 1, make)
