@@ -1,5 +1,10 @@
 """MagPy's runtime: record cache and the public API (``magpy.compile`` and friends)."""
 
+# sympy, which torch's shape reasoning imports on a first compile, adds an entry to
+# ``warnings.filters`` when imported: imported with MagPy, so that no compiled call changes the
+# program's warning filters midway
+import sympy  # noqa: F401  (isort: skip)
+
 from ._api import (
     CacheStats,
     CompiledFunction,

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 import magpy_runtime
@@ -49,3 +52,14 @@ def test_meta_package_reexports_the_runtime() -> None:
 
     assert set(magpy.__all__) == set(magpy_runtime.__all__)
     assert magpy.compile is magpy_runtime.compile
+
+
+def test_a_first_compile_leaves_the_warning_filters_as_they_were() -> None:
+    """MagPy's own lazy imports (sympy, on a first compile) do not change the program's
+    ``warnings.filters`` in the middle of its run."""
+    code = (
+        "import warnings, torch, magpy; before = list(warnings.filters); "
+        "f = magpy.compile(lambda x: x + 1, backend='eager'); f(torch.ones(2)); f(torch.ones(2)); "
+        "assert warnings.filters == before, (len(before), len(warnings.filters))"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
