@@ -131,4 +131,60 @@ def max_with_a_key_reading_state(w: D.World) -> object:
     return outs
 
 
+class _OD(collections.OrderedDict):  # (a subclass adding nothing: its order is OrderedDict's)
+    pass
+
+
+class _ModelOutput(collections.OrderedDict):
+    """Like transformers' ``ModelOutput``: an ``OrderedDict`` subclass with Python item methods."""
+
+    def __getitem__(self, key: object) -> object:
+        if isinstance(key, str):
+            return dict(self.items())[key]
+        return list(self.values())[key]  # type: ignore[index]
+
+    def __setitem__(self, key: object, value: object) -> None:
+        super().__setitem__(key, value)
+
+
+@case("leftovers")
+def ordered_dict_subclass_move_to_end(w: D.World) -> object:
+    od = _OD(a=1.0, b=2.0, c=3.0)
+
+    def f(x: torch.Tensor) -> object:
+        out = x
+        for k, v in od.items():
+            out = out * v + len(k)
+        return out, list(od.keys()), list(od.values())
+
+    cf = w.compile(f)
+    outs = [cf(_x()), cf(_x())]
+    od.move_to_end("a")
+    outs += [cf(_x()), cf(_x())]
+    od.move_to_end("c", last=False)
+    outs += [cf(_x()), cf(_x())]
+    return outs
+
+
+@case("leftovers")
+def ordered_dict_model_output_move_to_end(w: D.World) -> object:
+    mo = _ModelOutput()
+    mo["logits"] = 2.0
+    mo["loss"] = 3.0
+
+    def f(x: torch.Tensor) -> object:
+        out = x
+        for v in mo.values():
+            out = out * v + 1
+        return out, list(mo), tuple(mo.items())
+
+    cf = w.compile(f)
+    outs = [cf(_x()), cf(_x())]
+    mo.move_to_end("logits")
+    outs += [cf(_x()), cf(_x())]
+    mo.move_to_end("logits", last=False)
+    outs += [cf(_x()), cf(_x())]
+    return outs
+
+
 test_eager, test_inductor = D.tests(__name__)
