@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import warnings
 
 import _integration_differential as D
 import torch
@@ -129,6 +130,135 @@ def max_with_a_key_reading_state(w: D.World) -> object:
     finally:
         _WEIGHTS["a"] = 1
     return outs
+
+
+class _OD(collections.OrderedDict):  # (a subclass adding nothing: its order is OrderedDict's)
+    pass
+
+
+class _ModelOutput(collections.OrderedDict):
+    """Like transformers' ``ModelOutput``: an ``OrderedDict`` subclass with Python item methods."""
+
+    def __getitem__(self, key: object) -> object:
+        if isinstance(key, str):
+            return dict(self.items())[key]
+        return list(self.values())[key]  # type: ignore[index]
+
+    def __setitem__(self, key: object, value: object) -> None:
+        super().__setitem__(key, value)
+
+
+@case("leftovers")
+def ordered_dict_subclass_move_to_end(w: D.World) -> object:
+    od = _OD(a=1.0, b=2.0, c=3.0)
+
+    def f(x: torch.Tensor) -> object:
+        out = x
+        for k, v in od.items():
+            out = out * v + len(k)
+        return out, list(od.keys()), list(od.values())
+
+    cf = w.compile(f)
+    outs = [cf(_x()), cf(_x())]
+    od.move_to_end("a")
+    outs += [cf(_x()), cf(_x())]
+    od.move_to_end("c", last=False)
+    outs += [cf(_x()), cf(_x())]
+    return outs
+
+
+@case("leftovers")
+def ordered_dict_model_output_move_to_end(w: D.World) -> object:
+    mo = _ModelOutput()
+    mo["logits"] = 2.0
+    mo["loss"] = 3.0
+
+    def f(x: torch.Tensor) -> object:
+        out = x
+        for v in mo.values():
+            out = out * v + 1
+        return out, list(mo), tuple(mo.items())
+
+    cf = w.compile(f)
+    outs = [cf(_x()), cf(_x())]
+    mo.move_to_end("logits")
+    outs += [cf(_x()), cf(_x())]
+    mo.move_to_end("logits", last=False)
+    outs += [cf(_x()), cf(_x())]
+    return outs
+
+
+def _filters() -> list[tuple[object, ...]]:
+    """What a program sees of ``warnings.filters``: each entry's action, message and module
+    patterns (their text), category and line."""
+    return [
+        (a, getattr(msg, "pattern", msg), cat, getattr(mod, "pattern", mod), line)
+        for a, msg, cat, mod, line in warnings.filters
+    ]
+
+
+def _warns(x: torch.Tensor) -> torch.Tensor:
+    warnings.warn("inside the block", UserWarning, stacklevel=1)
+    return x + 1
+
+
+@case("leftovers")
+def catch_warnings_simplefilter_ignore_leaves_the_filters(w: D.World) -> object:
+    def f(x: torch.Tensor) -> object:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            y = x * 2
+            seen = (len(warnings.filters), warnings.filters[0][0])
+        return y + 1, seen
+
+    cf = w.compile(f)
+    before = warnings.filters
+    outs = []
+    for _ in range(4):
+        outs.append((cf(_x()), _filters(), warnings.filters is before))
+    return outs
+
+
+@case("leftovers")
+def catch_warnings_filterwarnings_inside(w: D.World) -> object:
+    def f(x: torch.Tensor) -> object:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="inside", category=UserWarning)
+            warnings.simplefilter("always", DeprecationWarning)
+            y = x - 1
+            seen = _filters()
+        return y, seen
+
+    cf = w.compile(f)
+    before = warnings.filters
+    return [(cf(_x()), _filters(), warnings.filters is before) for _ in range(4)]
+
+
+@case("leftovers")
+def catch_warnings_record_true(w: D.World) -> object:
+    def f(x: torch.Tensor) -> object:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            y = x * 3
+            seen = len(warnings.filters)
+        return y, seen, len(caught)
+
+    cf = w.compile(f)
+    before = warnings.filters
+    return [(cf(_x()), _filters(), warnings.filters is before) for _ in range(4)]
+
+
+@case("leftovers")
+def catch_warnings_ignores_a_warning_inside(w: D.World) -> object:
+    def f(x: torch.Tensor) -> object:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            y = _warns(x)
+        return y * 2
+
+    cf = w.compile(f)
+    before = warnings.filters
+    return [(cf(_x()), _filters(), warnings.filters is before) for _ in range(4)]
 
 
 test_eager, test_inductor = D.tests(__name__)

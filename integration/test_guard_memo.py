@@ -9,6 +9,7 @@ change invalidates the recorded graph, the stats must show a miss.
 
 from __future__ import annotations
 
+import collections
 import enum
 import sys
 from collections.abc import Callable
@@ -511,3 +512,35 @@ def test_the_keys_of_a_module_dict_under_the_memo(how: str, snapcheck: str) -> N
     for _ in range(2):
         _same(compiled, model, torch.randn(2, 4))
     assert magpy.stats(compiled).misses == misses + 1
+
+
+class _OrderedScales(collections.OrderedDict):  # (transformers' ModelOutput is one too)
+    pass
+
+
+class _ScaledInOrder(nn.Module):
+    def __init__(self, scales: collections.OrderedDict[str, float]) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.scales = scales
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.lin(x)
+        for name, s in self.scales.items():
+            y = y * s + len(name)
+        return y
+
+
+@pytest.mark.parametrize("kind", [collections.OrderedDict, _OrderedScales])
+def test_the_order_of_an_ordered_dict_is_checked_every_call(kind: type) -> None:
+    """``move_to_end`` reorders an ``OrderedDict`` (or a subclass) and keeps its dict version:
+    the memo never keeps its keys' order, so the reorder is seen on the next call."""
+    torch.manual_seed(0)
+    model = _ScaledInOrder(kind(a=2.0, bb=3.0, ccc=0.5)).eval()
+    compiled = _warm(model, lambda: torch.randn(2, 4))
+    kept = [r for r in _kept(compiled) if r.kind is GuardKind.KEYS and "scales" in str(r.path)]
+    assert not kept, kept
+    for key in ("a", "ccc"):
+        model.scales.move_to_end(key)
+        for _ in range(2):
+            _same(compiled, model, torch.randn(2, 4))

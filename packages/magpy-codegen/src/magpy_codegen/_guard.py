@@ -219,9 +219,14 @@ def _value_check(v: str, value: Any, c: Any) -> str:
     return exact
 
 
-# ``d``'s keys in iteration order, running no user code: an ``OrderedDict`` keeps its own order
-# (``move_to_end``), which ``dict.keys`` does not see; looked up by type in the guard (a C call)
-_KEYS_IN_ORDER = {collections.OrderedDict: collections.OrderedDict.keys}
+# ``d``'s keys in iteration order, running no user code: an ``OrderedDict`` (or any subclass of
+# it: transformers' ``ModelOutput``) keeps its own order (``move_to_end``), which ``dict.keys``
+# does not see. Chosen in the guard by ``issubclass(type(d), OrderedDict)``: C calls only (not
+# ``isinstance``, which may read a ``__class__`` property), and no lookup by exact type, which
+# would miss a subclass
+def _keys_in_order(v: str, c: Any) -> str:
+    ordered = f"issubclass(type({v}), {c(collections.OrderedDict)})"
+    return f"({c(collections.OrderedDict.keys)} if {ordered} else {c(dict.keys)})({v})"
 
 
 def _keys_check(v: str, keys: tuple[Any, ...], c: Any) -> str:
@@ -231,10 +236,10 @@ def _keys_check(v: str, keys: tuple[Any, ...], c: Any) -> str:
         return f"{c(dict.__len__)}({v}) == 0"
     if all(type(k) in (str, int, bytes) for k in keys):  # (their == is the builtin one)
         types = tuple(type(k) for k in keys)
-        listed = f"{c(_KEYS_IN_ORDER)}.get(type({v}), {c(dict.keys)})({v})"
+        listed = _keys_in_order(v, c)
         return f"tuple(map(type, {listed})) == {c(types)} and tuple({listed}) == {c(keys)}"
     token = tuple(exact_token(k) for k in keys)
-    listed = f"{c(_KEYS_IN_ORDER)}.get(type({v}), {c(dict.keys)})({v})"
+    listed = _keys_in_order(v, c)
     return f"tuple(map({c(exact_token)}, {listed})) == {c(token)}"
 
 

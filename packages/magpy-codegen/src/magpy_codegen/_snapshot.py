@@ -336,8 +336,8 @@ def _item_step(s: _Snapshot, base: Any, key: Any, *, stored: bool = False) -> An
 def _stored_dict(obj: Any, method: str) -> bool:
     """A dict of a subclass (a library's registry, ``class Registry(dict)``) whose ``method``
     (``__getitem__``, ``__len__``; none for its stored keys, which the guard reads with
-    ``dict.keys``) is the native one: what the guard reads of it is what the dict stores,
-    which its version stands for."""
+    ``dict.keys``; an ``OrderedDict``'s order is never memoized, see ``_check``) is the native
+    one: what the guard reads of it is what the dict stores, which its version stands for."""
     if not isinstance(obj, dict):
         return False
     return not method or _static(type(obj), method) is dict.__dict__[method]
@@ -391,7 +391,7 @@ def _check(s: _Snapshot, req: GuardReq, value: Any) -> None:
             # (3.13: ``obj.name = v`` adds a key without a new tag; the check stays unmemoized)
             raise _Unsafe(f"{kind.name} of an instance dict whose tag a store can keep")
         if kind is GuardKind.KEYS and isinstance(value, collections.OrderedDict):
-            # (move_to_end reorders the keys and leaves the dict's version as it was)
+            # (any subclass too: move_to_end reorders the keys and keeps the dict's version)
             raise _Unsafe("the order of an OrderedDict")
         if type(value) in _DICTS or _stored_dict(value, "__len__" if kind is GuardKind.LEN else ""):
             s.version(value)

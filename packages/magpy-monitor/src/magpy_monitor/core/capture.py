@@ -58,6 +58,7 @@ from .values import (
     Val,
     Write,
     dict_view_items,
+    keys_in_order,
     plain_container,
     remember_dict_keys,
 )
@@ -256,7 +257,7 @@ class Capture:
         node.meta["val"] = val
         if isinstance(obj, dict):  # (the keys at entry: the run may change them, see KEYS)
             before = src.meta.get("dict_keys") if access.key == "__dict__" else None
-            node.meta["keys"] = before if before is not None else tuple(dict.keys(obj))
+            node.meta["keys"] = before if before is not None else keys_in_order(obj)
         if not is_value_type(obj):
             self.heap[id(obj)] = val
             self.keep.append(obj)
@@ -368,7 +369,7 @@ class Capture:
         """The program depends on the keys (and their order) of a dict."""
         if val.external and val.node is not None:
             self.observe_type(val)
-            keys = val.node.meta.get("keys", None) or tuple(val.obj.keys())
+            keys = val.node.meta.get("keys", None) or keys_in_order(val.obj)
             self.graph.observe(val.node, GuardKind.KEYS, keys)
 
     def observe_key(self, val: Val) -> None:

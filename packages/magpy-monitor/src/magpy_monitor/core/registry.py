@@ -284,6 +284,7 @@ CALL_RULES: RuleList[Any] = RuleList("call rules", CALL_RULE_ORDER)
 ATTR_RULE_ORDER: tuple[str, ...] = (
     "tensor grad",  # libs/torch: p.grad of a tensor from outside, or as the run set it
     "tensor attribute",  # libs/torch: x.shape, x.T, x.volatile
+    "warnings state in a catch_warnings block",  # pyobj: warnings.filters there is a break
     "library module",  # core: an attribute of torch, math, ... guarded where it lives
     "known attribute",  # core: an attribute the run set or read before
     "function code",  # core: f.__code__ is the program's own code, never an instrumented one

@@ -32,6 +32,7 @@ __all__ = [
     "Val",
     "Write",
     "dict_view_items",
+    "keys_in_order",
     "plain_container",
     "remember_dict_keys",
 ]
@@ -262,6 +263,17 @@ class Write:
 
     def __init__(self, op: str, target: Val, key: Any, value: Val | None) -> None:
         self.op, self.target, self.key, self.value = op, target, key, value
+
+
+def keys_in_order(obj: Any) -> tuple[Any, ...]:
+    """The keys of a dict from outside in its iteration order, running none of its class's
+    code: an ``OrderedDict``, or any subclass of it, keeps its own order (``move_to_end``),
+    which ``dict.keys`` does not see; the guard's KEYS check reads them the same way."""
+    if issubclass(type(obj), collections.OrderedDict):
+        return tuple(collections.OrderedDict.keys(obj))
+    if isinstance(obj, dict):
+        return tuple(dict.keys(obj))
+    return tuple(obj.keys())
 
 
 def remember_dict_keys(base: Val) -> None:

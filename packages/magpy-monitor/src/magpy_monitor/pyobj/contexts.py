@@ -44,6 +44,8 @@ from torch.cpu.amp.autocast_mode import autocast as cpu_autocast
 from magpy_refgraph import Attr, Const
 
 from ..core import registry
+from ..core.attributes import Read, attr_rule
+from ..core.capture import Capture
 from ..core.frame import FrameMonitor, Inst
 from ..core.registry import register_builtin
 from ..core.values import BoundMethod, Payload, Val
@@ -219,9 +221,10 @@ def _catch_warnings(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, V
     m.expect_outputs(inst, 1, lambda real: [m.cap.new(real[0], payload=ModelledContext(state))])
 
 
-def _innermost_warnings_block(m: FrameMonitor) -> _WarningsBlock | None:
+def _innermost_warnings_block(m: FrameMonitor | Capture) -> _WarningsBlock | None:
     """The innermost ``catch_warnings`` block the run is in (its ``__exit__`` on a stack)."""
-    for mon in reversed(m.cap.frames):
+    cap = m if isinstance(m, Capture) else m.cap
+    for mon in reversed(cap.frames):
         for v in reversed(mon.stack):
             state = v.payload(ContextExit)
             if state is not None and isinstance(state.model, _WarningsBlock):
@@ -254,6 +257,28 @@ def _filter_call(fn: Any) -> Any:
 
 for _fn in (warnings.simplefilter, warnings.filterwarnings):
     register_builtin(_fn)(_filter_call(_fn))
+
+
+def _warnings_state_in_block(r: Read) -> bool:
+    return (
+        r.obj is warnings
+        and not callable(r.real)
+        and r.base.external
+        and _innermost_warnings_block(r.cap) is not None
+    )
+
+
+@attr_rule("warnings state in a catch_warnings block", _warnings_state_in_block)
+def _read_warnings_state_in_block(m: FrameMonitor, r: Read) -> Val:
+    """``warnings.filters`` (or another setting of the module) read inside a modelled block:
+    the block's entry, its filter calls and its restore ran natively at record time and the mock
+    replays none of them, so on a hit the program would see the filters of the caller, not the
+    block's. A graph break: the segment after it re-enters the block (``reenter``) and reads the
+    block's own filters natively."""
+    raise m.unsupported(
+        f"warnings.{r.name} read inside a `with warnings.catch_warnings()` block "
+        "(the mock does not replay the block's filters)"
+    )
 
 
 # ---------------------------------------------------------------------- torch contexts
