@@ -3,7 +3,7 @@
 # sympy, which torch's shape reasoning imports on a first compile, adds an entry to
 # ``warnings.filters`` when imported: imported with MagPy, so that no compiled call changes the
 # program's warning filters midway
-import sympy  # noqa: F401  (isort: skip)
+import sympy  # type: ignore[import-untyped]  # noqa: F401
 
 from ._api import (
     CacheStats,
