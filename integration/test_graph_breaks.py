@@ -1066,7 +1066,7 @@ def test_iterator_look_ahead_guards_and_advances() -> None:
     import magpy_runtime._sites as sites
 
     compiled = magpy.compile(list_loop_break, backend="eager")
-    for n in (3, 3, 3):  # (the first break is captured whole once more, then split)
+    for n in (3, 3):
         LOG.clear()
         compiled([torch.ones(2)] * n, 99)
     sources = [r.guard_source for r in compiled._magpy_state.site_records]

@@ -28,6 +28,7 @@ from magpy_refgraph import (
     InternalError,
     MagPyError,
     SpeculationMiss,
+    StateNotReady,
     Unsupported,
     dump,
 )
@@ -437,13 +438,10 @@ class CacheState:
             self._go_eager(f"internal error: {failure}", warn=True)
 
     def _retry_whole(self, failure: Unsupported, reason: BreakReason) -> bool:
-        """A break on the first call: the next call is captured whole once more before the
-        callable is split into segments. The first call often breaks on what it does once
-        (lazy initialisation: hooks installed under a lock, a cache filled, an optimizer's
-        state made by its first step: ``StateNotReady``); splitting at once would keep every
-        later call in segments, part of it native, though no later call breaks. A break that
-        comes again splits on the second call (and counts once)."""
-        if not self.second_chance:
+        """A break on the first call on state that call creates (``StateNotReady``: an
+        optimizer's state, made by its first step): the next call is captured whole once more
+        before the callable is split into segments."""
+        if not isinstance(failure, StateNotReady) or not self.second_chance:
             return False
         if self.records or self.split:
             return False
