@@ -244,11 +244,7 @@ def _on_instruction(code: types.CodeType, offset: int) -> None:
 
 def _on_return(code: types.CodeType, offset: int, value: Any) -> None:
     """PY_RETURN: the frame is done; it gets no more events (none would come)."""
-    frame = _getframe(1)
-    try:
-        _deliver(frame, "return", value)
-    finally:
-        _let_go(frame)
+    _deliver_last(_getframe(1), value)
 
 
 def _on_yield(code: types.CodeType, offset: int, value: Any) -> None:
@@ -259,11 +255,15 @@ def _on_yield(code: types.CodeType, offset: int, value: Any) -> None:
 def _on_unwind(code: types.CodeType, offset: int, exc: BaseException) -> None:
     """PY_UNWIND: an exception leaves the frame (settrace: ``"return"`` with None)."""
     if _followed:
-        frame = _getframe(1)
-        try:
-            _deliver(frame, "return", None)
-        finally:
-            _let_go(frame)
+        _deliver_last(_getframe(1), None)
+
+
+def _deliver_last(frame: types.FrameType, value: Any) -> None:
+    """The ``"return"`` of a frame that is leaving for good, which is let go after it."""
+    try:
+        _deliver(frame, "return", value)
+    finally:
+        _let_go(frame)
 
 
 def _on_raise(code: types.CodeType, offset: int, exc: BaseException) -> None:
