@@ -58,7 +58,7 @@ def test_a_first_compile_leaves_the_warning_filters_as_they_were() -> None:
     """MagPy's own lazy imports (sympy, on a first compile) do not change the program's
     ``warnings.filters`` in the middle of its run."""
     code = (
-        "import warnings, torch, magpy; before = list(warnings.filters); "
+        "import warnings, torch, magpy_runtime as magpy; before = list(warnings.filters); "
         "f = magpy.compile(lambda x: x + 1, backend='eager'); f(torch.ones(2)); f(torch.ones(2)); "
         "assert warnings.filters == before, (len(before), len(warnings.filters))"
     )
