@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from magpy_codegen import _cbuild
+from magpy_monitor import INTERP
 
 
 @pytest.fixture(scope="module")
@@ -114,8 +115,6 @@ def _instance_state(version: Callable[[Any], int], d: dict[str, Any]) -> tuple[A
 def test_every_store_into_an_instance_is_seen(version: Callable[[Any], int], change: str) -> None:
     """An attribute store into an object whose values live inline (3.13: no new tag, no watcher
     event) still fails the check: the dict's version, with its values state on 3.13."""
-    from magpy_monitor import INTERP
-
     holds = _cbuild.load_snapcheck()
     assert holds is not None
     if not INTERP.instance_dict_tags_exact:
