@@ -32,7 +32,7 @@ from ..bytecode.subscripts import store_item
 from ..core import registry
 from ..core.attributes import guard_class_attr
 from ..core.calls import _closure, _fresh, bind_args, function_source, guard_code
-from ..core.frame import Callback, FrameMonitor, Inst, initial_fast
+from ..core.frame import Callback, FrameMonitor, Inst, Pending, initial_fast
 from ..core.registry import BUILTIN_HANDLERS, METHOD_HANDLERS
 from ..core.values import Change, Construction, Instance, Val
 from ..core.valuetypes import FROZEN_MODULE_ROOTS
@@ -131,6 +131,23 @@ def construct_object(
             raise m.unsupported(f"{cls.__name__}(...) with arguments for a native __init__")
         _native_init(m, inst, cls, kwargs, shadow)
         return
+    follow_init(m, inst, cls, init, pos, kwargs, shadow)
+
+
+def follow_init(
+    m: FrameMonitor,
+    inst: Inst,
+    cls: type,
+    init: types.FunctionType,
+    pos: list[Val],
+    kwargs: dict[str, Val],
+    shadow: Callable[[Any], Val],
+    finish: Callable[[Val], None] | None = None,
+) -> Pending:
+    """``cls(*pos, **kwargs)`` whose Python ``__init__`` is followed like a call: ``self`` is
+    bound to ``shadow(obj)`` once the frame starts, and the call gives that shadow (checked by
+    ``finish`` first). Returns the pending call, for a caller to refine."""
+    cap = m.cap
     self_val = Val(None)  # the object exists once __init__'s frame starts
     fn_val = cap.const(init)
     bound = bind_args(m, fn_val, [self_val, *pos], kwargs)
@@ -151,11 +168,14 @@ def construct_object(
     def make(real: list[Any]) -> list[Val]:
         if not built or built[0].obj is not real[0]:
             raise m.unsupported(f"{cls.__name__}.__init__ was not seen running")
+        if finish is not None:
+            finish(built[0])
         return [built[0]]
 
     p = m.expect_outputs(inst, 1, make, opaque=True)
     p.expect = (init.__code__, start)
     p.on_result = lambda val: None  # __init__ returns None; the call gives the object
+    return p
 
 
 def _native_init(

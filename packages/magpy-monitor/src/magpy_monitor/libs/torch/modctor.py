@@ -36,12 +36,11 @@ from typing import Any
 import torch
 
 from ...core.attributes import guard_class_attr
-from ...core.calls import _closure, _fresh, bind_args
-from ...core.frame import FrameMonitor, Inst, initial_fast
+from ...core.frame import FrameMonitor, Inst
 from ...core.programcode import program_frames, program_function
 from ...core.values import Payload, Val
 from ...core.valuetypes import is_value_type
-from ...pyobj.instances import lookup
+from ...pyobj.instances import follow_init, lookup
 
 __all__ = ["MODULE_INTERNALS", "ModuleBuild", "construct_module"]
 
@@ -145,35 +144,18 @@ def _follow_init(
         raise m.unsupported(f"{cls.__name__} built inside forward defines its own {own}")
     guard_class_attr(cap, cls, "__init__")  # (the one the class holds now)
     before = _rng_fingerprint()
-    self_val = Val(None)  # the module exists once __init__'s frame starts
-    fn_val = cap.const(init)
-    bound = bind_args(m, fn_val, [self_val, *pos], kwargs)
-    closure = _closure(m, fn_val)
-    built: list[Val] = []
 
-    def start(frame: types.FrameType) -> FrameMonitor:
-        obj = frame.f_locals[init.__code__.co_varnames[0]]
-        if type(obj) is not cls:
-            raise m.unsupported(f"{cls.__name__}.__init__ called on a {type(obj).__name__}")
+    def shadow(obj: Any) -> Val:
         made = cap.new(obj, const=True, payload=ModuleBuild(cls_val, building=True))
         made.attrs = {}
-        built.append(made)
-        args = {k: made if v is self_val else v for k, v in _fresh(frame, bound).items()}
-        mon = FrameMonitor(cap, frame, initial_fast(cap, frame, args, closure))
-        mon.func = init
-        return mon
+        return made
 
-    def make(real: list[Any]) -> list[Val]:
-        if not built or built[0].obj is not real[0]:
-            raise m.unsupported(f"{cls.__name__}.__init__ was not seen running")
-        built[0].require(ModuleBuild).building = False
-        _check_stateless(m, real[0], before)
-        _check_stored(m, built[0])
-        return [built[0]]
+    def finish(made: Val) -> None:
+        made.require(ModuleBuild).building = False
+        _check_stateless(m, made.obj, before)
+        _check_stored(m, made)
 
-    p = m.expect_outputs(inst, 1, make, opaque=True)
-    p.expect = (init.__code__, start)
-    p.on_result = lambda val: None  # __init__ returns None; the call gives the module
+    p = follow_init(m, inst, cls, init, pos, kwargs, shadow, finish)
     p.calls_back = program_frames()  # (a metaclass's __call__, run natively: unseen)
 
 
