@@ -308,6 +308,32 @@ def differential(session: nox.Session) -> None:
     session.run("python", "integration/differential_report.py", *session.posargs)
 
 
+@nox.session(python=PYTHON, default=False)
+def paritybench(session: nox.Session) -> None:
+    """The fixed ParityBench dev sample (``integration/data/paritybench_dev_sample.txt``, 300
+    files) under MagPy, gated: at least 99.5% of the counted cases one graph with no break, none
+    wrong, no crash. ParityBench lives outside this repository: ``PARITYBENCH_DIR`` names its
+    ``generated/`` folder (arguments after ``--`` go to ``integration/paritybench.py``, e.g.
+    ``--mode both`` or ``--jobs 1``)."""
+    folder = os.environ.get("PARITYBENCH_DIR")
+    if not folder:
+        session.error("set PARITYBENCH_DIR to ParityBench's generated/ folder")
+    _install_all(session, "numpy", "pytest")
+    session.run(
+        "python",
+        "-m",
+        "integration.paritybench",
+        folder,
+        "--sample",
+        "integration/data/paritybench_dev_sample.txt",
+        "--require",
+        "0.995",
+        "--out",
+        ".paritybench/sample.jsonl",
+        *session.posargs,
+    )
+
+
 # --- user-facing entry points ------------------------------------------------------------------
 # `demo` is the first command in README.md; `bench` produces the side-by-side tables.
 

@@ -554,6 +554,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--offset", type=int, default=0, help="skip the first N files of the split")
     p.add_argument("--filter", default=None, help="only files whose name contains this")
     p.add_argument(
+        "--sample",
+        type=Path,
+        default=None,
+        help="a text file of basenames, one per line: only those files (each must be in the "
+        "split; integration/data/paritybench_dev_sample.txt is the fixed dev sample)",
+    )
+    p.add_argument(
+        "--require",
+        type=float,
+        default=None,
+        metavar="SHARE",
+        help="exit non-zero unless at least SHARE of the counted cases (all but eager_fail and "
+        "skip) are full_graph_ok and none is wrong or a crash, e.g. 0.995",
+    )
+    p.add_argument(
         "--cases-per-file",
         type=int,
         default=0,
@@ -582,6 +597,8 @@ def main(argv: list[str] | None = None) -> int:
     all_files = list_files(a.dir, a.split)
     print(f"{len(all_files)} files in split {a.split!r} of {a.dir}", flush=True)
     files = all_files[a.offset :]
+    if a.sample is not None:
+        files = select_sample(files, a.sample, a.split)
     if a.filter:
         files = [f for f in files if a.filter in f.name]
     if a.limit is not None:
@@ -680,7 +697,46 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(summarize(records, modes))
     wrong = sum(1 for r in records if r.get("status") == "wrong")
+    if a.require is not None:
+        return 0 if meets(records, a.require) else 1
     return 1 if wrong else 0
+
+
+def meets(records: list[dict[str, Any]], share: float) -> bool:
+    """Whether every mode's cases in ``records`` pass the ``--require`` gate (printed)."""
+    ok = True
+    for mode in sorted({r["mode"] for r in records if r.get("kind") == "case"}):
+        counts = collections.Counter(
+            r["status"] for r in records if r.get("kind") == "case" and r["mode"] == mode
+        )
+        counted = sum(counts.values()) - counts["eager_fail"] - counts["skip"]
+        full = counts["full_graph_ok"] / counted if counted else 0.0
+        bad = counts["wrong"] + counts["crash"]
+        passed = full >= share and bad == 0
+        ok = ok and passed
+        print(
+            f"{mode}: {counts['full_graph_ok']}/{counted} = {full:.2%} full graph "
+            f"(required {share:.2%}), {counts['wrong']} wrong, {counts['crash']} crashes: "
+            + ("PASS" if passed else "FAIL")
+        )
+    return ok
+
+
+def select_sample(files: list[Path], sample: Path, split: str) -> list[Path]:
+    """The files of ``files`` named in the text file ``sample`` (one basename per line, ``#``
+    comments). A name that is missing from the folder or outside ``split`` is an error."""
+    names = [
+        line.split("#", 1)[0].strip() for line in sample.read_text(encoding="utf-8").splitlines()
+    ]
+    wanted = [n for n in names if n]
+    by_name = {f.name: f for f in files}
+    outside = [n for n in wanted if not in_split(n, split)]
+    if outside:
+        raise SystemExit(f"--sample: {len(outside)} files not in split {split!r}: {outside[:3]}")
+    missing = [n for n in wanted if n not in by_name]
+    if missing:
+        raise SystemExit(f"--sample: {len(missing)} files not in the folder: {missing[:3]}")
+    return [by_name[n] for n in sorted(set(wanted))]
 
 
 if __name__ == "__main__":

@@ -524,3 +524,43 @@ def test_summary_tables_for_both_modes() -> None:
     assert "WRONG OUTPUTS (magpy)" in text and "C1" in text
     assert "| 1 | break | print at <addr> |" in text
     assert "### side by side" in text
+
+
+def test_the_fixed_dev_sample_is_300_dev_files() -> None:
+    names = [
+        line.strip()
+        for line in (HERE / "data" / "paritybench_dev_sample.txt").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    assert len(names) == len(set(names)) >= 300
+    assert all(PB.in_split(n, "dev") for n in names)
+
+
+def test_a_sample_selects_its_files_and_refuses_others(tmp_path: Path) -> None:
+    dev = [f"test_p{i}.py" for i in range(40) if PB.in_split(f"test_p{i}.py", "dev")]
+    rest = next(f"test_p{i}.py" for i in range(40) if not PB.in_split(f"test_p{i}.py", "dev"))
+    files = [tmp_path / n for n in dev]
+    sample = tmp_path / "sample.txt"
+    sample.write_text(f"# two files\n{dev[3]}\n{dev[1]}  # a comment\n\n")
+    assert [f.name for f in PB.select_sample(files, sample, "dev")] == sorted([dev[1], dev[3]])
+    sample.write_text(f"{rest}\n")
+    with pytest.raises(SystemExit, match="not in split"):
+        PB.select_sample(files, sample, "dev")
+    absent = next(
+        f"test_absent_{i}.py" for i in range(40) if PB.in_split(f"test_absent_{i}.py", "dev")
+    )
+    sample.write_text(f"{absent}\n")
+    with pytest.raises(SystemExit, match="not in the folder"):
+        PB.select_sample(files, sample, "dev")
+
+
+def _cases(*statuses: str) -> list[dict[str, Any]]:
+    return [{"kind": "case", "mode": "magpy", "status": s} for s in statuses]
+
+
+def test_the_require_gate_counts_full_graphs_and_refuses_wrong_or_crashes() -> None:
+    ok = ["full_graph_ok"] * 199
+    assert PB.meets(_cases(*ok, "break", "eager_fail", "skip"), 0.995)
+    assert not PB.meets(_cases(*ok[:190], "break", "timeout"), 0.995)
+    assert not PB.meets(_cases(*ok, "wrong"), 0.5)
+    assert not PB.meets(_cases(*ok, "crash"), 0.5)
