@@ -391,6 +391,16 @@ def bench_warm_start(session: nox.Session) -> None:
     session.run("python", "-m", "integration.bench_warm_start", *session.posargs)
 
 
+@nox.session(python=PYTHON, default=False)
+def bench_first_calls(session: nox.Session) -> None:
+    """Install everything (+ transformers, monai, diffusers) and run ``python -m
+    integration.bench_first_calls``: the first two calls (capture plus the guard memo's arming)
+    of every model in the suites, MagPy beside TorchDynamo (arguments after ``--``)."""
+    _install_all(session, "numpy")
+    session.install("--quiet", "-e", ".[hf,extra-models]")
+    session.run("python", "-m", "integration.bench_first_calls", *session.posargs)
+
+
 @nox.session(python=list(PYTHONS), default=False)
 def bench_versions(session: nox.Session) -> None:
     """On each supported Python: ``python -m integration.bench_versions`` (first-call capture
