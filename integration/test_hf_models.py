@@ -224,12 +224,9 @@ def test_hf_model_compiles_like_eager(name: str) -> None:
 
 @pytest.mark.parametrize("name", _names(n for n, e in EXPECT.items() if e == STATIC))
 def test_static_hf_model_hits_run_no_user_code(name: str) -> None:
-    """The one-graph models pass the full check: the whole output, inputs and module state.
-
-    A hit does run some of the library's Python: the mock builds the ``ModelOutput`` by calling
-    its class (whose ``__init__``/``__post_init__`` live in transformers), so the "no user code
-    on a hit" check is off.
-    """
+    """The one-graph models pass the full check: the whole output, inputs and module state, and
+    a hit runs none of the model's code. (The mock builds the ``ModelOutput`` from its final
+    state, without calling its class: ``libs/transformers/outputs.py``.)"""
     model, make_inputs = HF.HF_MODELS[name]()
     with torch.no_grad():
         H.assert_compiles_like_eager(
@@ -237,8 +234,14 @@ def test_static_hf_model_hits_run_no_user_code(name: str) -> None:
             lambda i: ([], make_inputs(BATCH, 1 + i)),
             calls=CALLS,
             backend="eager",
-            check_hits_run_no_user_code=False,
+            check_hits_run_no_user_code=name not in _GRAPH_RUNS_MODEL_CODE,
         )
+
+
+# Models whose graph itself calls back into the model's code on every run: Mamba's selective
+# scan is an ``associative_scan`` whose combine function, the model's own, the eager backend's
+# graph calls (a compiling backend traces it into the kernel).
+_GRAPH_RUNS_MODEL_CODE = {"mamba"}
 
 
 def test_segformer_default_config_after_its_hooks_are_installed() -> None:

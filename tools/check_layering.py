@@ -40,7 +40,7 @@ FORBIDDEN = {"magpy_refgraph": {"torch", "numpy", "triton", "functorch"}}
 MONITOR = "magpy_monitor"
 MONITOR_LAYERS = ("cpython", "core", "bytecode", "pyobj", "libs", "driver")
 # ``libs``' own subpackages, lowest first (``libs/__init__.py`` counts as the top, like torch).
-LIBS_LAYERS = ("stdlib", "numpy", "torch")
+LIBS_LAYERS = ("stdlib", "numpy", "torch", "transformers")
 SUBLAYERS: dict[str, tuple[str, ...]] = {
     MONITOR: MONITOR_LAYERS,
     f"{MONITOR}.libs": LIBS_LAYERS,

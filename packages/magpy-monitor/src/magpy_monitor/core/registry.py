@@ -48,6 +48,7 @@ __all__ = [
     "CONTAINS_MODELS",
     "DELETE_ATTR_FOLLOWED",
     "EXTERNAL_ATTR_FOLLOWED",
+    "FILLING_CONSTRUCTIONS",
     "FOLLOW",
     "FUNCTION_APPLY_MODELS",
     "INVOLVES_ARRAY",
@@ -108,6 +109,11 @@ METHOD_HANDLERS: dict[tuple[Any, Any], BuiltinHandler] = {}
 TENSOR_METHOD_HANDLERS: dict[str, BuiltinHandler] = {}
 #: ``torch.autograd.Function`` subclass -> model of its ``apply`` (``CheckpointFunction``)
 FUNCTION_APPLY_MODELS: dict[type, Any] = {}
+#: predicates over a replayed construction (``values.Construction``): true when building the
+#: class with those arguments, and making those changes, does nothing but fill the new object's
+#: ``__dict__`` and items (a library's output class: ``libs.transformers``), so the mock may
+#: build the object from its final state instead of calling the class again
+FILLING_CONSTRUCTIONS: list[Callable[[Any], bool]] = []
 
 
 def opcode(*names: str) -> Callable[[OpcodeHandler], OpcodeHandler]:

@@ -57,7 +57,7 @@ from ..libs.torch.tensorattrs import with_attributes
 from ..pyobj.classes import MadeClass, class_escapes
 from ..pyobj.contexts import ContextExit, PythonExit
 from ..pyobj.instances import is_pyobj, object_recipe
-from ..pyobj.objects import ctor_recipe, python_tuple_new
+from ..pyobj.objects import ctor_recipe, filled_recipe, python_tuple_new
 from ..pyobj.sets import rebuild_check
 
 __all__ = ["build_plan"]
@@ -134,7 +134,7 @@ class _Planner:
         if v.expr is not None and not v.const:
             fn, args = v.expr
             return Apply(Constant(fn), tuple(self.recipe(a) for a in args))
-        replayed = ctor_recipe(v, self.recipe)
+        replayed = filled_recipe(v, self.recipe, self.cap.known) or ctor_recipe(v, self.recipe)
         if replayed is not None:
             return replayed
         if is_pyobj(v):  # an instance of a plain class built in the run

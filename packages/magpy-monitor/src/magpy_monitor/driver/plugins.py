@@ -48,6 +48,7 @@ from ..libs.torch import (
 from ..libs.torch import (
     rules as torch_rules,
 )
+from ..libs.transformers import outputs as hf_outputs
 from ..pyobj import (
     attrcalls,
     attrhooks,
@@ -91,11 +92,12 @@ LOADED = (
     attrreads, replayed, attrhooks, attrcalls, classes, descriptors,
     special, highorder, keyed, typechecks, iterators, contexts, copying,
     pyobj_rules,
-    # libs: stdlib < numpy < torch
+    # libs: stdlib < numpy < torch < transformers
     warn, pyenv, weakrefs, locks, ndarrays, numpy_rules,
     hooks, modattrs, modctor, tensorctors, autograd, tensorattrs, tensorrows, globalstate,
     checkpoint, optim, hops, functions,
     torch_rules,
+    hf_outputs,
 )  # fmt: skip
 
 for _rules in (registry.CALL_RULES, registry.ATTR_RULES):

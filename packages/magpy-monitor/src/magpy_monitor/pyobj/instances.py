@@ -51,6 +51,7 @@ __all__ = [
     "object_recipe",
     "plain_store",
     "python_meta_call",
+    "rebuild_object",
     "store_attr_followed",
     "store_item_followed",
 ]
@@ -482,7 +483,7 @@ def object_recipe(v: Val, recipe: Callable[[Val], Recipe]) -> Recipe:
     ):
         raise Unsupported(f"cannot rebuild the {cls.__name__} made during the run")
     names = tuple(attrs)
-    parts: list[Recipe] = [Constant(_rebuild_object), Constant(cls), Constant(names)]
+    parts: list[Recipe] = [Constant(rebuild_object), Constant(cls), Constant(names)]
     parts += [recipe(attrs[k]) for k in names]
     if isinstance(v.items, dict):
         pairs = list(v.items.values())
@@ -495,7 +496,7 @@ def object_recipe(v: Val, recipe: Callable[[Val], Recipe]) -> Recipe:
     return Build(id(v), BuildKind.CALL, tuple(parts))
 
 
-def _rebuild_object(cls: type, names: tuple[str, ...], *values: Any) -> Any:
+def rebuild_object(cls: type, names: tuple[str, ...], *values: Any) -> Any:
     """A new ``cls`` whose ``__dict__`` holds ``names`` (the first values) and whose items are
     the pairs in the rest, stored without running the class's Python code."""
     base: Any = native_base(cls)
@@ -510,4 +511,4 @@ def _rebuild_object(cls: type, names: tuple[str, ...], *values: Any) -> Any:
     return obj
 
 
-_rebuild_object.__name__ = "rebuild_object"
+rebuild_object.__name__ = "rebuild_object"

@@ -29,23 +29,26 @@ from typing import Any
 
 import torch
 
-from magpy_refgraph import Build, BuildKind, Constant, Recipe
+from magpy_refgraph import Build, BuildKind, Constant, Recipe, Unsupported
 
 from ..bytecode.iteration import consume_items, iter_items
 from ..core.attributes import guard_class_attr
 from ..core.calls import inline
 from ..core.frame import FrameMonitor, Inst
 from ..core.programcode import program_frames
-from ..core.registry import BUILTIN_HANDLERS
+from ..core.registry import BUILTIN_HANDLERS, FILLING_CONSTRUCTIONS
 from ..core.values import Change, Construction, Payload, Val
 from ..core.valuetypes import is_value_type
-from .instances import native_base
+from .instances import native_base, rebuild_object
 
 __all__ = [
     "PartialCall",
     "construct",
     "ctor_of",
     "ctor_recipe",
+    "filled_recipe",
+    "generated_inits",
+    "is_generated_init",
     "is_replayable_class",
     "item_shadow",
 ]
@@ -259,12 +262,18 @@ def generated_inits(cls: type) -> list[types.CodeType]:
     stores the arguments (and the defaults it was built with) into the object."""
     codes = []
     for klass in cls.__mro__:
-        init = vars(klass).get("__init__")
-        if dataclasses.is_dataclass(klass) and isinstance(init, types.FunctionType):
-            code = init.__code__
-            if code.co_filename == "<string>" and code.co_qualname == _GENERATED_INIT:
-                codes.append(code)
+        init: Any = vars(klass).get("__init__")
+        if dataclasses.is_dataclass(klass) and is_generated_init(init):
+            codes.append(init.__code__)
     return codes
+
+
+def is_generated_init(fn: Any) -> bool:
+    """``fn`` is an ``__init__`` that ``@dataclass`` generated."""
+    if not isinstance(fn, types.FunctionType):
+        return False
+    code = fn.__code__
+    return code.co_filename == "<string>" and code.co_qualname == _GENERATED_INIT
 
 
 _GENERATED_INIT = "__create_fn__.<locals>.__init__"
@@ -288,6 +297,48 @@ def _construct(
 
 
 _construct.__name__ = "construct_dataclass"
+
+
+def filled_recipe(v: Val, recipe: Any, known: Any) -> Recipe | None:
+    """The mock's recipe for a replayed construction that only fills the object it builds
+    (``registry.FILLING_CONSTRUCTIONS``): a new instance from the native ``__new__`` holding the
+    final items and ``__dict__`` the run gave it, each the shadow of what the run passed in or
+    made (``known``: the capture's ``Val`` of a heap object), with no Python code of the class
+    run. None when it does not apply or the state holds something of unknown origin: the mock
+    then calls the class again (``ctor_recipe``)."""
+    ctor = ctor_of(v)
+    if ctor is None or not any(fills(ctor) for fills in FILLING_CONSTRUCTIONS):
+        return None
+    obj, cls = v.obj, ctor.cls
+    base: Any = native_base(cls)
+    if type(obj) is not cls or base not in (object, dict, collections.OrderedDict):
+        return None
+    try:
+        state = object.__getattribute__(obj, "__dict__")
+    except AttributeError:
+        return None
+
+    def part(x: Any) -> Recipe | None:
+        shadow = known(x)
+        if shadow is None:
+            changed = (c.value for c in ctor.changes if c.value is not None)
+            given = (*ctor.pos, *ctor.kwargs.values(), *changed)
+            shadow = next((a for a in given if a.obj is x), None)
+        if shadow is not None and shadow is not v:
+            try:
+                built: Recipe = recipe(shadow)
+            except Unsupported:
+                return None
+            return built
+        return Constant(x) if x is None or is_value_type(x) else None
+
+    names = tuple(state)
+    pairs = list(base.items(obj)) if base is not object else []
+    parts = [part(x) for x in (*state.values(), *(y for kv in pairs for y in kv))]
+    if any(p is None for p in parts):
+        return None
+    head: list[Recipe] = [Constant(rebuild_object), Constant(cls), Constant(names)]
+    return Build(id(v), BuildKind.CALL, (*head, *(p for p in parts if p is not None)))
 
 
 def ctor_recipe(v: Val, recipe: Any) -> Recipe | None:
