@@ -35,6 +35,9 @@ from magpy_monitor import finish, prepare
 from . import _depth
 from ._disable import disabled
 from ._sites import activate, deactivate
+from ._stance import check as check_stance
+from ._stance import current as current_stance
+from ._stance import records_here
 
 __all__ = ["AGAIN", "MISS", "NATIVE", "entry", "run"]
 
@@ -51,6 +54,13 @@ def run(state: Any, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
     """
     if disabled():  # (inside magpy.disable: the original code, untouched)
         return fn(*args, **kwargs)
+    stance = current_stance()  # None: the default (see ``_stance``)
+    if stance is not None:
+        check_stance(stance)
+        if stance.stance == "force_eager":
+            return fn(*args, **kwargs)
+        if stance.backend is not None:
+            state = state.forced(stance.backend)
     start = perf_counter()
     # (split loops: the whole-call records made before serve their trip counts; any other
     # call runs split, without a miss)
@@ -61,7 +71,10 @@ def run(state: Any, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
             state.time_total += perf_counter() - start
             return found
         split = found is NATIVE or state.split
-        last = None if split else state.missed(fn, args, kwargs, seen)
+        if split or (stance is not None and not records_here(stance, state, fn, args, kwargs)):
+            last = None
+        else:
+            last = state.missed(fn, args, kwargs, seen)
         while last is AGAIN:  # rare: another thread's record came meanwhile, it may serve
             seen = state.added
             found = state.hit(fn, args, kwargs)
