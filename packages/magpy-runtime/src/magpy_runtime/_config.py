@@ -135,13 +135,14 @@ def record_limit() -> tuple[int, str]:
     keeps, and the setting that says so.
 
     ``magpy.config.max_records`` (``MAGPY_MAX_RECORDS``) and torch's
-    ``torch._dynamo.config.recompile_limit`` name the same limit. One that was set counts
-    (MagPy's: a value other than its default, 8; torch's: set by the program, as torch's config
-    tells); both set: the smaller; neither: 8."""
+    ``torch._dynamo.config.recompile_limit`` name the same limit, and both default to 8. One
+    set to another value counts (the value, not whether it was assigned: torch's
+    ``config.patch`` leaves its default behind as if assigned); both: the smaller; neither:
+    8."""
     mine = config.max_records
     theirs: int | None = None
     module = sys.modules.get(_TORCH_CONFIG)
-    if module is not None and not module._is_default("recompile_limit"):
+    if module is not None and module.recompile_limit != DEFAULT_MAX_RECORDS:
         theirs = int(module.recompile_limit)
     if theirs is None or (mine != DEFAULT_MAX_RECORDS and mine <= theirs):
         set_here = mine != DEFAULT_MAX_RECORDS or "MAGPY_MAX_RECORDS" in os.environ
