@@ -3,10 +3,10 @@
 ``torch._dynamo.mark_dynamic``, ``maybe_mark_dynamic`` and ``mark_unbacked`` (in
 ``torch._dynamo.decorators``) make a dim dynamic from the first capture, so a change of that
 size never costs a second record (under ``dynamic=None``, ``True`` and ``False`` alike, as in
-TorchDynamo, where a marker beats ``dynamic=False``). ``mark_static`` keeps a dim static under ``dynamic=True`` and after a miss
-saw it change (automatic dynamic); a dim marked both ways is dynamic. The markers are read in
-``magpy_monitor.core.shapes.dynamic_dims``. Every test compares to eager and counts records and
-hits with ``magpy.stats``.
+TorchDynamo, where a marker beats ``dynamic=False``). ``mark_static`` keeps a dim static
+under ``dynamic=True`` and after a miss saw it change (automatic dynamic); a dim marked both
+ways is dynamic. The markers are read in ``magpy_monitor.core.shapes.dynamic_dims``. Every test
+compares to eager and counts records and hits with ``magpy.stats``.
 """
 
 from __future__ import annotations

@@ -3,8 +3,9 @@
 Both name the records a compiled callable keeps before it runs eagerly
 (``magpy_runtime._config.record_limit``). Precedence: a callable's own
 ``options={"magpy.max_records": n}`` first; else the smaller of the two settings that hold
-another value than their common default, 8; else 8. The warning on reaching the limit names the setting used. Every test compares
-to eager and counts records (``dynamic=False``: one record per shape).
+another value than their common default, 8; else 8. The warning on reaching the limit names
+the setting used. Every test compares to eager and counts records (``dynamic=False``: one
+record per shape).
 """
 
 from __future__ import annotations

@@ -21,8 +21,8 @@ from magpy_refgraph import UnknownOptionError
 from ._cache import CacheState, all_states
 from ._explain import ExplainOutput, explain, outside_share_of, state_of
 from ._pool import join
-from ._stance import set_stance
 from ._sites import restore_all
+from ._stance import set_stance
 from ._store import clear_stored, from_disk
 from ._wrappers import CompiledFunction, CompiledModule, wrap
 

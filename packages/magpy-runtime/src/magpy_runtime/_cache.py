@@ -41,6 +41,7 @@ from ._errors import FullGraphError, MagPyWarning
 from ._logging import log_topic
 from ._pool import adopt
 from ._sites import ensure_entry_site, split_loops_of, user_function
+from ._stance import records_here
 from ._store import commit, snapshot
 from ._tree import memoize_guard, upgrade_guard
 
@@ -217,13 +218,16 @@ class CacheState:
         return MISS
 
     def missed(
-        self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], seen: int
+        self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], seen: int, stance: Any
     ) -> bool | object | None:
         """After a miss: whether this call is the last one recorded (then it is monitored), or
         None when it runs natively (the cache went eager, or split into segments, or another
-        thread is recording), or ``AGAIN`` when another thread added a record since the call
-        looked (``seen``: ``added`` then), which may serve it."""
+        thread is recording, or the compiler's ``stance`` makes no record of it), or ``AGAIN``
+        when another thread added a record since the call looked (``seen``: ``added`` then),
+        which may serve it."""
         if self.eager_reason is not None:
+            return None
+        if stance is not None and not records_here(stance, self, args, kwargs):
             return None
         records = self.records
         if self.dynamic is not False and records:

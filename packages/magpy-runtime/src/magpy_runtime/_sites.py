@@ -190,7 +190,7 @@ def site_entry(key: tuple[int, int, int], stack: tuple[Any, ...]) -> tuple[int, 
         stance = current_stance()
         if stance is not None and stance.stance == "force_eager":
             return _miss(stack)
-        return _at_site(state, key, stack, stance)
+        return _at_site(state, key, stack)
     except StanceError:  # (fail_on_recompile: raised in the program, as TorchDynamo does)
         raise
     except Exception as exc:  # the program must never see our failures
@@ -205,9 +205,7 @@ def site_entry(key: tuple[int, int, int], stack: tuple[Any, ...]) -> tuple[int, 
         return _miss(stack)
 
 
-def _at_site(
-    state: Any, key: tuple[int, int, int], stack: tuple[Any, ...], stance: Any
-) -> tuple[int, Any]:
+def _at_site(state: Any, key: tuple[int, int, int], stack: tuple[Any, ...]) -> tuple[int, Any]:
     cs = REGISTRY.by_key.get(key[0])
     site = cs.sites.get(key[1]) if cs is not None else None
     if cs is None or site is None or site.eager:
@@ -260,7 +258,7 @@ def _at_site(
             f"site (the limit {source} sets); it runs eagerly from now on"
         )
         return _miss(stack)
-    if not site_records(stance):  # (a stance that serves records and makes none)
+    if not site_records(current_stance()):  # (a stance that serves records, makes none)
         return _miss(stack)
     _monitoring_headroom()
     state.segments_started += 1  # (this call records: compile time, not run time)

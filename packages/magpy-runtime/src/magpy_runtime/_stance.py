@@ -48,6 +48,7 @@ __all__ = [
     "set_stance",
     "site_records",
     "stance_records",
+    "under_stance",
 ]
 
 _EVAL_FRAME = "torch._dynamo.eval_frame"  # where torch keeps the stance (``_stance``)
@@ -89,7 +90,16 @@ def check(stance: Any) -> None:
         raise StanceError(f"invalid torch.compile stance '{stance.stance}'; known: {STANCES}")
 
 
-def records_here(stance: Any, state: Any, fn: Any, args: Any, kwargs: dict[str, Any]) -> bool:
+def under_stance(stance: Any, state: Any) -> Any:
+    """The record cache a compiled call goes through under ``stance`` (checked first):
+    ``state``, its cache for a forced backend, or None where the original code runs."""
+    check(stance)
+    if stance.stance == "force_eager":
+        return None
+    return state if stance.backend is None else state.forced(stance.backend)
+
+
+def records_here(stance: Any, state: Any, args: Any, kwargs: dict[str, Any]) -> bool:
     """Whether a call that no record served, and that would otherwise be recorded, is recorded
     under ``stance`` (False: it runs natively). ``fail_on_recompile`` raises ``StanceError``;
     the first such call under a delayed stance is kept as an example, the second makes what
@@ -165,9 +175,13 @@ def changed_between(first: dict[Path, Any], now: dict[Path, Any]) -> set[Path]:
         new = now.get(path)
         if type(new) is not type(old) or new == old:
             continue
-        if type(old) is tuple:
+        if isinstance(old, tuple) and isinstance(new, tuple):
             if len(old) == len(new):
-                changed |= {dim_key(path, d) for d, (a, b) in enumerate(zip(old, new)) if a != b}
+                changed |= {
+                    dim_key(path, d)
+                    for d, (a, b) in enumerate(zip(old, new, strict=True))
+                    if a != b
+                }
         else:
             changed.add(path)
     return changed

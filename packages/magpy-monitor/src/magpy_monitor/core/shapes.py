@@ -186,8 +186,7 @@ def dynamic_dims(
         for d, n in enumerate(t.shape)
         if n >= 2
         and (
-            d in marked
-            or (d not in static and (promote_all or dim_key(path, d) in dynamic_paths))
+            d in marked or (d not in static and (promote_all or dim_key(path, d) in dynamic_paths))
         )
     )
 
