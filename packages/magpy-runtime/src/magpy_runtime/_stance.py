@@ -96,7 +96,14 @@ def under_stance(stance: Any, state: Any) -> Any:
     check(stance)
     if stance.stance == "force_eager":
         return None
-    return state if stance.backend is None else state.forced(stance.backend)
+    forced = stance.backend
+    if (
+        forced is None
+        or forced is state.backend
+        or (type(forced) is str and forced == state.backend)
+    ):
+        return state  # (forced to the backend it compiles with anyway)
+    return state.forced(forced)
 
 
 def records_here(stance: Any, state: Any, args: Any, kwargs: dict[str, Any]) -> bool:
