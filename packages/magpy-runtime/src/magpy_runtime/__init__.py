@@ -14,13 +14,14 @@ from ._api import (
     compile,
     explain,
     reset,
+    set_stance,
     stats,
     wait_compiles,
 )
 from ._cache import BreakReason
 from ._config import config
 from ._disable import disable
-from ._errors import FullGraphError, MagPyWarning
+from ._errors import FullGraphError, MagPyWarning, StanceError
 
 __version__ = "0.1.0"
 
@@ -32,12 +33,14 @@ __all__ = [
     "ExplainOutput",
     "FullGraphError",
     "MagPyWarning",
+    "StanceError",
     "annotate",
     "compile",
     "config",
     "disable",
     "explain",
     "reset",
+    "set_stance",
     "stats",
     "wait_compiles",
 ]

@@ -22,6 +22,7 @@ from ._cache import CacheState, all_states
 from ._explain import ExplainOutput, explain, outside_share_of, state_of
 from ._pool import join
 from ._sites import restore_all
+from ._stance import set_stance
 from ._store import clear_stored, from_disk
 from ._wrappers import CompiledFunction, CompiledModule, wrap
 
@@ -34,6 +35,7 @@ __all__ = [
     "compile",
     "explain",
     "reset",
+    "set_stance",
     "stats",
     "wait_compiles",
 ]
@@ -201,8 +203,19 @@ class CacheStats:
 
 
 def stats(compiled: Any) -> CacheStats:
-    """Cache statistics of a compiled function or module."""
+    """Cache statistics of a compiled function or module (with its calls under stances that
+    forced a backend: ``set_stance(force_backend=)``)."""
     s = state_of(compiled)
+    own = _stats_of(s)
+    for forced in s.forced_states.values():
+        more = _stats_of(forced)
+        for field in attrs.fields(CacheStats):
+            if field.type in (int, "int"):
+                setattr(own, field.name, getattr(own, field.name) + getattr(more, field.name))
+    return own
+
+
+def _stats_of(s: CacheState) -> CacheStats:
     records = [*s.records, *s.site_records]
     graphs = sum(1 for r in records if r.graph_module is not None)
     return CacheStats(
@@ -286,7 +299,12 @@ def annotate(
 
 # MagPy's own API called inside a compiled function runs natively, at a graph break: it reads
 # or changes MagPy's state, which no record may replay and no monitor may follow
-for _own in (compile, explain, stats, reset, annotate, wait_compiles):
+for _own in (compile, explain, stats, reset, annotate, wait_compiles, set_stance):
     TABLE.register(
         _own, Annotation(Kind.EFFECT, reason=f"magpy.{_own.__name__}() is MagPy's own API")
     )
+# (the stance changes how compiled calls run: set inside one, natively, at a graph break)
+TABLE.register(
+    torch.compiler.set_stance,
+    Annotation(Kind.EFFECT, reason="torch.compiler.set_stance() changes the compiler's stance"),
+)

@@ -35,6 +35,8 @@ from magpy_monitor import finish, prepare
 from . import _depth
 from ._disable import disabled
 from ._sites import activate, deactivate
+from ._stance import current as current_stance
+from ._stance import under_stance
 
 __all__ = ["AGAIN", "MISS", "NATIVE", "entry", "run"]
 
@@ -49,11 +51,11 @@ def run(state: Any, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
     Where the program's code runs (natively, or monitored), the recursion limit is raised by
     what MagPy adds to the stack meanwhile (see ``_depth``); a hit runs no program code.
     """
-    if disabled():  # (inside magpy.disable: the original code, untouched)
-        return fn(*args, **kwargs)
+    stance = current_stance()  # None: the default stance (see ``_stance``)
+    if disabled() or (stance is not None and (state := under_stance(stance, state)) is None):
+        return fn(*args, **kwargs)  # (magpy.disable, or force_eager: the original code)
     start = perf_counter()
-    # (split loops: the whole-call records made before serve their trip counts; any other
-    # call runs split, without a miss)
+    # (split loops: earlier whole-call records serve their trip counts, other calls run split)
     if state.eager_reason is None and (state.records or not state.split):
         seen = state.added
         found = state.hit(fn, args, kwargs)
@@ -61,14 +63,14 @@ def run(state: Any, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
             state.time_total += perf_counter() - start
             return found
         split = found is NATIVE or state.split
-        last = None if split else state.missed(fn, args, kwargs, seen)
+        last = None if split else state.missed(fn, args, kwargs, seen, stance)
         while last is AGAIN:  # rare: another thread's record came meanwhile, it may serve
             seen = state.added
             found = state.hit(fn, args, kwargs)
             if found is not MISS and found is not NATIVE:
                 state.time_total += perf_counter() - start
                 return found
-            last = None if found is NATIVE else state.missed(fn, args, kwargs, seen)
+            last = None if found is NATIVE else state.missed(fn, args, kwargs, seen, stance)
         if last is not None:  # monitor this call, and record it
             epoch = state.epoch
             try:

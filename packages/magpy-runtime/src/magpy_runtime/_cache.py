@@ -22,7 +22,7 @@ from typing import Any
 import attrs
 import torch
 
-from magpy_codegen import Record, build_record
+from magpy_codegen import Record, build_record, resolve_backend
 from magpy_monitor import ambient_state
 from magpy_refgraph import (
     InternalError,
@@ -35,12 +35,13 @@ from magpy_refgraph import (
 
 from . import _depth
 from ._boundary_importlib_bootstrap import AGAIN, MISS, NATIVE, run
-from ._config import background_compile, config, graph_backend
+from ._config import background_compile, config, graph_backend, record_limit
 from ._dynamic import as_locals, changed_on_miss, changed_scalars, promote_all
 from ._errors import FullGraphError, MagPyWarning
 from ._logging import log_topic
 from ._pool import adopt
 from ._sites import ensure_entry_site, split_loops_of, user_function
+from ._stance import records_here
 from ._store import commit, snapshot
 from ._tree import memoize_guard, upgrade_guard
 
@@ -141,6 +142,10 @@ class CacheState:
     # the caches of other compiled callables of the same code, whose records this one may
     # adopt (``_pool``); None: it shares with none
     siblings: weakref.WeakSet[CacheState] | None = None
+    # the first call no record served under an ``eager_then_compile`` stance (``_stance``)
+    first_example: dict[Any, Any] | None = None
+    # caches of this callable for backends a stance forces (``set_stance(force_backend=)``)
+    forced_states: dict[Any, CacheState] = attrs.field(factory=dict)
 
     def __attrs_post_init__(self) -> None:
         with _states_lock:
@@ -166,6 +171,7 @@ class CacheState:
             self._warned = self._warned_outside = False
             self.time_total = self.time_outside = self.graph_time = 0.0
             self.native_calls = self.eager_sites = 0
+            self.first_example = None
 
     # ------------------------------------------------------------------ the call path
     def call(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -212,13 +218,16 @@ class CacheState:
         return MISS
 
     def missed(
-        self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], seen: int
+        self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], seen: int, stance: Any
     ) -> bool | object | None:
         """After a miss: whether this call is the last one recorded (then it is monitored), or
         None when it runs natively (the cache went eager, or split into segments, or another
-        thread is recording), or ``AGAIN`` when another thread added a record since the call
-        looked (``seen``: ``added`` then), which may serve it."""
+        thread is recording, or the compiler's ``stance`` makes no record of it), or ``AGAIN``
+        when another thread added a record since the call looked (``seen``: ``added`` then),
+        which may serve it."""
         if self.eager_reason is not None:
+            return None
+        if stance is not None and not records_here(stance, self, args, kwargs):
             return None
         records = self.records
         if self.dynamic is not False and records:
@@ -227,13 +236,14 @@ class CacheState:
             )
         if self._splits_now() and self._split_loops(fn):
             return None  # the loops run in chunks of iterations from now on
-        limit = self.limit()
+        limit, source = self.limit_and_source()
         if len(records) < limit and adopt(self, fn, args, kwargs):
             self.misses -= 1
             return AGAIN  # a sibling's record serves it
         if len(records) >= limit:
             self._go_eager(
-                f"more than {limit} records (max_records); the inputs keep changing", warn=True
+                f"more than {limit} records (the limit {source} sets); the inputs keep changing",
+                warn=True,
             )
             return None
         with self._lock:
@@ -398,9 +408,34 @@ class CacheState:
         log_topic("guards", "%s", rec.guard_source)
         log_topic("mocks", "%s", rec.mock_source)
 
+    def forced(self, backend: Any) -> CacheState:
+        """The cache of this callable's calls under a stance that forces ``backend`` (a name
+        or a callable, as ``magpy.compile`` takes it): same settings, records of its own."""
+        key = backend if isinstance(backend, str) else id(backend)
+        state = self.forced_states.get(key)
+        if state is None:
+            resolve_backend(backend)  # (an unknown name: the error magpy.compile gives)
+            state = CacheState(
+                f"{self.qualname} [force_backend={backend!r}]",
+                backend,
+                fullgraph=self.fullgraph,
+                max_records=self.max_records,
+                background_compile=self.background_compile,
+            )
+            state.dynamic = self.dynamic
+            self.forced_states[key] = state
+        return state
+
     def limit(self) -> int:
         """Records allowed per site / per callable."""
-        return self.max_records if self.max_records is not None else config.max_records
+        return self.limit_and_source()[0]
+
+    def limit_and_source(self) -> tuple[int, str]:
+        """``limit()``, and the setting it comes from (named in the warning): the callable's
+        own ``options["magpy.max_records"]``, else ``_config.record_limit``'s."""
+        if self.max_records is not None:
+            return self.max_records, "options['magpy.max_records']"
+        return record_limit()
 
     def _split(self, chain: list[Any]) -> bool:
         """Switch to segments: give the functions on the break's call chain entry sites."""

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from collections.abc import Iterator
 from typing import Any
 
 import attrs
 import torch
 
-__all__ = ["Config", "background_compile", "config"]
+__all__ = ["Config", "background_compile", "config", "record_limit"]
 
 
 def _positive_int(variable: str, default: int) -> int:
@@ -122,3 +123,28 @@ def graph_backend(backend: Any, capture: Any) -> Any:
 
 
 config = Config.from_env()
+
+
+# ---------------------------------------------------------------------- the record limit
+DEFAULT_MAX_RECORDS = 8  # Config.max_records's default, and torch's recompile_limit's
+_TORCH_CONFIG = "torch._dynamo.config"  # (not imported by MagPy: set only if the program did)
+
+
+def record_limit() -> tuple[int, str]:
+    """The records a compiled callable without an ``options["magpy.max_records"]`` of its own
+    keeps, and the setting that says so.
+
+    ``magpy.config.max_records`` (``MAGPY_MAX_RECORDS``) and torch's
+    ``torch._dynamo.config.recompile_limit`` name the same limit, and both default to 8. One
+    set to another value counts (the value, not whether it was assigned: torch's
+    ``config.patch`` leaves its default behind as if assigned); both: the smaller; neither:
+    8."""
+    mine = config.max_records
+    theirs: int | None = None
+    module = sys.modules.get(_TORCH_CONFIG)
+    if module is not None and module.recompile_limit != DEFAULT_MAX_RECORDS:
+        theirs = int(module.recompile_limit)
+    if theirs is None or (mine != DEFAULT_MAX_RECORDS and mine <= theirs):
+        set_here = mine != DEFAULT_MAX_RECORDS or "MAGPY_MAX_RECORDS" in os.environ
+        return mine, "magpy.config.max_records" + ("" if set_here else " (default)")
+    return theirs, "torch._dynamo.config.recompile_limit"

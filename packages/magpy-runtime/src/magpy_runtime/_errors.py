@@ -1,10 +1,10 @@
-"""What the runtime raises and warns: ``FullGraphError`` and ``MagPyWarning``."""
+"""What the runtime raises and warns: ``FullGraphError``, ``StanceError`` and ``MagPyWarning``."""
 
 from __future__ import annotations
 
 from magpy_refgraph import Unsupported
 
-__all__ = ["FullGraphError", "MagPyWarning"]
+__all__ = ["FullGraphError", "MagPyWarning", "StanceError"]
 
 
 class FullGraphError(Unsupported, RuntimeError):
@@ -13,3 +13,9 @@ class FullGraphError(Unsupported, RuntimeError):
 
 class MagPyWarning(RuntimeWarning):
     """MagPy ran something eagerly instead of compiled (results are unaffected)."""
+
+
+class StanceError(RuntimeError):
+    """A compiled call under a compiler stance (``torch.compiler.set_stance``) that forbids
+    it: ``"fail_on_recompile"`` and a call that would be recorded, or a stance MagPy refuses
+    (``skip_guard_eval_unsafe=True``, an unknown name)."""

@@ -48,9 +48,11 @@ from ._codes import ENTRY, REGISTRY, CodeState, installed, uninstalled
 from ._config import background_compile, config, graph_backend
 from ._disable import disabled
 from ._dynamic import changed_on_miss, changed_scalars
-from ._errors import MagPyWarning
+from ._errors import MagPyWarning, StanceError
 from ._logging import log_topic
 from ._sitestate import SiteState
+from ._stance import current as current_stance
+from ._stance import site_records, stance_records
 from ._tree import memoize_guard, upgrade_guard
 
 __all__ = [
@@ -185,7 +187,12 @@ def site_entry(key: tuple[int, int, int], stack: tuple[Any, ...]) -> tuple[int, 
         state = _current()
         if state is None or is_monitoring() or disabled():
             return _miss(stack)
+        stance = current_stance()
+        if stance is not None and stance.stance == "force_eager":
+            return _miss(stack)
         return _at_site(state, key, stack)
+    except StanceError:  # (fail_on_recompile: raised in the program, as TorchDynamo does)
+        raise
     except Exception as exc:  # the program must never see our failures
         cs = REGISTRY.by_key.get(key[0])
         site = cs.sites.get(key[1]) if cs is not None else None
@@ -242,13 +249,16 @@ def _at_site(state: Any, key: tuple[int, int, int], stack: tuple[Any, ...]) -> t
         site.dynamic_paths |= changed_on_miss(
             [r for r, _, b in site.records if b is backend], {"L": f_locals, "S": stack}
         )
-    limit = site.limit(state.limit(), f_locals)
+    per_instance, source = state.limit_and_source()
+    limit = site.limit(per_instance, f_locals)
     if mine >= limit:
         _give_up(site, state)
         _warn_once(
             f"{cs.original.co_qualname}: more than {limit} records at one "
-            "site; it runs eagerly from now on"
+            f"site (the limit {source} sets); it runs eagerly from now on"
         )
+        return _miss(stack)
+    if not site_records(current_stance()):  # (a stance that serves records, makes none)
         return _miss(stack)
     _monitoring_headroom()
     state.segments_started += 1  # (this call records: compile time, not run time)
@@ -479,7 +489,7 @@ class _Host:
                 )
                 cs.reinstrument()
             site = cs.sites[offset]
-        if state is None or site.eager or is_monitoring():
+        if state is None or site.eager or is_monitoring() or not stance_records():
             return None
         _monitoring_headroom()
         mine = [rec for rec, _, b in site.records if b is state.backend]

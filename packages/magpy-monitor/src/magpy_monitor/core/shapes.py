@@ -60,6 +60,7 @@ __all__ = [
     "dynamic_dims",
     "index_by_promoted_int",
     "is_symbolic",
+    "marked_dims",
     "observe_meta",
     "read_offsets",
     "relation_guarded",
@@ -144,18 +145,49 @@ def read_offsets(cap: Capture) -> None:
             cap.graph.observe(node, GuardKind.TENSOR_META, tensor_meta(t, dims, offset=True))
 
 
+# the attributes torch's dimension markers set on a tensor: ``torch._dynamo.mark_dynamic``,
+# ``maybe_mark_dynamic``, ``mark_unbacked`` (also ``strict=True``) make a dim dynamic in the
+# first capture; ``mark_static`` keeps one static under ``dynamic=True`` and after a miss saw it
+# change. A dim marked both ways is dynamic (mark_dynamic wins, as in TorchDynamo)
+_MARKED = "_has_dynamo_dim_marking"
+_MARKED_DYNAMIC = (
+    "_dynamo_dynamic_indices",
+    "_dynamo_weak_dynamic_indices",
+    "_dynamo_unbacked_indices",
+    "_dynamo_strict_unbacked_indices",
+)
+_MARKED_STATIC = "_dynamo_static_indices"
+
+
+def marked_dims(t: torch.Tensor) -> tuple[frozenset[int], frozenset[int]]:
+    """The dims of ``t`` torch's markers make dynamic, and those they keep static."""
+    if not getattr(t, _MARKED, False):
+        return frozenset(), frozenset()
+    # (a dim is marked by its index from 0: a negative one marks nothing, as in TorchDynamo)
+    dynamic = frozenset(d for a in _MARKED_DYNAMIC for d in getattr(t, a, ()))
+    return dynamic, frozenset(getattr(t, _MARKED_STATIC, ())) - dynamic
+
+
 def dynamic_dims(
     t: torch.Tensor, path: Path, dynamic_paths: Collection[Path], promote_all: bool
 ) -> tuple[int, ...]:
-    """The dims of entry tensor ``t`` (read from ``path``) to capture with symbolic sizes."""
+    """The dims of entry tensor ``t`` (read from ``path``) to capture with symbolic sizes:
+    those torch's markers make dynamic, and, unless marked static, every dim (``promote_all``)
+    or those ``dynamic_paths`` names. Sizes 0 and 1 stay specialised, marked or not."""
     if isinstance(t, torch.nn.Parameter) or t.is_sparse or t.layout is not torch.strided:
         return ()
-    if not (promote_all or dynamic_paths) or _layout(t) is None or type(t) is not torch.Tensor:
+    marked, static = marked_dims(t)
+    if not (promote_all or dynamic_paths or marked):
+        return ()
+    if _layout(t) is None or type(t) is not torch.Tensor:
         return ()
     return tuple(
         d
         for d, n in enumerate(t.shape)
-        if n >= 2 and (promote_all or dim_key(path, d) in dynamic_paths)
+        if n >= 2
+        and (
+            d in marked or (d not in static and (promote_all or dim_key(path, d) in dynamic_paths))
+        )
     )
 
 
