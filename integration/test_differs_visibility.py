@@ -205,6 +205,73 @@ def graph_op_warning_default_filter_once_per_place(w: D.World) -> object:
     return outs, _seen(caught)
 
 
+# A library's Python code that warns while its operation runs (torch.nn.functional): the graph
+# runs the operation without the warning and the mock replays it from the place eager names
+def _softmax_no_dim(x: torch.Tensor) -> torch.Tensor:
+    return torch.nn.functional.softmax(x * 2) + 1  # ("Implicit dimension choice ...")
+
+
+@case("visibility")
+def library_warning_under_each_filter(w: D.World) -> object:
+    cf = w.compile(_softmax_no_dim)
+    out: list[object] = []
+    for action in ("always", "always", "ignore", "default", "default", "once", "always", "error"):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter(action)
+            out.append(w.attempt(lambda: cf(_x())))
+        out.append(_seen(caught))
+    return out
+
+
+@case("visibility")
+def library_warning_default_filter_then_a_registry_reset(w: D.World) -> object:
+    cf = w.compile(_softmax_no_dim)
+    out: list[object] = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
+        out += [cf(_x()) for _ in range(3)]
+        warnings.filterwarnings("default", message="nothing like it")  # (resets the registries)
+        out += [cf(_x()) for _ in range(2)]
+    return out, _seen(caught)
+
+
+class _OldLoss(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.loss = torch.nn.MSELoss()
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        # (a deprecated argument, and a target of another shape: two warnings of torch's)
+        a = torch.nn.functional.mse_loss(x, y, size_average=False)
+        return a + self.loss(x, y[:1])
+
+
+@case("visibility")
+def library_warnings_of_a_module_and_a_function(w: D.World) -> object:
+    cf = w.compile(_OldLoss())
+    out: list[object] = []
+    for action in ("always", "default", "always"):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter(action)
+            out.append([cf(_x(), _x()) for _ in range(2)])
+        out.append(_seen(caught))
+    return out
+
+
+@case("visibility")
+def library_warning_only_for_some_arguments(w: D.World) -> object:
+    def f(x: torch.Tensor, mode: str) -> torch.Tensor:
+        return torch.nn.functional.upsample(x, scale_factor=2, mode=mode) * 2  # (deprecated)
+
+    cf = w.compile(f)
+    out: list[object] = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        x = torch.randn(1, 1, 2, 2)
+        out += [cf(x, "nearest"), cf(x, "nearest"), cf(x, "bilinear"), cf(x, "nearest")]
+    return out, _seen(caught)
+
+
 # ---------------------------------------------------------------------- numpy's error state
 @case("visibility", inductor=True)
 def numpy_errstate_raise_set_between_calls(w: D.World) -> object:

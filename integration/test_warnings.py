@@ -95,6 +95,59 @@ def test_a_warning_inside_the_program_is_replayed_like_eager(
     assert (st.records, st.hits, st.breaks) == (1, 2, 0), st
 
 
+def softmax_no_dim(x: torch.Tensor) -> torch.Tensor:
+    return torch.nn.functional.softmax(x * 2) + 1  # (torch warns: "Implicit dimension ...")
+
+
+class SizeAverageLoss(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # (two warnings of torch's Python code: a deprecated argument, a target of another shape)
+        a = torch.nn.functional.mse_loss(x, x.flip(0), size_average=False)
+        return a + torch.nn.functional.l1_loss(x, x[:1])
+
+
+@pytest.mark.parametrize("action", ["always", "default", "once", "ignore"])
+@pytest.mark.parametrize(
+    "make", [lambda: softmax_no_dim, SizeAverageLoss], ids=["function", "module"]
+)
+def test_a_librarys_warning_is_replayed_and_its_operation_stays_in_the_graph(
+    recorded: Callable[[str], list[warnings.WarningMessage]],
+    action: str,
+    make: Callable[[], Any],
+) -> None:
+    """torch's own Python warns while an operation runs natively (``libs/stdlib/warnspy``):
+    the graph keeps the operation, run without those warnings, and the mock replays them from
+    the frame eager names, so each filter shows what eager shows on every hit."""
+    fn = make()
+    ex = H.explain_quietly(fn, torch.randn(2, 16))
+    assert (ex.graph_count, ex.graph_break_count) == (1, 0), H.break_text(ex)
+    log = recorded(action)
+    wants = _calls(fn, ())
+    expected = H.warnings_seen(log)
+    assert action == "ignore" or expected  # (eager does warn)
+    compiled = magpy.compile(fn, backend="eager")
+    log = recorded(action)
+    outs = _calls(compiled, ())
+    assert H.warnings_seen(log) == expected
+    for got, want in zip(outs, wants, strict=True):
+        H.assert_same(got, want)
+    st = magpy.stats(compiled)
+    assert (st.records, st.hits, st.breaks) == (1, 2, 0), st
+
+
+def test_a_warning_of_native_code_stays_a_break() -> None:
+    """A warning torch's C++ issues (``TORCH_WARN``, maybe once per process) has no
+    ``warnings.warn`` call to replay: its instruction runs natively on every call."""
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return x.std() * 2 + x  # (one element: "degrees of freedom is <= 0")
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        reasons = _break_reasons(f, torch.ones(1))
+    assert any("issued a warning" in r for r in reasons), reasons
+
+
 def test_a_warning_registry_cleared_between_calls_shows_the_warning_again(
     recorded: Callable[[str], list[warnings.WarningMessage]],
 ) -> None:

@@ -16,6 +16,7 @@ from .cpython.frameio import NULL, StackView, read_stack, stack_depth
 from .cpython.interp import Interpreter
 from .driver.api import CaptureResult, capture, entry, finish, prepare
 from .driver.segments import CodeInfo, Segment, SegmentHost, is_monitoring, start_segment
+from .libs.stdlib.warnspy import quiet_nodes
 
 __version__ = "0.1.0"
 
@@ -49,6 +50,7 @@ __all__ = [
     "hooked_tensor_type",
     "is_monitoring",
     "prepare",
+    "quiet_nodes",
     "read_stack",
     "scalar_tensor",
     "stack_depth",

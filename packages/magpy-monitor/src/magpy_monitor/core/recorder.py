@@ -33,6 +33,9 @@ class GraphRecorder:
         self.example_inputs: list[torch.Tensor] = []
         self.op_count = 0
         self.created: list[fx.Node] = []
+        # the texts of the warnings the operations being recorded issued, which the mock
+        # replays: their nodes run quietly (``libs.stdlib.warnspy.quiet_nodes``)
+        self.quiet: frozenset[str] | None = None
         self._insert_before: fx.Node | None = None
         self._targets: set[str] = set()
 
@@ -94,6 +97,8 @@ class GraphRecorder:
             node.meta["dyn_shape"] = True
         if effect:
             node.meta["effect"] = True
+        if self.quiet:
+            node.meta["quiet"] = self.quiet
         self.op_count += 1
         return node
 

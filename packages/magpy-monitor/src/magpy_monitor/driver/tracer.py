@@ -35,6 +35,7 @@ from ..core.valuetypes import is_value_type
 from ..cpython.code import positional_count
 from ..cpython.current import gettrace, opcode_trace_off, opcode_trace_on, settrace
 from ..libs.stdlib import warnspy
+from ..libs.stdlib.warn import replay_library_warnings
 from ..libs.torch.globalstate import set_compiling
 from . import plugins  # noqa: F401  (every handler is registered before the first run)
 
@@ -220,7 +221,13 @@ class Monitor:
         (``libs.stdlib.warnspy``), before its outputs become part of the record."""
         seen = warnspy.disarm()
         mon, self._watching = self._watching, None
-        if seen and mon is not None:
+        calls = warnspy.calls() if mon is not None else []
+        # (a warning its registry kept from the filters, shown at this place before, is still
+        # replayed: a reset registry shows it again, in eager too)
+        replayed = bool(calls) and replay_library_warnings(mon, seen, calls)  # type: ignore[arg-type]
+        # (the nodes the instruction's outputs make now run without those warnings)
+        self.cap.rec.quiet = frozenset(c.message for c in calls) if replayed else None
+        if seen and mon is not None and not replayed:
             if mon.last is not None:
                 offset = mon.original_offset(mon.last.offset)
                 WARNS_NATIVELY.setdefault(mon.original, set()).add(offset)

@@ -43,8 +43,15 @@ from ...core.frame import FrameMonitor, Inst
 from ...core.registry import BUILTIN_HANDLERS
 from ...core.values import Val
 from . import warnspy
+from .warnspy import target_frame as _target_frame
 
-__all__ = ["SYNTHETIC_CODES", "note_catch_warnings", "record_warning", "replay_warning"]
+__all__ = [
+    "SYNTHETIC_CODES",
+    "note_catch_warnings",
+    "record_warning",
+    "replay_library_warnings",
+    "replay_warning",
+]
 
 _WARN_PARAMS = ("message", "category", "stacklevel", "source")
 # code of MagPy's own stand-ins that a call was given instead of the program's callable (see
@@ -117,28 +124,6 @@ def _bind(m: FrameMonitor, pos: list[Val], kw: dict[str, Val]) -> dict[str, Val]
     return bound
 
 
-def _is_internal(frame: types.FrameType) -> bool:
-    name = frame.f_code.co_filename
-    return "importlib" in name and "_bootstrap" in name
-
-
-def _target_frame(start: types.FrameType, stacklevel: int) -> types.FrameType | None:
-    """The frame ``warnings.warn(stacklevel=...)`` called from ``start`` attributes the warning
-    to (CPython's ``setup_context``: importlib's bootstrap frames are skipped)."""
-    f: types.FrameType | None = start
-    if stacklevel <= 0 or _is_internal(start):
-        while stacklevel > 1 and f is not None:
-            f = f.f_back
-            stacklevel -= 1
-        return f
-    while stacklevel > 1 and f is not None:
-        f = f.f_back
-        while f is not None and _is_internal(f):
-            f = f.f_back
-        stacklevel -= 1
-    return f
-
-
 def _within(m: FrameMonitor, target: types.FrameType) -> bool:
     """``target`` is the calling frame or a frame between it and the capture's first frame."""
     root = m.cap.frames[0].frame if m.cap.frames else m.frame
@@ -181,7 +166,11 @@ def _warn(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> No
 
 
 def record_warning(
-    m: FrameMonitor, message: str, category: type[Warning], target: types.FrameType
+    m: FrameMonitor,
+    message: str,
+    category: type[Warning],
+    target: types.FrameType,
+    lineno: int | None = None,
 ) -> None:
     """The run issued ``message`` attributed to ``target`` (a monitored frame): the mock
     replays it on every hit (see the module doc)."""
@@ -192,7 +181,9 @@ def record_warning(
     module = glob.get("__name__")
     if "__name__" not in glob or not (module is None or isinstance(module, str)):
         module = "<string>"
-    filename, lineno = target.f_code.co_filename, target.f_lineno
+    filename = target.f_code.co_filename
+    if lineno is None:  # (the line the frame is at: it waits at the call that warned)
+        lineno = target.f_lineno
     wmod = sys.modules["warnings"]
     raises = WarningRaises(message, category, module, lineno)
     if raises(wmod):
@@ -206,6 +197,42 @@ def record_warning(
     cap.writes.append(Write("callmethod", target_fn, "__call__", cap.new(fields, items=items)))
     _WARNED.add(cap)
     warnspy.note_replay()  # (the warning the instruction issues natively is this one)
+
+
+def _started_by(frame: types.FrameType, target: types.FrameType) -> bool:
+    """``target`` is a frame the instruction running in ``frame`` started (the library's own:
+    the same file and line on every call that takes the same path)."""
+    f = target.f_back
+    while f is not None:
+        if f is frame:
+            return True
+        f = f.f_back
+    return False
+
+
+def replay_library_warnings(m: FrameMonitor, seen: list[str], calls: list[Any]) -> bool:
+    """The instruction of ``m`` ran natively and issued warnings (``seen``: their texts, as the
+    filters saw them; ``calls``: the ``warnings.warn`` calls noted meanwhile, ``warnspy``).
+    When every one came from such a call that names a frame of the recorded code or one the
+    instruction started, the mock replays them all (True); otherwise nothing is recorded (False:
+    the instruction is a break)."""
+    texts = {call.message for call in calls if call.target is not None}
+    if m.cap in _BLOCKS or any(c.target is None for c in calls) or set(seen) - texts:
+        return False
+    replayed = []
+    for call in calls:
+        category = UserWarning if call.category is None else call.category
+        if not (isinstance(category, type) and issubclass(category, Warning)):
+            return False
+        target = call.target
+        if target is None or target.f_code in SYNTHETIC_CODES:
+            return False
+        if not (_within(m, target) or _started_by(m.frame, target)):
+            return False  # (the compiled function's caller: another place on another call)
+        replayed.append((call.message, category, target, call.lineno))
+    for message, category, target, lineno in replayed:
+        record_warning(m, message, category, target, lineno)
+    return True
 
 
 BUILTIN_HANDLERS[id(warnings.warn)] = (warnings.warn, _warn)

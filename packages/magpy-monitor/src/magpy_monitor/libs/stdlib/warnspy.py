@@ -27,15 +27,39 @@ change it (``touches_filters``: the list among its operands, in a container or u
 iterator, or a callable of the ``warnings`` module). At ``disarm`` the entry leaves the list it
 was put in and also the list ``warnings.filters`` names now (where native code made a copy
 meanwhile), and any entry of a spy no longer armed.
+
+A warning a library's Python code issues with ``warnings.warn`` while the instruction runs
+(``F.softmax`` without a dim, a deprecated argument of a loss) need not be a break: it is a
+function of the call's arguments, which the record guards, so the mock can replay it as it
+replays the program's own ``warnings.warn`` (``warn.py``). While armed, ``warnings.warn`` is a
+stand-in that notes each call of this thread (message, category, ``stacklevel`` and the calling
+frame) and passes it on one level up, so the warning is attributed exactly as without it
+(``calls``). The tracer replays the noted calls when every warning the filter saw is one of them
+and each names a frame of the recorded code; a warning from native code (``TORCH_WARN``, which
+may warn once per process) or any other leaves the instruction a break.
 """
 
 from __future__ import annotations
 
+import sys
 import threading
+import types
 import warnings
-from typing import Any
+from typing import Any, NamedTuple
 
-__all__ = ["WATCHED", "arm", "disarm", "note_replay", "replays", "touches_filters"]
+__all__ = [
+    "WATCHED",
+    "WarnCall",
+    "arm",
+    "calls",
+    "disarm",
+    "note_replay",
+    "quiet_call",
+    "quiet_nodes",
+    "replays",
+    "target_frame",
+    "touches_filters",
+]
 
 #: instructions (neutral names) that compute a value natively: the ones watched
 WATCHED = frozenset(
@@ -47,16 +71,67 @@ WATCHED = frozenset(
 )
 
 _local = threading.local()
+_ORIGINAL_WARN = warnings.warn
+
+
+class WarnCall(NamedTuple):
+    """A ``warnings.warn`` call noted while armed: the frame the warning is attributed to and
+    its line then; ``target`` None: one that cannot be replayed (a ``Warning`` object as the
+    message, ``source``, ``skip_file_prefixes``, a stacklevel below 1)."""
+
+    message: Any
+    category: Any
+    target: types.FrameType | None
+    lineno: int
+
+
+def _is_internal(frame: types.FrameType) -> bool:
+    name = frame.f_code.co_filename
+    return "importlib" in name and "_bootstrap" in name
+
+
+def target_frame(start: types.FrameType, stacklevel: int) -> types.FrameType | None:
+    """The frame ``warnings.warn(stacklevel=...)`` called from ``start`` attributes the warning
+    to (CPython's ``setup_context``: importlib's bootstrap frames are skipped)."""
+    f: types.FrameType | None = start
+    if stacklevel <= 0 or _is_internal(start):
+        while stacklevel > 1 and f is not None:
+            f = f.f_back
+            stacklevel -= 1
+        return f
+    while stacklevel > 1 and f is not None:
+        f = f.f_back
+        while f is not None and _is_internal(f):
+            f = f.f_back
+        stacklevel -= 1
+    return f
+
+
+def _spied_warn(
+    message: Any, category: Any = None, stacklevel: int = 1, source: Any = None, **kwargs: Any
+) -> None:
+    """``warnings.warn`` while armed: notes the call (this thread's, when armed), then warns as
+    the caller would have: one level up, so the same frame is named as without this one (a
+    stacklevel below 1 names the caller, as 1 does)."""
+    level = max(stacklevel, 1) + 1 if type(stacklevel) is int else stacklevel
+    spy = getattr(_local, "entry", None)
+    if spy is not None:
+        plain = type(message) is str and source is None and not kwargs and level == stacklevel + 1
+        target = target_frame(sys._getframe(1), stacklevel) if plain else None
+        lineno = target.f_lineno if target is not None else 0
+        spy[1].calls.append(WarnCall(message, category, target, lineno))
+    _ORIGINAL_WARN(message, category, level, source, **kwargs)
 
 
 class _Spy:
     """The message pattern of the monitor's filter: notes every text it is asked about."""
 
-    __slots__ = ("seen", "thread")
+    __slots__ = ("calls", "seen", "thread")
 
     def __init__(self) -> None:
         self.thread = threading.get_ident()
         self.seen: list[str] = []
+        self.calls: list[WarnCall] = []
 
     def match(self, text: Any) -> None:
         if threading.get_ident() == self.thread:
@@ -75,13 +150,20 @@ def arm() -> None:
     filters: Any = warnings.filters
     filters.insert(0, entry)  # (in place: no registry is reset)
     _local.entry, _local.filters = entry, filters
+    _local.calls = []
+    _ARMED.add(threading.get_ident())
+    if warnings.warn is _ORIGINAL_WARN:
+        warnings.warn = _spied_warn
 
 
 def disarm() -> list[str]:
-    """Stop watching; the texts of the warnings issued since ``arm()``."""
+    """Stop watching; the texts of the warnings issued since ``arm()`` (and their
+    ``warnings.warn`` calls in ``calls()``)."""
     entry = getattr(_local, "entry", None)
     if entry is None:
         return []
+    if warnings.warn is _spied_warn and not _others_armed():
+        warnings.warn = _ORIGINAL_WARN
     lists = [_local.filters]
     _local.entry = _local.filters = None
     now: Any = warnings.filters
@@ -92,7 +174,22 @@ def disarm() -> list[str]:
         for i in reversed(stale):
             del filters[i]
     seen: list[str] = entry[1].seen
+    _local.calls = entry[1].calls
     return seen
+
+
+def calls() -> list[WarnCall]:
+    """The ``warnings.warn`` calls of the last armed window (``disarm``), in order."""
+    noted: list[WarnCall] = getattr(_local, "calls", [])
+    return noted
+
+
+_ARMED: set[int] = set()
+
+
+def _others_armed() -> bool:
+    _ARMED.discard(threading.get_ident())
+    return bool(_ARMED)
 
 
 def _is_spy(item: Any) -> bool:
@@ -105,10 +202,11 @@ _LIST_ITERATOR: Any = type(iter([]))
 def touches_filters(operands: list[Any], depth: int = 2) -> bool:
     """Whether ``operands`` (an instruction's inputs) may read or change ``warnings.filters``:
     the list itself, an iterator over it, a list, tuple, set or dict holding either (``depth``
-    levels down), or a callable or object of the ``warnings`` module."""
+    levels down), the ``warnings`` module (while armed its ``warn`` is a stand-in) or a callable
+    or object of it."""
     filters = warnings.filters
     for obj in operands:
-        if obj is filters:
+        if obj is filters or obj is warnings:  # (the module: ``warnings.warn`` is read)
             return True
         kind = type(obj)
         if kind is _LIST_ITERATOR:
@@ -134,3 +232,59 @@ def note_replay() -> None:
 def replays() -> int:
     """How many replayed warnings this thread's runs have noted (``note_replay``)."""
     return int(getattr(_local, "replays", 0))
+
+
+# --- an operation whose warnings the mock replays runs quietly in the graph ----------------------
+_MUTED = threading.local()
+_MUTE_LOCK = threading.Lock()
+_MUTERS = [0]
+
+
+def _muting_warn(
+    message: Any, category: Any = None, stacklevel: int = 1, source: Any = None, **kwargs: Any
+) -> None:
+    """``warnings.warn`` while some thread runs a quiet operation: that thread's warnings with
+    the texts the mock replays are dropped, every other one is passed on as it was issued."""
+    if message in getattr(_MUTED, "texts", ()):
+        return
+    level = max(stacklevel, 1) + 1 if type(stacklevel) is int else stacklevel
+    _ORIGINAL_WARN(message, category, level, source, **kwargs)
+
+
+def quiet_call(texts: frozenset[str], fn: Any) -> Any:
+    """``fn`` (a string: the method of that name of the first argument) as a function that runs
+    without its ``warnings.warn`` calls whose message is among ``texts``: a graph node whose
+    operation warned while recording, whose warnings the mock replays from the place eager
+    names (``warn.replay_library_warnings``). No filter or registry is touched."""
+
+    def quietly(*args: Any, **kwargs: Any) -> Any:
+        before: frozenset[str] = getattr(_MUTED, "texts", frozenset())
+        _MUTED.texts = before | texts
+        with _MUTE_LOCK:
+            _MUTERS[0] += 1
+            if _MUTERS[0] == 1 and warnings.warn is _ORIGINAL_WARN:
+                warnings.warn = _muting_warn
+        try:
+            if isinstance(fn, str):
+                return getattr(args[0], fn)(*args[1:], **kwargs)
+            return fn(*args, **kwargs)
+        finally:
+            _MUTED.texts = before
+            with _MUTE_LOCK:
+                _MUTERS[0] -= 1
+                if _MUTERS[0] == 0 and warnings.warn is _muting_warn:
+                    warnings.warn = _ORIGINAL_WARN
+
+    name = fn if isinstance(fn, str) else getattr(fn, "__name__", "op")
+    quietly.__name__ = quietly.__qualname__ = f"quiet_{name}"
+    return quietly
+
+
+def quiet_nodes(graph: Any) -> None:
+    """Make each node of fx ``graph`` marked ``meta["quiet"]`` (by the recorder: its operation
+    warned while recording) call its operation through ``quiet_call``."""
+    for node in graph.nodes:
+        texts = node.meta.get("quiet")
+        if texts and node.op in ("call_function", "call_method"):
+            node.op, node.target = "call_function", quiet_call(texts, node.target)
+            del node.meta["quiet"]
