@@ -12,6 +12,9 @@ Every import counts, including ones inside functions and ``if TYPE_CHECKING:`` b
   module lies in no declared subpackage (while MONITOR_LAYERS_REQUIRED),
 * a module outside ``magpy_monitor/cpython`` reads ``sys.version_info`` (or
   ``sys.hexversion``): interpreter facts live behind ``magpy_monitor.INTERP``,
+* a module other than ``magpy_runtime/_config.py`` names a ``MAGPY_*`` environment variable (a
+  string that is exactly such a name), except as the argument of that module's ``environ(...)``:
+  the runtime's config is the one reader of MagPy's variables,
 * a function of one of the packages imports something (``import`` in a function body, or a
   dynamic import with a literal name), unless FUNCTION_IMPORTS_ALLOWED names that function with
   a reason. Import at module level; an ``if TYPE_CHECKING:`` block there is fine.
@@ -346,8 +349,50 @@ def check_version_tests() -> list[str]:
     return errors
 
 
+# The one module that reads MagPy's environment variables (its ``environ`` is the reader).
+CONFIG_MODULE = "packages/magpy-runtime/src/magpy_runtime/_config.py"
+_VARIABLE = re.compile(r"MAGPY_[A-Z0-9_]+")
+
+
+def _environ_arguments(tree: ast.AST) -> set[int]:
+    """ids of the string constants passed first to a call of ``environ``."""
+    found: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and node.args:
+            func = node.func
+            name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+            if name == "environ":
+                found.add(id(node.args[0]))
+    return found
+
+
+def check_environment_reads(roots: dict[str, Path] | None = None) -> list[str]:
+    """A ``MAGPY_*`` variable named outside the runtime's config (other than as the argument
+    of its ``environ``): the settings of the packages are read in one place."""
+    errors: list[str] = []
+    for root in (roots or source_roots()).values():
+        for path in sorted(root.rglob("*.py")):
+            rel = path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else str(path)
+            if rel == CONFIG_MODULE:
+                continue
+            tree = _parse(path)
+            allowed = _environ_arguments(tree)
+            for node in ast.walk(tree):
+                if (
+                    isinstance(node, ast.Constant)
+                    and isinstance(node.value, str)
+                    and _VARIABLE.fullmatch(node.value)
+                    and id(node) not in allowed
+                ):
+                    errors.append(
+                        f"{rel}:{node.lineno}: {node.value} named outside {CONFIG_MODULE}; read "
+                        "it there (Config field or environ()) and pass the setting down"
+                    )
+    return errors
+
+
 def check(skip_monitor: bool = False) -> list[str]:
-    errors = check_packages() + check_version_tests()
+    errors = check_packages() + check_version_tests() + check_environment_reads()
     if not skip_monitor:
         errors += check_monitor_layers()
     errors += check_function_imports(frozenset({MONITOR}) if skip_monitor else frozenset())

@@ -261,6 +261,7 @@ class CacheState:
             "dynamic_paths": frozenset(self.dynamic_paths),
             "promote_all": promote_all(self.dynamic, last),
             "speculate": self.speculate and config.speculate,
+            "verify": config.verify,
             "stop_at_break": self._fullgraph_error if self.fullgraph else None,
         }
 
