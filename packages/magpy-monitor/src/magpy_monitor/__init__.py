@@ -7,7 +7,8 @@ from .core.attributes import ClassEntry
 from .core.calls import ORIGINAL_CODE, CodeOf, disabled_function
 from .core.capture import Capture
 from .core.scalars import scalar_tensor
-from .core.shapes import dim_key, symbolic_shapes
+from .core.shapes import FAKE, dim_key, symbolic_shapes
+from .core.undo import UPDATE_RULES
 from .core.values import Val
 from .core.valuetypes import FROZEN_MODULE_ROOTS, hooked_tensor_type
 from .cpython import compat as _compat  # noqa: F401  (fails at import on other Python versions)
@@ -20,11 +21,13 @@ from .driver.segments import CodeInfo, Segment, SegmentHost, is_monitoring, star
 __version__ = "0.1.0"
 
 __all__ = [
+    "FAKE",
     "FROZEN_MODULE_ROOTS",
     "INTERP",
     "NULL",
     "ORIGINAL_CODE",
     "TABLE",
+    "UPDATE_RULES",
     "Annotation",
     "AnnotationTable",
     "Capture",

@@ -39,6 +39,7 @@ from ._config import background_compile, config, graph_backend
 from ._dynamic import as_locals, changed_on_miss, changed_scalars, promote_all
 from ._errors import FullGraphError, MagPyWarning
 from ._logging import log_topic
+from ._owner import RecordOwner
 from ._pool import adopt
 from ._sites import ensure_entry_site, split_loops_of, user_function
 from ._store import commit, snapshot
@@ -140,7 +141,7 @@ class CacheState:
     _warned: bool = False
     # the caches of other compiled callables of the same code, whose records this one may
     # adopt (``_pool``); None: it shares with none
-    siblings: weakref.WeakSet[CacheState] | None = None
+    siblings: weakref.WeakSet[RecordOwner] | None = None
 
     def __attrs_post_init__(self) -> None:
         with _states_lock:
