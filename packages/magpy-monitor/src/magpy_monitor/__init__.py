@@ -11,6 +11,7 @@ from .core.shapes import FAKE, dim_key, symbolic_shapes
 from .core.undo import UPDATE_RULES
 from .core.values import Val
 from .core.valuetypes import FROZEN_MODULE_ROOTS, hooked_tensor_type
+from .core.views import is_view
 from .cpython import compat as _compat  # noqa: F401  (fails at import on other Python versions)
 from .cpython.current import INTERP
 from .cpython.frameio import NULL, StackView, read_stack, stack_depth
@@ -51,6 +52,7 @@ __all__ = [
     "finish",
     "hooked_tensor_type",
     "is_monitoring",
+    "is_view",
     "prepare",
     "read_stack",
     "scalar_tensor",
