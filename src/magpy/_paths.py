@@ -1,9 +1,10 @@
 """Where ``magpy demo`` and ``magpy bench`` find the bundled models and keep Inductor's cache.
 
 The models live in ``integration/models`` (our own implementations with random weights), found
-next to a source checkout, or wherever ``MAGPY_MODELS_DIR`` points. Inductor's cache goes to
-``<user cache>/magpy/inductor`` unless ``TORCHINDUCTOR_CACHE_DIR`` says otherwise. No torch here:
-``magpy._cli`` uses this module before it imports torch's compilers.
+next to a source checkout, or wherever ``MAGPY_MODELS_DIR`` points (read by the runtime's
+config, ``environ``, like every MagPy variable). Inductor's cache goes to
+``<user cache>/magpy/inductor`` unless ``TORCHINDUCTOR_CACHE_DIR`` says otherwise. No torch
+compiler here: ``magpy._cli`` uses this module before it imports Dynamo or Inductor.
 """
 
 from __future__ import annotations
