@@ -6,12 +6,20 @@ Every import counts, including ones inside functions and ``if TYPE_CHECKING:`` b
 
 * a module imports a magpy package above its own layer,
 * a package imports a magpy package that its pyproject.toml does not declare (transitively),
+* magpy_codegen or magpy_runtime imports a submodule of magpy_monitor instead of the names
+  ``magpy_monitor`` exports (its public API, PUBLIC_ONLY),
 * magpy_refgraph imports torch or numpy (or triton/functorch),
 * inside magpy_monitor, a module imports a subpackage above its own (MONITOR_LAYERS, and within
   ``libs`` LIBS_LAYERS; relative imports are resolved against the module's package), or a
   module lies in no declared subpackage (while MONITOR_LAYERS_REQUIRED),
 * a module outside ``magpy_monitor/cpython`` reads ``sys.version_info`` (or
   ``sys.hexversion``): interpreter facts live behind ``magpy_monitor.INTERP``,
+* a module other than ``magpy_runtime/_config.py`` names a ``MAGPY_*`` environment variable (a
+  string that is exactly such a name), except as the argument of that module's ``environ(...)``:
+  the runtime's config is the one reader of MagPy's variables,
+* inside a package of ACYCLIC, modules import each other in a circle (every import counts,
+  ``if TYPE_CHECKING:`` ones included: a type-only import that closes a circle is still a
+  circle; break it with a Protocol or by moving the shared type down),
 * a function of one of the packages imports something (``import`` in a function body, or a
   dynamic import with a literal name), unless FUNCTION_IMPORTS_ALLOWED names that function with
   a reason. Import at module level; an ``if TYPE_CHECKING:`` block there is fine.
@@ -134,6 +142,13 @@ def _parse(path: Path) -> ast.Module:
     return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
 
 
+# Packages that may use only the top-level names of another magpy package, per importer.
+PUBLIC_ONLY: dict[str, frozenset[str]] = {
+    "magpy_codegen": frozenset({"magpy_monitor"}),
+    "magpy_runtime": frozenset({"magpy_monitor"}),
+}
+
+
 def check_packages() -> list[str]:
     """Imports between the packages follow LAYERS and the pyprojects; refgraph sees no torch."""
     errors: list[str] = []
@@ -151,6 +166,10 @@ def check_packages() -> list[str]:
                     errors.append(f"{where}:{lineno}: {pkg} must not import {module}")
                 elif top in LAYERS and LAYERS.index(top) > layer:
                     errors.append(f"{where}:{lineno}: {pkg} imports {top}, a higher layer")
+                elif top in PUBLIC_ONLY.get(pkg, ()) and module != top:
+                    errors.append(
+                        f"{where}:{lineno}: {pkg} imports {module}; use the names {top} exports"
+                    )
                 elif top in LAYERS and top not in allowed.get(pkg, {pkg}):
                     errors.append(
                         f"{where}:{lineno}: {pkg} imports {top} but its pyproject.toml does not"
@@ -257,6 +276,93 @@ def _layers_text() -> str:
     return "; ".join(f"{p}: {' < '.join(layers)}" for p, layers in SUBLAYERS.items())
 
 
+# --- circles inside a package ---------------------------------------------------------------
+
+# Packages whose modules must not import each other in a circle.
+ACYCLIC = ("magpy_runtime",)
+
+
+def module_imports(package_dir: Path) -> dict[str, set[str]]:
+    """{module: modules of the same package it imports} for every module in ``package_dir``
+    (any import: module level, in functions, under ``if TYPE_CHECKING:``)."""
+    graph: dict[str, set[str]] = {}
+    for path in sorted(package_dir.rglob("*.py")):
+        name = module_name(path, package_dir)
+        tree = _parse(path)
+        found = resolved_imports(tree, name, path.name == "__init__.py", package_dir)
+        graph[name] = {
+            target for _, target in found if target != name and _exists(target, package_dir)
+        }
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One circle (``[a, b, ..., a]``) through each strongly connected group of ``graph`` that
+    has more than one module, in a stable order."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups: list[list[str]] = []
+
+    def connect(v: str) -> None:  # Tarjan's algorithm
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            connect(v)
+    return [_circle(graph, group) for group in sorted(groups)]
+
+
+def _circle(graph: dict[str, set[str]], group: list[str]) -> list[str]:
+    """A shortest circle from ``group[0]`` back to itself inside ``group``."""
+    start, members = group[0], set(group)
+    paths = {start: [start]}
+    queue = [start]
+    while queue:
+        v = queue.pop(0)
+        for w in sorted(graph[v] & members):
+            if w == start:
+                return [*paths[v], start]
+            if w not in paths:
+                paths[w] = [*paths[v], w]
+                queue.append(w)
+    raise AssertionError(f"{group} is not strongly connected")
+
+
+def check_cycles(roots: dict[str, Path] | None = None) -> list[str]:
+    """Modules of an ACYCLIC package that import each other in a circle."""
+    roots = roots or source_roots()
+    errors: list[str] = []
+    for pkg in ACYCLIC:
+        if pkg not in roots:
+            continue
+        for circle in cycles(module_imports(roots[pkg])):
+            errors.append(
+                f"{pkg}: import circle {' -> '.join(circle)} (TYPE_CHECKING imports count; "
+                "break it with a Protocol or by moving the shared type down)"
+            )
+    return errors
+
+
 # --- imports inside functions ----------------------------------------------------------------
 
 
@@ -346,8 +452,51 @@ def check_version_tests() -> list[str]:
     return errors
 
 
+# The one module that reads MagPy's environment variables (its ``environ`` is the reader).
+CONFIG_MODULE = "packages/magpy-runtime/src/magpy_runtime/_config.py"
+_VARIABLE = re.compile(r"MAGPY_[A-Z0-9_]+")
+
+
+def _environ_arguments(tree: ast.AST) -> set[int]:
+    """ids of the string constants passed first to a call of ``environ``."""
+    found: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and node.args:
+            func = node.func
+            name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+            if name == "environ":
+                found.add(id(node.args[0]))
+    return found
+
+
+def check_environment_reads(roots: dict[str, Path] | None = None) -> list[str]:
+    """A ``MAGPY_*`` variable named outside the runtime's config (other than as the argument
+    of its ``environ``): the settings of the packages are read in one place."""
+    errors: list[str] = []
+    for root in (roots or source_roots()).values():
+        for path in sorted(root.rglob("*.py")):
+            rel = path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else str(path)
+            if rel == CONFIG_MODULE:
+                continue
+            tree = _parse(path)
+            allowed = _environ_arguments(tree)
+            for node in ast.walk(tree):
+                if (
+                    isinstance(node, ast.Constant)
+                    and isinstance(node.value, str)
+                    and _VARIABLE.fullmatch(node.value)
+                    and id(node) not in allowed
+                ):
+                    errors.append(
+                        f"{rel}:{node.lineno}: {node.value} named outside {CONFIG_MODULE}; read "
+                        "it there (Config field or environ()) and pass the setting down"
+                    )
+    return errors
+
+
 def check(skip_monitor: bool = False) -> list[str]:
-    errors = check_packages() + check_version_tests()
+    errors = check_packages() + check_version_tests() + check_environment_reads()
+    errors += check_cycles()
     if not skip_monitor:
         errors += check_monitor_layers()
     errors += check_function_imports(frozenset({MONITOR}) if skip_monitor else frozenset())

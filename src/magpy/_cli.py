@@ -17,10 +17,11 @@ list|clear`` (``magpy._cache_cli``) shows or deletes the records stored on disk
 from __future__ import annotations
 
 import argparse
-import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+from magpy_runtime._config import environ
 
 from ._paths import find_models_dir, inductor_cache_dir, load_models
 
@@ -218,7 +219,7 @@ def cache(argv: Sequence[str]) -> int:
     parser.add_argument("--dir", type=Path, help="the directory (default: $MAGPY_RECORDS_DIR)")
     args = parser.parse_args(argv)
     if args.dir is None:
-        where = os.environ.get("MAGPY_RECORDS_DIR", "").strip()
+        where = environ("MAGPY_RECORDS_DIR").strip()
         if not where:
             parser.error("no directory: pass --dir DIR or set MAGPY_RECORDS_DIR")
         args.dir = Path(where)

@@ -1,9 +1,10 @@
 """Where ``magpy demo`` and ``magpy bench`` find the bundled models and keep Inductor's cache.
 
 The models live in ``integration/models`` (our own implementations with random weights), found
-next to a source checkout, or wherever ``MAGPY_MODELS_DIR`` points. Inductor's cache goes to
-``<user cache>/magpy/inductor`` unless ``TORCHINDUCTOR_CACHE_DIR`` says otherwise. No torch here:
-``magpy._cli`` uses this module before it imports torch's compilers.
+next to a source checkout, or wherever ``MAGPY_MODELS_DIR`` points (read by the runtime's
+config, ``environ``, like every MagPy variable). Inductor's cache goes to
+``<user cache>/magpy/inductor`` unless ``TORCHINDUCTOR_CACHE_DIR`` says otherwise. No torch
+compiler here: ``magpy._cli`` uses this module before it imports Dynamo or Inductor.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["MODELS_ENV", "find_models_dir", "inductor_cache_dir", "load_models"]
+from magpy_runtime._config import environ
 
-MODELS_ENV = "MAGPY_MODELS_DIR"
+__all__ = ["find_models_dir", "inductor_cache_dir", "load_models"]
+
 _MODELS_PACKAGE = "_magpy_bench_models"
 _MODELS_SUBDIR = Path("integration", "models")
 
@@ -24,7 +26,7 @@ _MODELS_SUBDIR = Path("integration", "models")
 def find_models_dir() -> Path | None:
     """``$MAGPY_MODELS_DIR``, else ``integration/models`` of the current directory or of the
     source checkout this file lives in; None when none exists."""
-    env = os.environ.get(MODELS_ENV)
+    env = environ("MAGPY_MODELS_DIR")
     candidates = [Path(env)] if env else []
     candidates += [
         Path.cwd() / _MODELS_SUBDIR,
@@ -41,7 +43,7 @@ def load_models(path: Path | None = None) -> Any:
     if path is None:
         raise FileNotFoundError(
             f"the bundled models ({_MODELS_SUBDIR}) were not found; run from a "
-            f"MagPy source checkout or set {MODELS_ENV}"
+            f"MagPy source checkout or set MAGPY_MODELS_DIR"
         )
     spec = importlib.util.spec_from_file_location(
         _MODELS_PACKAGE, path / "__init__.py", submodule_search_locations=[str(path)]

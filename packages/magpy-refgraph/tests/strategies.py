@@ -416,9 +416,10 @@ OPS = ["new", "read", "read", "read", "read", "write", "delete", "inplace", "obs
 
 
 @st.composite
-def graphs(draw: Any, max_ops: int = 40) -> RefGraph:
-    """A RefGraph built by a random, valid sequence of public-API calls."""
-    g = RefGraph()
+def graphs(draw: Any, max_ops: int = 40, verify: bool = False) -> RefGraph:
+    """A RefGraph built by a random, valid sequence of public-API calls (``verify``: one that
+    runs verify() after every call)."""
+    g = RefGraph(verify=verify)
     for _ in range(draw(st.integers(1, 4))):
         g.new_node(NodeKind.OBJECT, external=True, label="seed")
     for op in draw(st.lists(st.sampled_from(OPS), max_size=max_ops)):

@@ -17,6 +17,8 @@ from ._background import (
     submit,
     wait_compiles,
 )
+from ._cbuild import NativeSettings
+from ._cbuild import configure as configure_native
 from ._generated import GeneratedCode, NameAllocator, forget_generated
 from ._guard import generate_guard
 from ._instrument import Instrumented, Layout, instrument
@@ -41,6 +43,7 @@ __all__ = [
     "Layout",
     "NameAllocator",
     "NativeGraph",
+    "NativeSettings",
     "Record",
     "ShapeGuard",
     "build_record",
@@ -48,6 +51,7 @@ __all__ = [
     "compile_graph",
     "compile_native",
     "compiles_later",
+    "configure_native",
     "configured_backend",
     "forget_generated",
     "generate_guard",

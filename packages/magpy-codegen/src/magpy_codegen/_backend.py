@@ -39,7 +39,7 @@ from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.fx import graph_module as fx_graph_module
 from torch.fx.passes.shape_prop import _extract_tensor_metadata
 
-from magpy_monitor import quiet_nodes, symbolic_shapes
+from magpy_monitor import FAKE, quiet_nodes, symbolic_shapes
 from magpy_refgraph import UnknownOptionError
 
 from ._fusable import nothing_to_fuse
@@ -57,7 +57,6 @@ __all__ = [
     "shape_guard",
 ]
 
-FAKE = "magpy_fake"  # placeholder meta set by the monitor: a fake tensor, maybe with symbols
 
 Backend = Callable[[fx.GraphModule, list[Any]], Callable[..., Any]]
 

@@ -31,7 +31,9 @@ from collections.abc import Callable, Iterator
 import torch
 import torch.fx as fx
 
-from ._backend import BACKENDS, FAKE, Backend, gains_nothing, resolve_backend
+from magpy_monitor import FAKE
+
+from ._backend import BACKENDS, Backend, gains_nothing, resolve_backend
 
 __all__ = [
     "COMPILE_LOCK",

@@ -7,8 +7,9 @@ ATen operator does, after about half a second of compiling (more with symbolic s
 wrapper costs about as much per call as running the graph's few nodes. Programs split at
 graph breaks have many such graphs, so ``"inductor"`` runs them as is (``nothing_to_fuse``).
 
-What does not count as work: views and metadata (``view``, ``x[:, i]`` without tensor
-indices, ``size()``, picking an item of a tuple an operator returned), and tensors made from
+What does not count as work: views (what ATen's schemas say returns an alias of its input,
+``magpy_monitor.is_view``: ``view``, ``transpose``, ``x[:, i]`` without tensor indices) and
+metadata (``size()``, picking an item of a tuple an operator returned), and tensors made from
 nothing but a shape (``new_zeros``, ``torch.ones``). A graph that updates a tensor in place,
 runs a backward or calls a module is never taken for one: those keep the compiler's path.
 """
@@ -20,22 +21,19 @@ import operator
 import torch
 import torch.fx as fx
 
+from magpy_monitor import is_view
+
 __all__ = ["nothing_to_fuse"]
 
-_VIEW_NAMES = frozenset(
-    {
-        "chunk", "detach", "dim", "expand", "expand_as", "flatten", "movedim", "narrow",
-        "numel", "permute", "reshape", "select", "size", "split", "squeeze", "stride", "t",
-        "transpose", "unbind", "unflatten", "unsqueeze", "view", "view_as",
-    }
-)  # fmt: skip
+# metadata reads (views are ``magpy_monitor.is_view``'s, read from ATen's schemas)
+_METADATA_NAMES = frozenset({"dim", "numel", "size", "stride"})
 _MADE_NAMES = frozenset(
     {
         "empty", "empty_like", "full", "full_like", "new_empty", "new_full", "new_ones",
         "new_zeros", "ones", "ones_like", "zeros", "zeros_like",
     }
 )  # fmt: skip
-_FREE_NAMES = _VIEW_NAMES | _MADE_NAMES
+_FREE_NAMES = _METADATA_NAMES | _MADE_NAMES
 # at most this many operators that do work: one kernel, nothing to fuse it with
 _MAX_WORK = 1
 
@@ -65,7 +63,7 @@ def _free(node: fx.Node) -> bool:
         nodes: list[fx.Node] = []
         fx.node.map_arg(node.args[1:], nodes.append)
         return not nodes
-    return _name(node) in _FREE_NAMES
+    return is_view(node.target) or _name(node) in _FREE_NAMES
 
 
 def _updates_in_place(node: fx.Node) -> bool:

@@ -32,7 +32,9 @@ from typing import Any
 import torch
 import torch.fx as fx
 
-from ._backend import FAKE, _torch_compiler
+from magpy_monitor import FAKE
+
+from ._backend import _torch_compiler
 
 __all__ = ["NativeGraph", "compile_native", "load_native", "native_platform", "native_problem"]
 

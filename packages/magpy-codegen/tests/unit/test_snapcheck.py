@@ -16,7 +16,7 @@ from magpy_monitor import INTERP
 @pytest.fixture(scope="module")
 def version() -> Callable[[Any], int]:
     found = _cbuild.load_version()
-    if found is None and _cbuild.reason == "MAGPY_SNAPCHECK=python":
+    if found is None and _cbuild.settings().snapcheck == "python":
         pytest.skip(_cbuild.reason)
     assert found is not None, _cbuild.reason
     return found

@@ -7,9 +7,11 @@ from .core.attributes import ClassEntry
 from .core.calls import ORIGINAL_CODE, CodeOf, disabled_function
 from .core.capture import Capture
 from .core.scalars import scalar_tensor
-from .core.shapes import dim_key, symbolic_shapes
+from .core.shapes import FAKE, dim_key, symbolic_shapes
+from .core.undo import UPDATE_RULES
 from .core.values import Val
 from .core.valuetypes import FROZEN_MODULE_ROOTS, hooked_tensor_type
+from .core.views import is_view
 from .cpython import compat as _compat  # noqa: F401  (fails at import on other Python versions)
 from .cpython.current import INTERP
 from .cpython.frameio import NULL, StackView, read_stack, stack_depth
@@ -21,11 +23,13 @@ from .libs.stdlib.warnspy import quiet_nodes
 __version__ = "0.1.0"
 
 __all__ = [
+    "FAKE",
     "FROZEN_MODULE_ROOTS",
     "INTERP",
     "NULL",
     "ORIGINAL_CODE",
     "TABLE",
+    "UPDATE_RULES",
     "Annotation",
     "AnnotationTable",
     "Capture",
@@ -49,6 +53,7 @@ __all__ = [
     "finish",
     "hooked_tensor_type",
     "is_monitoring",
+    "is_view",
     "prepare",
     "quiet_nodes",
     "read_stack",

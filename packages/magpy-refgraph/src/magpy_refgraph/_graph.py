@@ -13,7 +13,6 @@ recorded in version 0 and copied into every later version.
 from __future__ import annotations
 
 import enum
-import os
 from collections.abc import Hashable
 
 import attrs
@@ -119,16 +118,16 @@ class ShadowNode:
 class RefGraph:
     """Shadow nodes and versioned edges of one segment; ``root`` is SN#0 (the entry state).
 
-    With ``MAGPY_VERIFY=1`` in the environment (read at construction), every mutating call
-    ends with :meth:`verify`.
+    With ``verify=True`` every mutating call ends with :meth:`verify` (the runtime passes
+    ``magpy.config.verify``, ``MAGPY_VERIFY=1``; this package reads no environment).
     """
 
     __slots__ = ("_seq", "_verify_each", "nodes", "root")
 
-    def __init__(self) -> None:
+    def __init__(self, *, verify: bool = False) -> None:
         self.nodes: list[ShadowNode] = []
         self._seq = 0
-        self._verify_each = os.environ.get("MAGPY_VERIFY", "") not in ("", "0")
+        self._verify_each = verify
         self.root = self._make(NodeKind.EXTERNAL_STATE, external=True, label="entry state")
 
     def __repr__(self) -> str:

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-from unittest import mock
-
 import attrs
 import pytest
 from _refgraph_strategies import PROPERTY, graphs
@@ -341,18 +338,17 @@ class TestVerify:
             g.verify()
 
     def test_magpy_verify_env_checks_every_mutation(self) -> None:
-        """With MAGPY_VERIFY=1 the next mutation after a corruption raises."""
-        with mock.patch.dict(os.environ, {"MAGPY_VERIFY": "1"}):
-            g = RefGraph()
+        """With verify=True (the runtime's MAGPY_VERIFY=1) the next mutation after a
+        corruption raises."""
+        g = RefGraph(verify=True)
         x = ext(g)
         x.versions[0].index = 3
         with pytest.raises(InternalError, match="version index"):
             g.read(g.root, Local("x"), x)
 
     def test_without_env_mutations_do_not_verify(self) -> None:
-        """Without MAGPY_VERIFY, mutations do not run verify()."""
-        with mock.patch.dict(os.environ, {"MAGPY_VERIFY": "0"}):
-            g = RefGraph()
+        """Without verify=True, mutations do not run verify()."""
+        g = RefGraph()
         x = ext(g)
         x.versions[0].index = 3
         g.read(g.root, Local("x"), x)
@@ -376,9 +372,8 @@ class TestVerify:
         """Random API programs also pass when verify() runs after every call."""
 
         @PROPERTY
-        @given(graphs())
+        @given(graphs(verify=True))
         def check(g: RefGraph) -> None:
             g.verify()
 
-        with mock.patch.dict(os.environ, {"MAGPY_VERIFY": "1"}):
-            check()
+        check()

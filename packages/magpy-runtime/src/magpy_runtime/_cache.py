@@ -39,6 +39,7 @@ from ._config import background_compile, config, graph_backend, record_limit
 from ._dynamic import as_locals, changed_on_miss, changed_scalars, promote_all
 from ._errors import FullGraphError, MagPyWarning
 from ._logging import log_topic
+from ._owner import RecordOwner
 from ._pool import adopt
 from ._sites import ensure_entry_site, split_loops_of, user_function
 from ._stance import records_here
@@ -141,7 +142,7 @@ class CacheState:
     _warned: bool = False
     # the caches of other compiled callables of the same code, whose records this one may
     # adopt (``_pool``); None: it shares with none
-    siblings: weakref.WeakSet[CacheState] | None = None
+    siblings: weakref.WeakSet[RecordOwner] | None = None
     # the first call no record served under an ``eager_then_compile`` stance (``_stance``)
     first_example: dict[Any, Any] | None = None
     # caches of this callable for backends a stance forces (``set_stance(force_backend=)``)
@@ -271,6 +272,7 @@ class CacheState:
             "dynamic_paths": frozenset(self.dynamic_paths),
             "promote_all": promote_all(self.dynamic, last),
             "speculate": self.speculate and config.speculate,
+            "verify": config.verify,
             "stop_at_break": self._fullgraph_error if self.fullgraph else None,
         }
 

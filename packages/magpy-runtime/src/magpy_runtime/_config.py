@@ -1,4 +1,12 @@
-"""Runtime configuration, read once from the environment and patchable in tests."""
+"""Runtime configuration, read once from the environment and patchable in tests.
+
+This module is the one place MagPy reads its ``MAGPY_*`` environment variables (``VARIABLES``
+lists them; docs/config.md documents each; ``tools/check_layering.py`` refuses a ``MAGPY_*``
+name anywhere else in the sources). The packages below the runtime get their settings passed
+down: ``verify`` reaches each capture's RefGraph through ``magpy_monitor``'s ``prepare`` and
+``SegmentHost.verify_graphs``; ``cache_dir`` and ``snapcheck`` reach ``magpy_codegen`` as a
+``NativeSettings`` (``configure_native``), pushed at import and whenever either field is set.
+"""
 
 from __future__ import annotations
 
@@ -11,12 +19,38 @@ from typing import Any
 import attrs
 import torch
 
-__all__ = ["Config", "background_compile", "config", "record_limit"]
+from magpy_codegen import NativeSettings, configure_native
+
+__all__ = ["VARIABLES", "Config", "background_compile", "config", "environ", "record_limit"]
+
+# Every MAGPY_* environment variable MagPy reads -> the ``Config`` field it sets (or, in
+# parentheses, who else uses it). docs/config.md has one row for each (a test checks it).
+VARIABLES: dict[str, str] = {
+    "MAGPY_MAX_RECORDS": "max_records",
+    "MAGPY_VERIFY": "verify",
+    "MAGPY_SPECULATE": "speculate",
+    "MAGPY_LOGS": "logs",
+    "MAGPY_GUARD_TREE": "guard_tree_after",
+    "MAGPY_BACKGROUND_COMPILE": "background_compile",
+    "MAGPY_RECORDS_DIR": "records_dir",
+    "MAGPY_RECORDS_NATIVE": "records_native",
+    "MAGPY_CACHE_DIR": "cache_dir",
+    "MAGPY_SNAPCHECK": "snapcheck",
+    "MAGPY_MODELS_DIR": "(magpy demo / magpy bench: where the bundled models are)",
+}
+
+
+def environ(name: str, default: str = "") -> str:
+    """The value of MagPy's environment variable ``name`` now (``default`` when unset); the
+    only read of a ``MAGPY_*`` variable. A name missing from ``VARIABLES`` is a bug."""
+    if name not in VARIABLES:
+        raise KeyError(f"{name} is not one of MagPy's variables ({sorted(VARIABLES)})")
+    return os.environ.get(name, default)
 
 
 def _positive_int(variable: str, default: int) -> int:
     """The int >= 1 that environment variable ``variable`` holds, ``default`` when unset."""
-    text = os.environ.get(variable, "").strip()
+    text = environ(variable).strip()
     if not text:
         return default
     try:
@@ -25,6 +59,14 @@ def _positive_int(variable: str, default: int) -> int:
         value = 0
     if value < 1:
         raise ValueError(f"{variable} must be an int >= 1, got {text!r}")
+    return value
+
+
+def _native_changed(config: Config, field: attrs.Attribute[Any], value: Any) -> Any:
+    """``on_setattr`` of the fields in ``NativeSettings``: pass the new settings down."""
+    if field.name == "snapcheck" and value not in ("c", "python"):
+        raise ValueError(f"snapcheck must be 'c' or 'python', got {value!r}")
+    configure_native(attrs.evolve(config.native(), **{field.name: value}))
     return value
 
 
@@ -60,6 +102,10 @@ class Config:
     ``records_native``: a stored Inductor record's graph is also compiled ahead of time into a
     library (AOTInductor, on MagPy's worker thread, after the entry is written) that a new
     process loads without importing Inductor (``MAGPY_RECORDS_NATIVE=0`` turns it off).
+    ``cache_dir``: where MagPy keeps what it builds for itself, the C snapshot check
+    (``MAGPY_CACHE_DIR``; None: ``~/.cache/magpy``). ``snapcheck``: ``"c"`` builds and uses the
+    guard memo's snapshot check in C (``magpy_codegen._cbuild``), ``"python"`` keeps the
+    Python one (``MAGPY_SNAPCHECK=python``); read when the check is first needed.
     """
 
     max_records: int = 8
@@ -71,27 +117,32 @@ class Config:
     background_compile: bool = False
     records_dir: str | None = None
     records_native: bool = True
+    cache_dir: str | None = attrs.field(default=None, on_setattr=_native_changed)
+    snapcheck: str = attrs.field(default="c", on_setattr=_native_changed)
 
     @classmethod
     def from_env(cls) -> Config:
-        logs = frozenset(
-            t.strip() for t in os.environ.get("MAGPY_LOGS", "").split(",") if t.strip()
-        )
+        logs = frozenset(t.strip() for t in environ("MAGPY_LOGS").split(",") if t.strip())
         return cls(
             max_records=_positive_int("MAGPY_MAX_RECORDS", 8),
-            verify=os.environ.get("MAGPY_VERIFY", "") not in ("", "0"),
-            speculate=os.environ.get("MAGPY_SPECULATE", "1") not in ("", "0"),
+            verify=environ("MAGPY_VERIFY") not in ("", "0"),
+            speculate=environ("MAGPY_SPECULATE", "1") not in ("", "0"),
             logs=logs,
             guard_tree_after=(
                 None
-                if os.environ.get("MAGPY_GUARD_TREE", "0").strip() in ("", "0")
+                if environ("MAGPY_GUARD_TREE", "0").strip() in ("", "0")
                 else _positive_int("MAGPY_GUARD_TREE", 1)
             ),
-            background_compile=os.environ.get("MAGPY_BACKGROUND_COMPILE", "").strip()
-            not in ("", "0"),
-            records_dir=os.environ.get("MAGPY_RECORDS_DIR", "").strip() or None,
-            records_native=os.environ.get("MAGPY_RECORDS_NATIVE", "1").strip() not in ("", "0"),
+            background_compile=environ("MAGPY_BACKGROUND_COMPILE").strip() not in ("", "0"),
+            records_dir=environ("MAGPY_RECORDS_DIR").strip() or None,
+            records_native=environ("MAGPY_RECORDS_NATIVE", "1").strip() not in ("", "0"),
+            cache_dir=environ("MAGPY_CACHE_DIR") or None,
+            snapcheck="python" if environ("MAGPY_SNAPCHECK").strip().lower() == "python" else "c",
         )
+
+    def native(self) -> NativeSettings:
+        """The settings ``magpy_codegen`` builds its native helpers with."""
+        return NativeSettings(cache_dir=self.cache_dir, snapcheck=self.snapcheck)
 
     @contextlib.contextmanager
     def patch(self, **changes: Any) -> Iterator[Config]:
@@ -123,6 +174,7 @@ def graph_backend(backend: Any, capture: Any) -> Any:
 
 
 config = Config.from_env()
+configure_native(config.native())
 
 
 # ---------------------------------------------------------------------- the record limit
@@ -145,6 +197,6 @@ def record_limit() -> tuple[int, str]:
     if module is not None and module.recompile_limit != DEFAULT_MAX_RECORDS:
         theirs = int(module.recompile_limit)
     if theirs is None or (mine != DEFAULT_MAX_RECORDS and mine <= theirs):
-        set_here = mine != DEFAULT_MAX_RECORDS or "MAGPY_MAX_RECORDS" in os.environ
+        set_here = mine != DEFAULT_MAX_RECORDS or bool(environ("MAGPY_MAX_RECORDS"))
         return mine, "magpy.config.max_records" + ("" if set_here else " (default)")
     return theirs, "torch._dynamo.config.recompile_limit"

@@ -15,7 +15,7 @@ without a library.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch.fx as fx
 
@@ -32,17 +32,15 @@ from magpy_codegen import (
 from ._config import config
 from ._entryfiles import warn_once
 from ._logging import log_topic
+from ._owner import RecordOwner
 from ._persist import decode_graph
-
-if TYPE_CHECKING:
-    from ._cache import CacheState
 
 __all__ = ["Prebuilt", "build_library", "library_examples", "loaded_library", "split_library"]
 
 Library = tuple[bytes, dict[str, Any]]  # (the shared library, the platform it was made for)
 
 
-def library_examples(state: CacheState, result: Any) -> list[Any] | None:
+def library_examples(state: RecordOwner, result: Any) -> list[Any] | None:
     """The graph inputs to compile ``result``'s graph into a library for (None: it gets none:
     not an Inductor record, libraries off, or a graph a library would not run exactly)."""
     if state.backend != "inductor" or not config.records_native:

@@ -31,24 +31,22 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Hashable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from magpy_codegen import ConfiguredInductor
 
+from ._owner import RecordOwner
 from ._store import attach, serve
-
-if TYPE_CHECKING:
-    from ._cache import CacheState
 
 __all__ = ["adopt", "join"]
 
-_pools: dict[Hashable, weakref.WeakSet[CacheState]] = {}
+_pools: dict[Hashable, weakref.WeakSet[RecordOwner]] = {}
 _lock = threading.Lock()
 
 
-def join(state: CacheState, model: Any) -> None:
+def join(state: RecordOwner, model: Any) -> None:
     """Put ``state``, the cache of ``model`` compiled, in the pool of its code and settings
     (a callable whose code cannot be told, or a backend that is not hashable, stays alone)."""
     attach(state, model)  # (its key in the store of records on disk, if any)
@@ -65,7 +63,7 @@ def join(state: CacheState, model: Any) -> None:
     state.siblings = pool
 
 
-def adopt(state: CacheState, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+def adopt(state: RecordOwner, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
     """Add to ``state`` the twin of the first sibling record whose guard passes for this call
     (a record already adopted, or recorded here, is not tried again), else a stored record
     whose guard passes (``_store.serve``); whether one was."""
@@ -89,7 +87,7 @@ def adopt(state: CacheState, fn: Any, args: tuple[Any, ...], kwargs: dict[str, A
     return serve(state, fn, args, kwargs)  # (then a record stored by an earlier process)
 
 
-def _key(model: Any, state: CacheState) -> Hashable | None:
+def _key(model: Any, state: RecordOwner) -> Hashable | None:
     if isinstance(model, torch.nn.Module):
         target: Hashable = ("module", type(model))
     else:

@@ -475,6 +475,9 @@ class _Host:
             s = st.sites.get(site) if st is not None else None
         return config.speculate and (s is None or s.speculate)
 
+    def verify_graphs(self) -> bool:
+        return config.verify
+
     def resume(
         self, frame: types.FrameType, code: types.CodeType, offset: int, stack: tuple[Any, ...]
     ) -> Any:

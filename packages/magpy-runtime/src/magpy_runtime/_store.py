@@ -40,16 +40,14 @@ import time
 import types
 import weakref
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeGuard
+from typing import Any, TypeGuard
 
 import attrs
 import torch
 import torch.fx as fx
 
 from magpy_codegen import ConfiguredInductor, Record, build_record
-from magpy_monitor import ambient_state
-from magpy_monitor.core.shapes import FAKE
-from magpy_monitor.core.undo import UPDATE_RULES
+from magpy_monitor import FAKE, UPDATE_RULES, ambient_state
 
 from ._config import background_compile, config
 from ._entryfiles import (
@@ -68,6 +66,7 @@ from ._entryfiles import (
 )
 from ._libraries import Prebuilt, build_library, library_examples, loaded_library, split_library
 from ._logging import log_topic
+from ._owner import RecordOwner
 from ._persist import (
     Unstorable,
     decode,
@@ -77,9 +76,6 @@ from ._persist import (
     function_digest,
     resolve_refs,
 )
-
-if TYPE_CHECKING:
-    from ._cache import CacheState
 
 __all__ = ["attach", "clear_stored", "commit", "from_disk", "serve", "snapshot"]
 
@@ -124,10 +120,10 @@ class _Slot:
     used: set[str] = attrs.field(factory=set)  # entries it took (by file name)
 
 
-_slots: weakref.WeakKeyDictionary[CacheState, _Slot] = weakref.WeakKeyDictionary()
+_slots: weakref.WeakKeyDictionary[RecordOwner, _Slot] = weakref.WeakKeyDictionary()
 
 
-def attach(state: CacheState, model: Any) -> None:
+def attach(state: RecordOwner, model: Any) -> None:
     """Give ``state``, the cache of ``model`` compiled, its key in the store (when
     ``config.records_dir`` is set and its code and backend can be stored)."""
     directory = config.records_dir
@@ -143,7 +139,7 @@ def attach(state: CacheState, model: Any) -> None:
     _slots[state] = _Slot(os.path.abspath(os.path.expanduser(directory)), key, key_hash)
 
 
-def from_disk(state: CacheState) -> int:
+def from_disk(state: RecordOwner) -> int:
     """Records of ``state`` taken from the store (``magpy.stats``)."""
     slot = _slots.get(state)
     return slot.from_disk if slot is not None else 0
@@ -161,7 +157,7 @@ class Pending:
     examples: list[Any] | None  # the recording call's graph inputs, for a native library
 
 
-def snapshot(state: CacheState, result: Any) -> Pending | None:
+def snapshot(state: RecordOwner, result: Any) -> Pending | None:
     """What ``state``'s new record from ``result`` would store (None: nothing: no store, or
     a graph with symbolic sizes, or example inputs that are not plain tensors)."""
     slot = _slots.get(state)
@@ -215,7 +211,7 @@ def _input_meta(value: Any) -> Any:
     return [list(value.shape), list(value.stride()), str(value.dtype), str(value.device)]
 
 
-def commit(state: CacheState, pending: Pending | None, epoch: int) -> None:
+def commit(state: RecordOwner, pending: Pending | None, epoch: int) -> None:
     """Write ``pending`` as an entry (nothing when ``magpy.reset`` ran meanwhile, or when
     the record holds something that cannot be stored; never raises)."""
     if pending is None or epoch != state.epoch:
@@ -226,7 +222,7 @@ def commit(state: CacheState, pending: Pending | None, epoch: int) -> None:
         warn_once(f"a record cannot be stored: {type(exc).__name__}: {exc}", state.qualname)
 
 
-def _commit(state: CacheState, pending: Pending) -> None:
+def _commit(state: RecordOwner, pending: Pending) -> None:
     slot = pending.slot
     try:
         encoded = encode(pending.content)
@@ -280,7 +276,7 @@ def _write(slot: _Slot, header: dict[str, Any], payload: bytes) -> str | None:
 
 
 def _add_library(
-    state: CacheState,
+    state: RecordOwner,
     slot: _Slot,
     old: str,
     entry: tuple[dict[str, Any], bytes],
@@ -320,7 +316,7 @@ _CONTENT = frozenset(
 )
 
 
-def serve(state: CacheState, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+def serve(state: RecordOwner, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
     """Add to ``state`` the record of the first stored entry of its key whose guard passes
     for this call; whether one did (the entries are read once per process)."""
     slot = _slots.get(state)
@@ -334,7 +330,7 @@ def serve(state: CacheState, fn: Any, args: tuple[Any, ...], kwargs: dict[str, A
 
 
 def _serve(
-    slot: _Slot, state: CacheState, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    slot: _Slot, state: RecordOwner, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> bool:
     for entry in _entries(slot):
         if entry.broken or entry.name in slot.used:
@@ -424,7 +420,7 @@ def _valid_refs(refs: Any) -> TypeGuard[list[list[Any]]]:
     )
 
 
-def _build(entry: _Entry, state: CacheState, backend: Any, inputs: list[Any]) -> Record:
+def _build(entry: _Entry, state: RecordOwner, backend: Any, inputs: list[Any]) -> Record:
     c, native = entry.content, isinstance(backend, Prebuilt)
     return build_record(
         c["plan"],
@@ -445,7 +441,7 @@ def _build(entry: _Entry, state: CacheState, backend: Any, inputs: list[Any]) ->
 
 
 def _probe(
-    entry: _Entry, state: CacheState, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    entry: _Entry, state: RecordOwner, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> tuple[Any, ...] | None:
     """The graph inputs ``entry``'s guard returns for this call (None: it does not pass)."""
     if entry.probe is None:
@@ -478,7 +474,7 @@ def _inputs_match(stored: Any, inputs: tuple[Any, ...]) -> bool:
     return True
 
 
-def _record(entry: _Entry, state: CacheState, inputs: tuple[Any, ...]) -> Record | None:
+def _record(entry: _Entry, state: RecordOwner, inputs: tuple[Any, ...]) -> Record | None:
     """``entry``'s record built with ``state``'s backend, compiled for ``inputs``."""
     probe = entry.probe
     if state.backend == "eager" and probe is not None and probe.fork is not None:

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import magpy_runtime as magpy
+from magpy_refgraph import RefGraph
 from magpy_runtime import MagPyWarning, config
 from magpy_runtime._config import Config
 
@@ -274,3 +275,35 @@ class TestConfig:
             assert config.max_records == before + 5
             raise KeyError
         assert config.max_records == before
+
+
+class TestConfigReachesThePackages:
+    """Fields of ``magpy.config`` decide what the packages below the runtime do: they get the
+    settings passed down and never read the environment themselves."""
+
+    @staticmethod
+    def _verify_calls(verify: bool, monkeypatch: pytest.MonkeyPatch) -> int:
+        calls: list[None] = []
+        real = RefGraph.verify
+
+        def counting(self: RefGraph) -> None:
+            calls.append(None)
+            real(self)
+
+        monkeypatch.delenv("MAGPY_VERIFY", raising=False)
+        monkeypatch.setattr(RefGraph, "verify", counting)
+        with config.patch(verify=verify):
+            fast = magpy.compile(affine, backend="eager")
+            assert torch.equal(fast(torch.ones(2)), affine(torch.ones(2)))
+        return len(calls)
+
+    def test_patched_verify_checks_the_graphs_of_a_capture(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """config.patch(verify=True) makes every RefGraph mutation of a capture run verify(),
+        without MAGPY_VERIFY in the environment."""
+        assert self._verify_calls(True, monkeypatch) > 0
+
+    def test_verify_off_checks_nothing(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """With verify=False no capture runs verify() after its mutations."""
+        assert self._verify_calls(False, monkeypatch) == 0

@@ -70,9 +70,9 @@ __all__ = ["Capture", "Write"]
 class Capture:
     """All state of one monitored run (one thread, one record)."""
 
-    def __init__(self, name: str = "") -> None:
+    def __init__(self, name: str = "", *, verify: bool = False) -> None:
         self.name = name
-        self.graph = RefGraph()
+        self.graph = RefGraph(verify=verify)  # verify: check it after every mutation
         self.rec = GraphRecorder()
         self.heap: dict[int, Val] = {}
         self.keep: list[Any] = []

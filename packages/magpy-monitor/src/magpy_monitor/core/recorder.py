@@ -12,6 +12,7 @@ import torch.fx as fx
 from magpy_refgraph import Path, Unsupported
 
 from .speculation import is_random
+from .views import is_view
 
 __all__ = ["FILL_METHODS", "GraphRecorder", "setitem"]
 
@@ -86,9 +87,7 @@ class GraphRecorder:
             self.graph.erase_node(node)
             raise Unsupported(sealed)
         self.created.append(node)
-        if _VIEW_NAMES.intersection((getattr(target, "__name__", None), target)) and any(
-            a.meta.get("copied_view") for a in node.all_input_nodes
-        ):
+        if is_view(target) and any(a.meta.get("copied_view") for a in node.all_input_nodes):
             node.meta["copied_view"] = True  # a view of a copied x[t]: a copy too
         node.meta["varies"] = is_random(target, args, kwargs) or any(
             _varies(a) for a in node.all_input_nodes
@@ -166,13 +165,6 @@ class GraphRecorder:
         """Operations currently in the graph (calls only)."""
         return sum(1 for n in self.graph.nodes if n.op in ("call_function", "call_method"))
 
-
-# operations whose result is a view of their first argument
-_VIEW_NAMES = frozenset(
-    "view view_as reshape reshape_as transpose permute squeeze unsqueeze expand expand_as "
-    "narrow select getitem __getitem__ t T mT split chunk unbind as_strided flatten unflatten "
-    "diagonal movedim swapaxes detach alias unfold real imag contiguous".split()
-)
 
 # operations whose output shape is given by arguments: a tensor among them (a 0-d count,
 # ``x.new_zeros(b, mask.sum(), d)``, ``torch.arange(n)``) makes the shape depend on tensor

@@ -49,14 +49,20 @@ def capture(
     dynamic_paths: Any = frozenset(),
     promote_all: bool = False,
     speculate: bool = True,
+    verify: bool = False,
 ) -> CaptureResult:
     """Call ``fn(*args, **kwargs)`` under monitoring.
 
     The program's own exceptions propagate unchanged. The result is returned whether or not
-    capture succeeded; on success the plan and the finished fx graph are attached.
+    capture succeeded; on success the plan and the finished fx graph are attached. ``verify``:
+    check the capture's RefGraph after every mutation (the runtime's ``config.verify``).
     """
     mon = prepare(
-        name=name, dynamic_paths=dynamic_paths, promote_all=promote_all, speculate=speculate
+        name=name,
+        dynamic_paths=dynamic_paths,
+        promote_all=promote_all,
+        speculate=speculate,
+        verify=verify,
     )
     value = mon.run(entry, fn, args, kwargs)
     return finish(mon, value)
@@ -68,6 +74,7 @@ def prepare(
     dynamic_paths: Any = frozenset(),
     promote_all: bool = False,
     speculate: bool = True,
+    verify: bool = False,
     entry_fn: Any = entry,
     stop_at_break: Any = None,
 ) -> Monitor:
@@ -75,7 +82,7 @@ def prepare(
     frame of its own between its caller and the program. It calls ``mon.trace_on()``, then
     ``entry_fn(fn, args, kwargs)`` (``entry`` or a function with the same body, whose frame
     becomes the root), then ``mon.trace_off()`` (also when the call raised) and ``finish``."""
-    cap = Capture(name)
+    cap = Capture(name, verify=verify)
     cap.dynamic_paths = frozenset(dynamic_paths)
     cap.promote_all = promote_all
     cap.speculate = speculate

@@ -106,6 +106,10 @@ class SegmentHost(Protocol):
 
     def speculate_for(self, code: types.CodeType, site: int) -> bool: ...
 
+    def verify_graphs(self) -> bool:
+        """Whether a segment's RefGraph is checked after every mutation."""
+        ...
+
     def resume(
         self, frame: types.FrameType, code: types.CodeType, offset: int, stack: tuple[Any, ...]
     ) -> TraceFn | None: ...
@@ -154,7 +158,7 @@ class SegmentMonitor(Monitor):
         *,
         dry: bool = False,
     ) -> None:
-        cap = Capture(frame.f_code.co_qualname)
+        cap = Capture(frame.f_code.co_qualname, verify=host.verify_graphs())
         cap.code_info = host.code_info
         cap.dynamic_paths, cap.promote_all = host.dynamic_for(frame.f_code, site)
         cap.speculate = host.speculate_for(frame.f_code, site)

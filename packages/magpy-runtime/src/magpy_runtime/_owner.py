@@ -1,0 +1,40 @@
+"""What the record sources see of a compiled callable: ``RecordOwner``.
+
+``_cache.CacheState`` holds a compiled callable's records and counters and asks the record
+sources (``_pool``: siblings' records; ``_store``: records on disk; ``_libraries``: their
+native libraries) for records. Those modules see the state only through this Protocol, so that
+they import nothing from ``_cache`` (which imports them): the layering is
+``_owner < _libraries < _store < _pool < _cache``, without a circle.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any, Protocol
+
+from magpy_codegen import Record
+
+__all__ = ["RecordOwner"]
+
+
+class RecordOwner(Protocol):
+    """The part of ``CacheState`` the record sources read and call."""
+
+    qualname: str
+    backend: Any
+    fullgraph: bool
+    dynamic: bool | None
+    max_records: int | None
+    background_compile: bool | None  # its own option (None: ``config``'s)
+    records: list[Record]
+    eager_reason: str | None  # why it runs eagerly from now on (None: it does not)
+    epoch: int  # reset() count: a record made before a reset is not stored
+    siblings: weakref.WeakSet[RecordOwner] | None  # callables sharing records (``_pool``)
+
+    def adopted(self, rec: Record) -> None:
+        """Take ``rec`` (a sibling's record, or one loaded from disk) as a record of its own."""
+        ...
+
+    def note_uncompiled(self, rec: Record) -> None:
+        """``rec``'s graph runs uncompiled (its backend could not compile it)."""
+        ...
