@@ -21,6 +21,7 @@ from ._cache import BreakReason
 from ._config import config
 from ._disable import disable
 from ._errors import FullGraphError, MagPyWarning
+from ._torch_compile import TorchCompileRedirect, use_for_torch_compile
 
 __version__ = "0.1.0"
 
@@ -32,6 +33,7 @@ __all__ = [
     "ExplainOutput",
     "FullGraphError",
     "MagPyWarning",
+    "TorchCompileRedirect",
     "annotate",
     "compile",
     "config",
@@ -39,5 +41,6 @@ __all__ = [
     "explain",
     "reset",
     "stats",
+    "use_for_torch_compile",
     "wait_compiles",
 ]
