@@ -11,7 +11,8 @@ which are imported only when a command runs; ``magpy._paths`` finds the bundled 
 Inductor's cache folder. ``magpy explain`` (``magpy._explain_cli``) explains what MagPy
 captures of a function or a script (see ``explain`` below and the README). ``magpy cache
 list|clear`` (``magpy._cache_cli``) shows or deletes the records stored on disk
-(``MAGPY_RECORDS_DIR``, docs/persistent.md).
+(``MAGPY_RECORDS_DIR``, docs/persistent.md). ``magpy run`` (``magpy._run_cli``) runs a program as
+``python`` would, with ``torch.compile`` served by MagPy (``magpy.use_for_torch_compile``).
 """
 
 from __future__ import annotations
@@ -55,6 +56,10 @@ def _run_command(
         from ._explain_cli import run
 
         return run(args, parser.error)
+    if name == "run":  # (the program's own Inductor cache folder stays as it is)
+        from ._run_cli import run_program
+
+        return run_program(args.target, args.args, module=args.module, explain=args.explain)
     if name == "cache":  # (imports the runtime, hence torch; not Inductor)
         from ._cache_cli import run as run_cache
 
@@ -246,9 +251,8 @@ def run(argv: Sequence[str]) -> int:
     if not module and not Path(target).is_file():
         problem = "is not a file" if Path(target).exists() else "no such file"
         parser.error(f"{target}: {problem} (a Python script, or -m package.module)")
-    from ._run_cli import run_program  # (imports torch)
-
-    return run_program(target, args, module=module, explain=explain_at_exit)
+    namespace = argparse.Namespace(target=target, args=args, module=module, explain=explain_at_exit)
+    return _run_command("run", namespace)
 
 
 def _run_parser() -> argparse.ArgumentParser:

@@ -142,7 +142,7 @@ class TorchCompileRedirect:
         module_compile = torch.nn.Module.__dict__["compile"]
         self._saved = (torch.compile, module_compile)
         self._real_compile = torch.compile
-        torch.compile = self._torch_compile_entry()  # type: ignore[assignment]
+        torch.compile = self._torch_compile_entry()
         torch.nn.Module.compile = self._module_compile_entry()  # type: ignore[method-assign]
         return self
 
