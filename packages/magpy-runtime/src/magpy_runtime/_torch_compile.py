@@ -32,10 +32,24 @@ from magpy_refgraph import UnknownOptionError
 from ._api import check_compile_args, compile
 from ._errors import MagPyWarning
 
-__all__ = ["Fallback", "TorchCompileRedirect", "magpy_options", "use_for_torch_compile"]
+__all__ = [
+    "Fallback",
+    "TorchCompileRedirect",
+    "magpy_options",
+    "model_problem",
+    "use_for_torch_compile",
+]
 
 # options torch.compile takes out of ``options`` for TorchDynamo itself
 _DYNAMO_OPTIONS = ("guard_filter_fn", "use_aoti")
+
+
+# Classes whose compiled form a library accepts only as TorchDynamo's ``OptimizedModule``
+# (Lightning's ``Trainer.fit`` reads its ``dynamo_ctx``): (module, class name) -> what to do.
+_WANT_OPTIMIZED_MODULE = {
+    ("lightning.pytorch.core.module", "LightningModule"): "call model.compile() (in place)",
+    ("pytorch_lightning.core.module", "LightningModule"): "call model.compile() (in place)",
+}
 
 
 class Fallback(str):
@@ -120,6 +134,18 @@ def magpy_options(
     return kwargs
 
 
+def model_problem(model: Any) -> Fallback | None:
+    """Why ``torch.compile(model)`` must return TorchDynamo's wrapper, if it must."""
+    for cls in type(model).__mro__:
+        remedy = _WANT_OPTIMIZED_MODULE.get((cls.__module__, cls.__qualname__))
+        if remedy is not None:
+            return Fallback(
+                f"torch.compile of a {cls.__qualname__} ({cls.__module__} accepts only "
+                f"TorchDynamo's OptimizedModule; to have MagPy compile it, {remedy})"
+            )
+    return None
+
+
 class TorchCompileRedirect:
     """``torch.compile`` and ``nn.Module.compile`` served by MagPy until :meth:`undo`.
 
@@ -174,6 +200,8 @@ class TorchCompileRedirect:
         """One ``torch.compile(model, **kwargs)``: MagPy's where it can honour ``kwargs``,
         else TorchDynamo's (warned once per reason)."""
         mapped = magpy_options(**kwargs)
+        if not isinstance(mapped, Fallback) and model is not None:
+            mapped = model_problem(model) or mapped
         if isinstance(mapped, Fallback):
             self._fall_back(mapped, stacklevel + 1)
             return self._real_compile(model, **kwargs)
