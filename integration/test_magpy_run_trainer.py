@@ -6,6 +6,13 @@ config: nothing is downloaded) trains for a few steps on synthetic tokens, on th
 eagerly (``python script.py``) and once under ``magpy run`` with ``torch_compile=True``; the
 losses must be the same floats and ``magpy.stats`` of the Trainer's model must show MagPy's
 records serving the steps. Needs ``transformers`` and ``accelerate`` (``magpy[hf]``).
+
+GPT-2, not BertForSequenceClassification: the latter trains as eager under ``magpy run`` too,
+but MagPy serves none of its steps yet. Its first call sets ``config.problem_type``, a store
+the monitor's shadow misses (an internal error: the model runs eagerly from then on, with a
+warning); with the problem type set beforehand, each step's record has a guard that reads
+``weight`` of the ``CrossEntropyLoss`` class instead of the instance its forward builds, so
+every step records anew (no hits).
 """
 
 from __future__ import annotations
