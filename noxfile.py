@@ -288,8 +288,9 @@ def integration(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON, default=False)
 def integration_slow(session: nox.Session) -> None:
-    """The slow integration tests (opt-in)."""
-    _integration_session(session, "-m", "slow and not gpu")
+    """The slow integration tests (opt-in); ``magpy[hf]`` and ``magpy[lightning]`` for the
+    Hugging Face and Lightning trainers under ``magpy run`` (integration/test_magpy_run_*.py)."""
+    _integration_session(session, "-m", "slow and not gpu", extras="hf,lightning")
 
 
 @nox.session(python=PYTHON, default=False)

@@ -1,4 +1,5 @@
-"""``python -m magpy`` / the ``magpy`` command: ``magpy demo``, ``magpy bench``, ``magpy explain``.
+"""``python -m magpy`` / the ``magpy`` command: ``magpy demo``, ``bench``, ``explain``,
+``cache`` and ``run``.
 
 The implementation lives in :mod:`magpy._cli`.
 """

@@ -11,12 +11,14 @@ which are imported only when a command runs; ``magpy._paths`` finds the bundled 
 Inductor's cache folder. ``magpy explain`` (``magpy._explain_cli``) explains what MagPy
 captures of a function or a script (see ``explain`` below and the README). ``magpy cache
 list|clear`` (``magpy._cache_cli``) shows or deletes the records stored on disk
-(``MAGPY_RECORDS_DIR``, docs/persistent.md).
+(``MAGPY_RECORDS_DIR``, docs/persistent.md). ``magpy run`` (``magpy._run_cli``) runs a program as
+``python`` would, with ``torch.compile`` served by MagPy (``magpy.use_for_torch_compile``).
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -25,7 +27,16 @@ from magpy_runtime._config import environ
 
 from ._paths import find_models_dir, inductor_cache_dir, load_models
 
-__all__ = ["bench", "cache", "demo", "explain", "find_models_dir", "load_models", "main"]
+__all__ = [
+    "bench",
+    "cache",
+    "demo",
+    "explain",
+    "find_models_dir",
+    "load_models",
+    "main",
+    "run",
+]
 
 
 def _positive(text: str) -> int:
@@ -46,6 +57,10 @@ def _run_command(
         from ._explain_cli import run
 
         return run(args, parser.error)
+    if name == "run":  # (the program's own Inductor cache folder stays as it is)
+        from ._run_cli import run_program
+
+        return run_program(args.target, args.args, module=args.module, explain=args.explain)
     if name == "cache":  # (imports the runtime, hence torch; not Inductor)
         from ._cache_cli import run as run_cache
 
@@ -208,6 +223,61 @@ def _explain_parser() -> argparse.ArgumentParser:
     return parser
 
 
+_RUN_USAGE = "magpy run [-h] [--explain] (SCRIPT | -m MODULE) [ARGS ...]"
+
+
+def run(argv: Sequence[str]) -> int:
+    """``magpy run``: a program run as ``python`` runs it, ``torch.compile`` being MagPy's.
+
+    Options come before the program; everything after ``SCRIPT`` or ``-m MODULE`` is the
+    program's ``sys.argv[1:]``, untouched (as for ``python``)."""
+    parser = _run_parser()
+    explain_at_exit, module, rest = False, False, list(argv)
+    while rest and rest[0].startswith("-") and not module:
+        option = rest.pop(0)
+        if option == "--explain":
+            explain_at_exit = True
+        elif option == "-m":
+            module = True
+        elif option in ("-h", "--help"):
+            parser.print_help()
+            return 0
+        elif option != "--":
+            parser.error(f"unknown option {option} (options go before the program)")
+        else:
+            break
+    if not rest:
+        parser.error("name the program: a script, or -m MODULE")
+    target, args = rest[0], rest[1:]
+    if not module and not Path(target).is_file():
+        problem = "is not a file" if Path(target).exists() else "no such file"
+        parser.error(f"{target}: {problem} (a Python script, or -m package.module)")
+    namespace = argparse.Namespace(target=target, args=args, module=module, explain=explain_at_exit)
+    return _run_command("run", namespace)
+
+
+def _run_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="magpy run",
+        usage=_RUN_USAGE,
+        description="Run a Python program as `python` would (sys.argv, __main__, exit status, "
+        "tracebacks), with torch.compile and nn.Module.compile served by MagPy (magpy.compile). "
+        "A call MagPy cannot honour (a backend or option only TorchDynamo knows) warns once "
+        "and goes to the real torch.compile. Options go before the program; what follows it "
+        "is its own argv.",
+    )
+    parser.add_argument(
+        "--explain",
+        action="store_true",
+        help="at exit, print to stderr what each compiled callable captured and where it "
+        "broke, and the calls that went to TorchDynamo",
+    )
+    parser.add_argument("-m", dest="module", metavar="MODULE", help="run a module, as python -m")
+    parser.add_argument("script", metavar="SCRIPT", nargs="?", help="the script to run")
+    parser.add_argument("args", metavar="ARGS", nargs="*", help="the program's arguments")
+    return parser
+
+
 def cache(argv: Sequence[str]) -> int:
     """``magpy cache list`` / ``magpy cache clear``: the records stored on disk."""
     parser = argparse.ArgumentParser(
@@ -231,14 +301,20 @@ COMMANDS: dict[str, tuple[str, Callable[[Sequence[str]], int]]] = {
     "bench": ("benchmark eager, torch.compile and MagPy on the bundled models", bench),
     "explain": ("explain what MagPy captures of a callable or a script", explain),
     "cache": ("list or delete the records stored on disk (MAGPY_RECORDS_DIR)", cache),
+    "run": ("run a program with torch.compile served by MagPy", run),
 }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``magpy {demo,bench,explain,cache} ...``."""
+    """``magpy {demo,bench,explain,cache,run} ...``."""
     parser = argparse.ArgumentParser(prog="magpy", description="MagPy, a JIT compiler for PyTorch.")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{demo,bench,explain,cache}")
+    sub = parser.add_subparsers(
+        dest="command", required=True, metavar="{" + ",".join(COMMANDS) + "}"
+    )
     for name, (help_text, _) in COMMANDS.items():
         sub.add_parser(name, help=help_text, add_help=False)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["run"]:  # (the program's arguments reach it exactly as given)
+        return run(argv[1:])
     args, rest = parser.parse_known_args(argv)
     return COMMANDS[args.command][1](rest)

@@ -300,8 +300,9 @@ def _collecting_compiles() -> Iterator[list[Any]]:
 
 
 # ---------------------------------------------------------------------- printing
-def describe(out: ExplainOutput, *, verbose: bool = False) -> str:
-    """The text ``magpy explain`` prints for one explanation."""
+def describe(out: ExplainOutput, *, verbose: bool = False, guards: bool = True) -> str:
+    """The text ``magpy explain`` prints for one explanation (``guards=False``: each record's
+    number of checks, not the checks)."""
     lines = [
         f"== {out.qualname} ==",
         f"Graph Count: {out.graph_count}",
@@ -324,7 +325,7 @@ def describe(out: ExplainOutput, *, verbose: bool = False) -> str:
         lines.append("Assumed Values (checked after each graph run):")
         lines += [f"  {i + 1}. {a}" for i, a in enumerate(out.assumptions)]
     lines += _graph_lines(out, verbose)
-    lines += _record_lines(out, verbose)
+    lines += _record_lines(out, verbose, guards)
     if out.outside_share is not None:
         lines.append(f"Time Outside Compiled Graphs: {out.outside_share:.0%} ({out.outside_note})")
     elif out.outside_note:
@@ -345,7 +346,7 @@ def _graph_lines(out: ExplainOutput, verbose: bool) -> list[str]:
     return lines
 
 
-def _record_lines(out: ExplainOutput, verbose: bool) -> list[str]:
+def _record_lines(out: ExplainOutput, verbose: bool, guards: bool = True) -> list[str]:
     """Each record: which graph it runs, and its guard's checks (``verbose``: its whole guard
     and mock source)."""
     number = {id(gm): i + 1 for i, gm in enumerate(out.graphs)}
@@ -359,6 +360,6 @@ def _record_lines(out: ExplainOutput, verbose: bool) -> list[str]:
         if verbose:
             lines += ["    guard:", *_indented(rec.guard_source, "      ")]
             lines += ["    mock:", *_indented(rec.mock_source, "      ")]
-        else:
+        elif guards:
             lines += [f"    {check}" for check in checks]
     return lines

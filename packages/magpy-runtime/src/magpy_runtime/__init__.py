@@ -22,6 +22,7 @@ from ._cache import BreakReason
 from ._config import config
 from ._disable import disable
 from ._errors import FullGraphError, MagPyWarning, StanceError
+from ._torch_compile import TorchCompileRedirect, use_for_torch_compile
 
 __version__ = "0.1.0"
 
@@ -34,6 +35,7 @@ __all__ = [
     "FullGraphError",
     "MagPyWarning",
     "StanceError",
+    "TorchCompileRedirect",
     "annotate",
     "compile",
     "config",
@@ -42,5 +44,6 @@ __all__ = [
     "reset",
     "set_stance",
     "stats",
+    "use_for_torch_compile",
     "wait_compiles",
 ]

@@ -32,6 +32,7 @@ __all__ = [
     "CompiledModule",
     "ExplainOutput",
     "annotate",
+    "check_compile_args",
     "compile",
     "explain",
     "reset",
@@ -88,6 +89,15 @@ def _check_args(backend: Any, fullgraph: Any, dynamic: Any, mode: Any, disable: 
         raise TypeError(f"mode must be None or a str, got {mode!r}")
     if type(disable) is not bool:
         raise TypeError(f"disable must be True or False, got {disable!r}")
+
+
+def check_compile_args(
+    *, fullgraph: Any, dynamic: Any, backend: Any, mode: Any, options: Any, disable: Any
+) -> None:
+    """Raise what ``magpy.compile`` raises for these arguments, compiling nothing."""
+    _check_args(backend, fullgraph, dynamic, mode, disable)
+    _own, inductor = _split_options(options)
+    configured_backend(backend, mode, inductor, own=tuple(sorted(_PREFIX + k for k in _OPTIONS)))
 
 
 def compile(
