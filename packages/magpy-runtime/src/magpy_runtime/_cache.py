@@ -259,6 +259,7 @@ class CacheState:
             self._recording -= 1
             if not self._recording:
                 self._recorder = None
+                self.first_state = None  # (the values it holds are let go)
 
     def capture_options(self, last: bool) -> dict[str, Any]:
         return {
@@ -310,8 +311,6 @@ class CacheState:
                 commit(self, stored, epoch)  # (to ``config.cache_dir``, if set)
         if failure is not None:
             self._failed(failure, result.chain)
-        if self._recording == 1:
-            self.first_state = None
         return result.value
 
     def _add_record(self, rec: Record, result: Any, epoch: int) -> None:

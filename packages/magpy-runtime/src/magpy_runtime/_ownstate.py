@@ -27,6 +27,7 @@ either way.
 
 from __future__ import annotations
 
+import functools
 import types
 from collections.abc import Callable
 from typing import Any
@@ -64,9 +65,10 @@ def changed(before: OwnState | None) -> bool:
 
 
 def _same(now: list[tuple[Any, Any, int]], then: list[tuple[Any, Any, int]]) -> bool:
-    return len(now) == len(then) and all(
-        k1 == k2 and v1 is v2 and n1 == n2 for (k1, v1, n1), (k2, v2, n2) in zip(now, then)
-    )
+    if len(now) != len(then):
+        return False
+    pairs = zip(now, then, strict=True)
+    return all(k1 == k2 and v1 is v2 and n1 == n2 for (k1, v1, n1), (k2, v2, n2) in pairs)
 
 
 def _size(value: Any) -> int:
@@ -95,7 +97,8 @@ def _readers(fn: Any) -> list[Callable[[], list[tuple[Any, Any, int]]]]:
 
 def _object_readers(owner: Any) -> list[Callable[[], list[tuple[Any, Any, int]]]]:
     readers: list[Callable[[], list[tuple[Any, Any, int]]]] = []
-    todo, seen = [owner], set()
+    todo: list[Any] = [owner]
+    seen: set[int] = set()
     while todo and len(seen) < MAX_OBJECTS:
         obj = todo.pop()
         if id(obj) in seen:
@@ -104,12 +107,12 @@ def _object_readers(owner: Any) -> list[Callable[[], list[tuple[Any, Any, int]]]
         attrs = getattr(obj, "__dict__", None)
         if type(attrs) is not dict:
             continue
-        readers.append(lambda d=attrs: _items(d, True))
+        readers.append(functools.partial(_items, attrs, True))
         if isinstance(obj, torch.nn.Module):
             for name in _TABLES:
                 table = attrs.get(name)
                 if isinstance(table, dict):
-                    readers.append(lambda d=table: _items(d, False))
+                    readers.append(functools.partial(_items, table, False))
             todo.extend(m for m in attrs.get("_modules", {}).values() if m is not None)
     return readers
 
@@ -119,11 +122,11 @@ def _function_readers(func: types.FunctionType) -> list[Callable[[], list[tuple[
     cells = func.__closure__ or ()
 
     def bindings() -> list[tuple[Any, Any, int]]:
-        out = [(n, globs.get(n, _ABSENT), -1) for n in names]
+        out: list[tuple[Any, Any, int]] = [(n, globs.get(n, _ABSENT), -1) for n in names]
         out.extend((i, _contents(c), -1) for i, c in enumerate(cells))
         return out
 
-    return [bindings, lambda: _items(func.__dict__, False)]
+    return [bindings, functools.partial(_items, func.__dict__, False)]
 
 
 def _contents(cell: Any) -> Any:
