@@ -61,9 +61,11 @@ def assert_lazy_init_settles(
     assert files, "no user code to watch"
     for i in range(CALLS):
         args = inputs()
+        torch.manual_seed(1000 + i)  # (the same draws on both sides: an initialisation's)
         want = eager(*args)
         want_out = capsys.readouterr().out if capsys else ""
         hits = magpy.stats(compiled).hits
+        torch.manual_seed(1000 + i)
         with H.count_user_code(files) as seen:
             got = compiled(*args)
         got_out = capsys.readouterr().out if capsys else ""
@@ -210,6 +212,27 @@ def test_a_lazy_initialisation_that_prints(capsys: pytest.CaptureFixture[str]) -
     assert "print" in str(compiled._magpy_state.break_reasons[0]), (
         compiled._magpy_state.break_reasons
     )
+
+
+class UsesLazyLinear(nn.Module):
+    """torch's own lazy initialisation: ``nn.LazyLinear`` makes its weight (random draws) from
+    the first input's width and drops its initialising hook. The first call breaks in torch's
+    code (the hook), outside the program's frames: no segment could start there, so before the
+    second whole capture the module ran eagerly for good."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.LazyLinear(4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lin(x).relu()
+
+
+def test_a_lazy_torch_module() -> None:
+    compiled = assert_lazy_init_settles(
+        UsesLazyLinear, lambda: (torch.randn(2, 3),), first_break=True
+    )
+    assert type(compiled._magpy_original.lin) is nn.Linear  # (it became a Linear, as eagerly)
 
 
 # ---------------------------------------------------------------------------------- functions
