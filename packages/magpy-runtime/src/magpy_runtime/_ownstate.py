@@ -20,9 +20,11 @@ compares it with the state after. The callable's own state is:
   a program appends to on every call is no initialisation.
 
 Identity, never equality: the picture keeps the values it saw, so an identity cannot be reused
-by a new object meanwhile. What the picture misses only costs the second whole capture; what it
-wrongly reports as changed costs one monitored call, the second one; the results are eager's
-either way.
+by a new object meanwhile; and it runs none of the program's code (no ``__getattribute__``,
+``__dict__`` property or ``__len__`` of the program's classes), which eager would not run. What
+the picture misses leaves the callable split after its first call, as before; what it wrongly
+reports as changed (a counter bumped on every call) costs one monitored call, the second; the
+results are eager's either way.
 """
 
 from __future__ import annotations
@@ -72,7 +74,7 @@ def _same(now: list[tuple[Any, Any, int]], then: list[tuple[Any, Any, int]]) -> 
 
 
 def _size(value: Any) -> int:
-    return len(value) if isinstance(value, list | dict | set) else -1
+    return len(value) if type(value) in (list, dict, set) else -1  # (exact: no __len__ run)
 
 
 def _items(table: dict[Any, Any], sizes: bool) -> list[tuple[Any, Any, int]]:
@@ -81,13 +83,14 @@ def _items(table: dict[Any, Any], sizes: bool) -> list[tuple[Any, Any, int]]:
 
 def _readers(fn: Any) -> list[Callable[[], list[tuple[Any, Any, int]]]]:
     """How to read each part of ``fn``'s own state (see the module docstring)."""
-    if isinstance(fn, types.MethodType):
+    kind = type(fn)
+    if kind is types.MethodType:
         owner, func = fn.__self__, fn.__func__
-    elif isinstance(fn, types.FunctionType):
+    elif kind is types.FunctionType:
         owner, func = None, fn
     else:
         owner = fn
-        method = type(fn).forward if isinstance(fn, torch.nn.Module) else type(fn).__call__
+        method = kind.forward if issubclass(kind, torch.nn.Module) else kind.__call__
         func = getattr(method, "__func__", method)
     readers = [] if owner is None else _object_readers(owner)
     if isinstance(func, types.FunctionType):
@@ -104,17 +107,31 @@ def _object_readers(owner: Any) -> list[Callable[[], list[tuple[Any, Any, int]]]
         if id(obj) in seen:
             continue
         seen.add(id(obj))
-        attrs = getattr(obj, "__dict__", None)
-        if type(attrs) is not dict:
+        attrs = _instance_dict(obj)
+        if attrs is None:
             continue
         readers.append(functools.partial(_items, attrs, True))
-        if isinstance(obj, torch.nn.Module):
+        if issubclass(type(obj), torch.nn.Module):
             for name in _TABLES:
                 table = attrs.get(name)
                 if isinstance(table, dict):
                     readers.append(functools.partial(_items, table, False))
             todo.extend(m for m in attrs.get("_modules", {}).values() if m is not None)
     return readers
+
+
+def _instance_dict(obj: Any) -> dict[str, Any] | None:
+    """``obj.__dict__`` read without running any of the program's code (no ``__getattribute__``
+    of its class, no ``__dict__`` property: the picture must not show in what the program
+    sees): only the slot CPython gives an instance of a class without ``__slots__``."""
+    for klass in type(obj).__mro__:
+        slot = klass.__dict__.get("__dict__")
+        if slot is not None:
+            if type(slot) is not types.GetSetDescriptorType:
+                return None
+            attrs = slot.__get__(obj, type(obj))
+            return attrs if type(attrs) is dict else None
+    return None
 
 
 def _function_readers(func: types.FunctionType) -> list[Callable[[], list[tuple[Any, Any, int]]]]:

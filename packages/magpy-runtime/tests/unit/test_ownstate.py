@@ -82,3 +82,29 @@ def test_a_global_container_appended_to_is_not_own_state() -> None:
 
 def test_an_unreadable_picture_changes_nothing() -> None:
     assert not changed(None)
+
+
+class Watched:
+    """A callable object whose class watches every attribute read."""
+
+    reads = 0
+
+    def __init__(self) -> None:
+        self.ready = False
+
+    def __getattribute__(self, name: str) -> Any:
+        type(self).reads += 1
+        return object.__getattribute__(self, name)
+
+    def __call__(self, x: Any) -> Any:
+        return x
+
+
+def test_the_picture_runs_none_of_the_programs_code() -> None:
+    """No ``__getattribute__`` of the program runs to take or compare it (eager would not)."""
+    obj = Watched()
+    Watched.reads = 0
+    before = own_state(obj)
+    assert not changed(before) and Watched.reads == 0
+    object.__setattr__(obj, "ready", True)
+    assert changed(before) and Watched.reads == 0
