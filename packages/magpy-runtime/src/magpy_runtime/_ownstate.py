@@ -12,7 +12,7 @@ compares it with the state after. The callable's own state is:
 
 - the attributes of the object called (a module, a callable instance, a bound method's
   ``self``), and of every submodule of a module: each attribute's value by identity, the size of
-  a list, dict or set held there (a cache filled, a list of hooks), and the entries of a
+  a list, dict, set or deque held there (a cache filled, a list of hooks), and the entries of a
   module's parameter, buffer and submodule tables;
 - the bindings its function reads: the globals its code names, its closure cells, the
   function's own attributes, by identity (a global rebound by ``global _mask; _mask = ...``).
@@ -29,6 +29,7 @@ results are eager's either way.
 
 from __future__ import annotations
 
+import collections
 import functools
 import types
 from collections.abc import Callable
@@ -42,6 +43,8 @@ __all__ = ["OwnState", "changed", "own_state"]
 MAX_OBJECTS = 10_000
 _ABSENT = object()  # a global the code names that is not bound (yet)
 _TABLES = ("_parameters", "_buffers", "_modules")
+# the containers whose size is pictured (their ``len`` is CPython's, never the program's)
+_SIZED = (list, dict, set, collections.OrderedDict, collections.defaultdict, collections.deque)
 
 # an entry of the picture: how to read the items again, and the items read before
 Entry = tuple[Callable[[], list[tuple[Any, Any, int]]], list[tuple[Any, Any, int]]]
@@ -74,7 +77,7 @@ def _same(now: list[tuple[Any, Any, int]], then: list[tuple[Any, Any, int]]) -> 
 
 
 def _size(value: Any) -> int:
-    return len(value) if type(value) in (list, dict, set) else -1  # (exact: no __len__ run)
+    return len(value) if type(value) in _SIZED else -1  # (exact types: no program __len__ runs)
 
 
 def _items(table: dict[Any, Any], sizes: bool) -> list[tuple[Any, Any, int]]:
