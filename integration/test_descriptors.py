@@ -157,7 +157,9 @@ class Asking(torch.nn.Module):
 def test_asking_for_a_property_runs_it_once(present: bool) -> None:
     """``hasattr``/``getattr(..., default)`` of a property run its getter, followed like a read:
     one graph. A getter that raises AttributeError (the answer is "absent") is a break; either
-    way the getter runs exactly as often as in eager."""
+    way the getter runs exactly as often as in eager. (Absent: the first call breaks and writes
+    ``calls``, the module's own state, so the second is captured whole once more before the
+    module splits, see docs/lazy-init.md: its segments hit from the fourth call.)"""
     graphs, reasons = H.graphs(Asking(present), torch.randn(2))
     if present:
         assert (graphs, reasons) == (1, [])
@@ -165,7 +167,7 @@ def test_asking_for_a_property_runs_it_once(present: bool) -> None:
         assert reasons and "step was called but its frame" in reasons[0]
     module, eager = Asking(present), Asking(present)
     compiled = magpy.compile(module, backend="eager")
-    for _ in range(3):
+    for _ in range(4):
         x = torch.randn(2)
         H.assert_same(compiled(x), eager(x))
         assert module.calls == eager.calls

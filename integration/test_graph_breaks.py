@@ -11,7 +11,8 @@ many times a compiled graph ran.
 The exact counts below are what the implementation guarantees today (docs/frame-hook.md):
 
 - the first call captures the whole call, meets the break and switches the callable to *split*
-  mode (no graph yet); the next call records one segment per site;
+  mode (no graph yet); the next call records one segment per site (a first call that wrote the
+  callable's own state is captured whole once more first: docs/lazy-init.md, test_lazy_init.py);
 - a callee that breaks is recorded one call level per call: while a caller's segment is being
   monitored, the callee's entry site stays out of the way (the callee is inlined into the
   caller's segment, which then ends at the CALL), so ``f -> g -> h`` needs a few calls to settle;

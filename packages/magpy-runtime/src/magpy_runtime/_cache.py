@@ -40,6 +40,7 @@ from ._dynamic import as_locals, changed_on_miss, changed_scalars, promote_all
 from ._errors import FullGraphError, MagPyWarning
 from ._logging import log_topic
 from ._owner import RecordOwner
+from ._ownstate import OwnState, changed, own_state
 from ._pool import adopt
 from ._sites import ensure_entry_site, split_loops_of, user_function
 from ._stance import records_here
@@ -107,6 +108,7 @@ class CacheState:
     # a break on the first call is tried once more whole before splitting (see _retry_whole)
     second_chance: bool = True
     retrying: BreakReason | None = None
+    first_state: OwnState | None = None  # the callable's own state before its first call
     dynamic: bool | None = None
     dynamic_paths: set[Any] = attrs.field(factory=set)
     site_records: list[Record] = attrs.field(factory=list)
@@ -159,7 +161,7 @@ class CacheState:
             self.records.clear()
             self.hits = self.misses = self.breaks = self.fallbacks = self.busy = 0
             self.split = False
-            self.second_chance, self.retrying = True, None
+            self.second_chance, self.retrying, self.first_state = True, None, None
             self.trip_records = 0
             self.speculate = True
             self.assumption_misses = 0
@@ -257,6 +259,9 @@ class CacheState:
                 return AGAIN
             self._recorder = me
             self._recording += 1
+            first = self._recording == 1 and self.second_chance and not self.records
+        if first and not self.split:  # (what the first call writes of it: see _retry_whole)
+            self.first_state = own_state(fn)
         return len(self.records) + 1 >= limit > 1
 
     def release(self) -> None:
@@ -265,6 +270,7 @@ class CacheState:
             self._recording -= 1
             if not self._recording:
                 self._recorder = None
+                self.first_state = None  # (the values it holds are let go)
 
     def capture_options(self, last: bool) -> dict[str, Any]:
         return {
@@ -475,12 +481,18 @@ class CacheState:
             self._go_eager(f"internal error: {failure}", warn=True)
 
     def _retry_whole(self, failure: Unsupported, reason: BreakReason) -> bool:
-        """A break on the first call on state that call creates (``StateNotReady``: an
-        optimizer's state, made by its first step): the next call is captured whole once more
-        before the callable is split into segments."""
-        if not isinstance(failure, StateNotReady) or not self.second_chance:
+        """A break on the first call: the next call is captured whole once more, before the
+        callable is split into segments, when the first call wrote the callable's own state
+        (lazy initialisation: ``if not self.ready: ...; self.ready = True``, a buffer
+        registered, a size or a mask cached; see ``_ownstate``) or broke on state it creates
+        (``StateNotReady``: an optimizer's state, made by its first step). Its path may have
+        met the break only because it initialised: splitting at once would keep every later
+        call in segments, part of it native, though no later call breaks. A break that comes
+        again splits on the second call (and counts once). A first call that changed nothing
+        of its own meets the same break on the next call: it splits at once."""
+        if not self.second_chance or self.records or self.split:
             return False
-        if self.records or self.split:
+        if not isinstance(failure, StateNotReady) and not changed(self.first_state):
             return False
         self.second_chance = False
         self.retrying = reason
