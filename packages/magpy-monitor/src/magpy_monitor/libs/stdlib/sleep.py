@@ -11,7 +11,6 @@ computed from a tensor's values, or anything but a plain number, stays a break.
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from magpy_refgraph import Const
 
