@@ -42,6 +42,7 @@ from ...core.registry import BUILTIN_HANDLERS, METHOD_HANDLERS
 from ...core.values import BoundMethod, Val
 from ...core.valuetypes import is_value_type
 from .errstate import check_error_state
+from .tensorarrays import array_method, numpy_call, operator_result, tensor_of_array
 
 __all__ = [
     "array_attr",
@@ -281,6 +282,9 @@ def _unchanged(m: FrameMonitor, snaps: list[tuple[Any, Any]]) -> None:
 @registry.ARRAY_OP.provide
 def array_op(m: FrameMonitor, fn: Any, args: list[Val], result: Any) -> Val:
     """An operator over arrays (``a + 1``, ``a[i]``, ``a > 0``, ``a += b``), after it ran."""
+    over_tensor = operator_result(m, fn, args, result)  # (arrays of tensor values)
+    if over_tensor is not None:
+        return over_tensor
     _accept(m, args, getattr(fn, "__name__", str(fn)))
     if is_array(result) and args and result is args[0].obj:
         _check_shared(m, result, write=True)  # an in-place operator (a += b)
@@ -323,6 +327,8 @@ def array_items(m: FrameMonitor, v: Val) -> list[Val] | None:
 
 def _call(what: str, fn: Any) -> Any:
     def handle(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+        if numpy_call(m, inst, fn, pos, kw):  # over tensor values: tensor math
+            return
         vals = [*pos, *kw.values()]
         _accept(m, vals, what)
         snaps = _snapshots(m.cap, vals)
@@ -342,6 +348,8 @@ def _method(name: str) -> Any:
     call = _call(f"ndarray.{name}", getattr(np.ndarray, name))
 
     def handle(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+        if array_method(m, inst, name, pos, kw):  # of an array of tensor values
+            return
         if not pos or not is_fresh_array(m.cap, pos[0]):
             raise m.unsupported(f"ndarray.{name} of a ndarray read from outside")
         call(m, inst, pos, kw)
@@ -500,6 +508,8 @@ def _tensor_ctor(fn: Any, *, shares: bool) -> Any:
             _as_op(m, inst, fn, classify(fn), pos, kw)
             return
         others = [v for v in (*pos, *kw.values()) if v is not data]
+        if tensor_of_array(m, inst, data, others, name):
+            return
         if is_array(data.obj) and not is_fresh_array(m.cap, data) and data.external:
             array_input_to_tensor(m, inst, data, others, name)
             return
