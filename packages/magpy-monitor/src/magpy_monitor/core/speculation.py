@@ -148,8 +148,8 @@ def predicate_read(
     """``t.is_nonzero()``, ``torch.allclose(a, b)``: a Python bool read from tensor values, a
     speculated read of the graph's 0-d answer (see ``read_value``); None for other operations
     (their result stays a break)."""
-    if name not in _PREDICATES or type(result) is not bool or not pos:
-        return None
+    if name not in _PREDICATES or type(result) is not bool or not pos or not cap.speculate:
+        return None  # (without speculation: the break it always was)
     if not all(isinstance(v.obj, torch.Tensor) and _plain(v.obj) for v in pos[:2]):
         return None
     rec = cap.rec

@@ -206,6 +206,9 @@ def _record(m: FrameMonitor, name: str, args: list[Val], result: Any) -> Val:
         expect = expect.to(out_dtype)
     if not _same(expect, torch.from_numpy(np.ascontiguousarray(result))):
         raise m.unsupported(f"numpy {name} over tensor values differs from torch's")
+    checked = name in _ARITHMETIC and out_dtype.is_floating_point
+    if checked:
+        _can_assume_finite(m, name, expect)
     nodes = tuple(n for n, _ in pairs)
     if name == "astype":
         node = cap.rec.call("call_method", "to", (nodes[0], out_dtype), {"copy": True})
@@ -215,8 +218,8 @@ def _record(m: FrameMonitor, name: str, args: list[Val], result: Any) -> Val:
         node = cap.rec.call("call_method", "to", (node, out_dtype), {})
     if result.flags.c_contiguous:  # (numpy's layout: a tensor sharing its memory has it too)
         node = cap.rec.call("call_method", "contiguous", (node,), {})
-    if name in _ARITHMETIC and out_dtype.is_floating_point:
-        _assume_finite(m, name, node, expect)
+    if checked:
+        _assume_finite(m, name, node)
     return cap.new(result, payload=TensorArray(node))
 
 
@@ -274,11 +277,13 @@ def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
     return bool(torch.equal(a, b)) and bool(torch.equal(a.signbit(), b.signbit()))
 
 
-def _assume_finite(m: FrameMonitor, name: str, node: Any, value: torch.Tensor) -> None:
+def _can_assume_finite(m: FrameMonitor, name: str, value: torch.Tensor) -> None:
     """Arithmetic whose result is finite met no floating-point condition numpy reports (an
-    overflow gives inf, 0/0 and inf-inf NaN, x/0 inf): assume so on every call. Underflow,
-    which leaves no trace in the result, must be ignored by numpy's error state (guarded)."""
-    cap = m.cap
+    overflow gives inf, 0/0 and inf-inf NaN, x/0 inf), so a finite result can be assumed (see
+    ``_assume_finite``); underflow, which leaves no trace in the result, must be ignored by
+    numpy's error state."""
+    if not m.cap.speculate:
+        raise m.unsupported(f"numpy {name} over tensor values (speculation is off here)")
     if not bool(torch.isfinite(value).all()):
         raise m.unsupported(f"numpy {name} over tensor values gave inf or NaN")
     modes = np.geterr()
@@ -286,6 +291,12 @@ def _assume_finite(m: FrameMonitor, name: str, node: Any, value: torch.Tensor) -
         raise m.unsupported(
             f"numpy {name} over tensor values under np.seterr(under={modes['under']!r})"
         )
+
+
+def _assume_finite(m: FrameMonitor, name: str, node: Any) -> None:
+    """Assume arithmetic node ``node`` finite on every call, under the error state it was
+    recorded in (guarded: another state may warn or raise where this one did not)."""
+    cap = m.cap
     _guard_error_state(cap)
     ok = cap.rec.call("call_function", torch.isfinite, (node,), {})
     ok = cap.rec.call("call_method", "all", (ok,), {})
