@@ -2,10 +2,11 @@
 
 - ``t.numpy()`` (``t.detach().cpu().numpy()``, ``np.asarray(t)``) whose array only meets numpy
   operations numpy and torch compute alike (comparisons, ``maximum``, ``where``, ``+ - * /``,
-  ``astype``) and goes back into a tensor (``torch.from_numpy``/``as_tensor``/``tensor``) is
-  tensor math in the graph. A Python branch on its values (``if a.sum() > 0``), returning the
-  array and a function torch may round differently (``np.exp``) stay breaks. Arithmetic that
-  meets a floating-point condition (``x / 0``) on a later call misses and runs eagerly.
+  ``astype``, basic subscripts) and goes back into a tensor (``torch.from_numpy``,
+  ``as_tensor``, ``tensor``) is tensor math in the graph. A Python branch on its values
+  (``if a.sum() > 0``), returning the array and a function torch may round differently
+  (``np.exp``) stay breaks. Arithmetic that meets a floating-point condition (``x / 0``) on a
+  later call misses and runs eagerly.
 - ``torch.from_numpy(a)``/``as_tensor(a)``/``tensor(a)`` of an array from an argument, a global
   or an attribute is a graph input converted on every call: a write into the array between two
   calls is seen, and the tensor shares the array's memory where eager's does.
@@ -64,6 +65,10 @@ def mixed(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]
     return torch.from_numpy(a + b), torch.from_numpy(a - 1 / (np.abs(b) + 10))
 
 
+def sliced(x: torch.Tensor) -> torch.Tensor:
+    return torch.from_numpy(x.numpy()[1:, ::2] * 2) + torch.from_numpy(x.numpy()[0, None, 1::2])
+
+
 def halved_ints(x: torch.Tensor) -> torch.Tensor:
     return torch.from_numpy(x.long().numpy() / 2)  # numpy: int64 / int -> float64
 
@@ -78,6 +83,7 @@ def halved_ints(x: torch.Tensor) -> torch.Tensor:
         (converted, [(4,)]),
         (mixed, [(3,), (3,)]),
         (halved_ints, [(6,)]),
+        (sliced, [(3, 4)]),
     ],
 )
 def test_numpy_arithmetic_over_tensor_values_is_one_graph(
@@ -107,7 +113,16 @@ def changed_result(x: torch.Tensor) -> torch.Tensor:
     return torch.from_numpy(a + 0)
 
 
-@pytest.mark.parametrize("fn", [changed_after_numpy, changed_through_from_numpy, changed_result])
+def changed_through_a_slice(x: torch.Tensor) -> torch.Tensor:
+    t = torch.from_numpy(x.numpy()[1:])
+    t.mul_(2)  # x's memory, from its second row on
+    return x * 1
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [changed_after_numpy, changed_through_from_numpy, changed_result, changed_through_a_slice],
+)
 def test_in_place_changes_reach_the_array_as_in_eager(check: Any, fn: Callable[..., Any]) -> None:
     """``t.numpy()`` and ``torch.from_numpy(a)`` share memory: an in-place change through one
     is seen through the other in the graph too."""

@@ -84,6 +84,9 @@ def subscr(m: FrameMonitor, inst: Inst, container: Val, key: Val) -> None:
     if is_value_type(obj) or container.const or container.expr is not None:
         scalar_op(m, inst, operator.getitem, [container, key])
         return
+    if not container.external and registry.INVOLVES_ARRAY.impl([container], None):
+        scalar_op(m, inst, operator.getitem, [container, key])  # an array of tensor values
+        return
     getitem = getattr(type(obj), "__getitem__", None)
     if isinstance(getitem, types.FunctionType):
         cap.observe_type(container)

@@ -10,14 +10,15 @@ operation over such arrays is recorded as the torch operation computing the same
 
 Only operations whose values are identical in both libraries are recorded: comparisons,
 ``maximum``/``minimum``, ``where``, ``abs``, negation, rounding to integers, logical and bitwise
-operations, and the correctly rounded ``+ - * /`` and ``sqrt``. Operands are first converted to
-the dtype numpy computes in (``np.result_type``, or the result's dtype for arithmetic) as numpy
-converts them, over bool, int32, int64, float32 and float64 only. Arithmetic that may meet a
-floating-point condition (an overflow, a division by zero: numpy warns or raises under its error
-state) is recorded with an assumption that its result is finite (see ``core.speculation``): a call
-where it is not misses and runs the program eagerly, warnings included; the error state is
-guarded. At record time every recorded operation is also run in torch over the run's values and
-must give numpy's result bit for bit, or it is a break.
+operations, the correctly rounded ``+ - * /`` and ``sqrt``, and basic subscripts (``a[1:, 0]``:
+views in both, with the same strides). Operands are first converted to the dtype numpy computes
+in (``np.result_type``, or the result's dtype for arithmetic) as numpy converts them, over bool,
+int32, int64, float32 and float64 only. Arithmetic that may meet a floating-point condition (an
+overflow, a division by zero: numpy warns or raises under its error state) is recorded with an
+assumption that its result is finite (see ``core.speculation``): a call where it is not misses
+and runs the program eagerly, warnings included; the error state is guarded. At record time
+every recorded operation is also run in torch over the run's values and must give numpy's
+result bit for bit, or it is a break.
 
 Any other use of such an array (a Python branch on ``a.sum()``, an attribute, iteration, a
 write, returning it) finds an array that was not made from guarded values: a break, as before.
@@ -26,6 +27,7 @@ write, returning it) finds an array that was not made from guarded values: a bre
 from __future__ import annotations
 
 import importlib
+import operator
 from typing import Any
 
 import torch
@@ -49,7 +51,8 @@ except ImportError:  # numpy is optional
 
 class TensorArray(Payload):
     """An ndarray holding the values of graph node ``fx`` (a tensor of the same dtype);
-    ``view``: it shares the memory of the program's tensor (``t.numpy()``)."""
+    ``view``: ``fx`` has the array's strides (a tensor sharing the array's memory is a view of
+    ``fx``)."""
 
     __slots__ = ("fx", "view")
 
@@ -116,9 +119,13 @@ def tensor_to_array(m: FrameMonitor, inst: Inst, t: Val, what: str, *, copy: boo
         if type(arr) is not np.ndarray or _TORCH_DTYPE.get(arr.dtype) is not obj.dtype:
             raise m.unsupported(f"{what} gave a {type(arr).__name__}")
         x = cap.rec.call("call_method", "detach", (node,), {})
-        if copy:
+        strides = tuple(s * arr.itemsize for s in obj.stride())
+        if copy:  # np.array(t): numpy's copy, contiguous where it is
             x = cap.rec.call("call_method", "clone", (x,), {})
-        return [cap.new(arr, payload=TensorArray(x, view=not copy))]
+            if arr.flags.c_contiguous:
+                x = cap.rec.call("call_method", "contiguous", (x,), {})
+        same = arr.flags.c_contiguous if copy else arr.strides == strides
+        return [cap.new(arr, payload=TensorArray(x, view=bool(same)))]
 
     m.expect_outputs(inst, 1, make)
 
@@ -159,6 +166,8 @@ def operator_result(m: FrameMonitor, fn: Any, args: list[Val], result: Any) -> V
     if not any(is_tensor_array(v) for v in args):
         return None
     name = getattr(fn, "__name__", "")
+    if name == "getitem":
+        return _item(m, args, result)
     if name not in _EXACT and name not in _ARITHMETIC:  # (in-place operators among them)
         raise m.unsupported(f"operator.{name} over a ndarray of tensor values")
     return _record(m, name, args, result)
@@ -220,7 +229,29 @@ def _record(m: FrameMonitor, name: str, args: list[Val], result: Any) -> Val:
         node = cap.rec.call("call_method", "contiguous", (node,), {})
     if checked:
         _assume_finite(m, name, node)
-    return cap.new(result, payload=TensorArray(node))
+    return cap.new(result, payload=TensorArray(node, view=bool(result.flags.c_contiguous)))
+
+
+def _item(m: FrameMonitor, args: list[Val], result: Any) -> Val:
+    """``a[key]`` with a basic index (ints, slices with a positive step, None, ``...``): a view
+    in both libraries, with the same strides."""
+    base, key = args
+    ta = base.payload(TensorArray)
+    if ta is None or type(result) is not np.ndarray or not _basic_index(key.obj, top=True):
+        raise m.unsupported("a subscript of a ndarray of tensor values that is no basic index")
+    cap = m.cap
+    cap.observe(key)
+    node = cap.rec.call("call_function", operator.getitem, (ta.fx, cap.to_arg(key)), {})
+    return cap.new(result, payload=TensorArray(node, view=ta.view))
+
+
+def _basic_index(key: Any, *, top: bool) -> bool:
+    if type(key) is tuple and top:
+        return all(_basic_index(k, top=False) for k in key)
+    if type(key) is slice:
+        parts = (key.start, key.stop, key.step)
+        return all(p is None or type(p) is int for p in parts) and (key.step or 1) > 0
+    return key is None or key is Ellipsis or type(key) is int
 
 
 def _fn(name: str) -> Any:
@@ -327,12 +358,11 @@ def tensor_of_array(m: FrameMonitor, inst: Inst, data: Val, others: list[Val], w
             raise m.unsupported(f"{what} of tensor values gave a new autograd leaf")
         arr = data.obj
         shares = t.data_ptr() == arr.ctypes.data and t.dtype == _TORCH_DTYPE[arr.dtype]
-        if not (ta.view or t.is_contiguous()):
+        if not (ta.view if shares else t.is_contiguous()):
             raise m.unsupported(f"{what} of tensor values gave another layout")
         if shares:
-            # the array's memory: a view of its node, so that an in-place change of either
-            # reaches the other, as in eager (``t.numpy()``: the program's tensor's strides;
-            # else a contiguous result, see ``_record``)
+            # the array's memory: a view of its node (which has the array's strides), so that
+            # an in-place change of either reaches the other, as in eager
             node = cap.rec.call("call_method", "view_as", (ta.fx, ta.fx), {})
         else:  # a copy (torch.tensor, another dtype): contiguous, as eager's
             node = cap.rec.call("call_method", "to", (ta.fx,), {"dtype": t.dtype, "copy": True})
