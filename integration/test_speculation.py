@@ -7,8 +7,9 @@ records the other case. Every test compares compiled against eager on fresh inpu
 records, hits and misses, so that neither a record that never hits nor one that hits wrongly
 can pass.
 
-``torch.equal(q, k)`` and ``max(t.sum(), 1)`` (a tensor compared with a number) are value reads
-of the same kind: each outcome is assumed and checked.
+``torch.equal(q, k)``, ``t.is_nonzero()``, ``torch.allclose(a, b)`` and ``max(t.sum(), 1)`` (a
+tensor compared with a number) are value reads of the same kind: each outcome is assumed and
+checked.
 """
 
 from __future__ import annotations
@@ -411,6 +412,27 @@ def test_torch_equal_is_a_value_read() -> None:
     stats = magpy.stats(compiled)
     assert (stats.records, stats.hits, stats.breaks) == (2, 3, 0), stats
     assert H.graphs(same_or_sum, x, x.clone(), x.clone()) == (1, [])
+
+
+def close_or_apart(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    if x.sum().is_nonzero() and torch.allclose(x, y, atol=1e-3):
+        return x * 2
+    if torch.is_nonzero(x[0] > 0):
+        return x - y
+    return x + y
+
+
+def test_is_nonzero_and_allclose_are_value_reads() -> None:
+    """``t.is_nonzero()`` is ``bool(t)``, ``torch.allclose`` is ``isclose(...).all()``: each
+    outcome is assumed and checked (they were a break: a tensor operation returning a bool)."""
+    compiled = magpy.compile(close_or_apart, backend="eager")
+    x = torch.rand(4) + 0.5
+    calls = [(x, x + 1e-5), (x * 2, x * 2 - 1e-5), (x, x + 1), (x * 3, x), (x, x.clone())]
+    for args in calls:
+        H.assert_same(compiled(*args), close_or_apart(*args))
+    stats = magpy.stats(compiled)
+    assert (stats.records, stats.hits, stats.breaks) == (2, 3, 0), stats
+    assert H.graphs(close_or_apart, x, x + 1) == (1, [])
 
 
 def positive_mean(label: torch.Tensor, score: torch.Tensor) -> Any:

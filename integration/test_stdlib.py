@@ -4,7 +4,7 @@
 time: their inputs are guarded and their results are constants of the record (TorchDynamo 2.13
 breaks the graph on each). ``global g; g = ...`` is a write the mock replays. Also:
 ``abs``/``pow`` of a tensor (tensor ops), ``logging`` at a disabled level (free), and
-``os.environ.get`` of a missing variable.
+``os.environ.get`` of a missing variable; ``time.sleep(s)``, which the mock replays.
 
 numpy (an array from outside is not a constant either): ``test_numpy.py``.
 """
@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import struct
+import time
 import zlib
 from collections.abc import Callable
 from typing import Any
@@ -179,3 +180,28 @@ def test_os_environ_get_of_a_missing_variable(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setenv("MAGPY_TEST_UNSET_SCALE", "3.0")
     x = torch.randn(3)
     assert torch.equal(compiled(x), x * 3.0)
+
+
+# ---------------------------------------------------------------------- time.sleep
+def paced(x: torch.Tensor, pause: float) -> torch.Tensor:
+    y = x + 1
+    time.sleep(pause)  # rate limiting, a "simulated latency" in a test model
+    return y * 2
+
+
+def test_time_sleep_is_replayed_on_every_hit() -> None:
+    """``time.sleep(s)`` changes nothing the program can see but the time a call takes: one
+    graph, and the mock sleeps for the same time on every hit; another duration (guarded by
+    value) is another record."""
+    ex = H.explain_quietly(paced, torch.randn(3), 0.01)
+    assert (ex.graph_count, ex.graph_break_count) == (1, 0), H.break_text(ex)
+    compiled = magpy.compile(paced, backend="eager")
+    for pause in (0.05, 0.05, 0.05, 0.0, 0.0):
+        x = torch.randn(3)
+        start = time.perf_counter()
+        got = compiled(x, pause)
+        took = time.perf_counter() - start
+        H.assert_same(got, paced(x, pause))
+        assert took >= pause, (took, pause)
+    st = magpy.stats(compiled)
+    assert (st.records, st.hits, st.breaks) == (2, 3, 0), st

@@ -1,8 +1,10 @@
 """Legacy tensor constructors, ``nn.Parameter``, ``Tensor.type``, scripted functions, partials.
 
 - ``torch.Tensor([0])``/``torch.FloatTensor([...])`` are ``torch.tensor(data, dtype=...)`` of
-  guarded data; ``torch.Tensor(n, m)`` is uninitialised memory, allowed only when the program
-  fills it before anything reads it (else a break).
+  guarded data (of a ``range``: an ``arange``); ``torch.Tensor(n, m)`` is uninitialised
+  memory, allowed only when the program fills it before anything reads it (else a break: the
+  values of memory nobody wrote differ between eager and any replay, so a program that reads
+  them is left to eager rather than given other garbage).
 - ``nn.Parameter(t, requires_grad=False)`` consumed by tensor operations is ``t.detach()``;
   a Parameter that escapes, or ``requires_grad=True``, is left to eager.
 - ``x.type(torch.FloatTensor)`` is a dtype conversion; ``F.threshold``'s
@@ -119,6 +121,30 @@ def test_legacy_sizes_filled_at_once_are_one_graph(check: Any) -> None:
     """``torch.Tensor(n, n).fill_(v)`` overwrites all of the uninitialised memory."""
     _one_graph(filled, torch.randn(4))
     check(filled, _inputs(4))
+
+
+def ranges(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    n = x.size(0)
+    return (
+        x + torch.LongTensor(range(n)),
+        torch.FloatTensor(range(2, 2 * n, 2)) * x[1:],
+        torch.Tensor(range(n)),
+        torch.BoolTensor(range(n)),
+        x.new(range(n)),
+    )
+
+
+def test_legacy_constructors_of_a_range_are_one_graph(check: Any) -> None:
+    """``torch.LongTensor(range(n))``: an int64 ``arange`` converted to the type's dtype, as the
+    constructor converts Python ints; ``n`` follows the guarded size."""
+    _one_graph(ranges, torch.randn(4))
+    check(ranges, _inputs(4))
+    compiled = magpy.compile(ranges, backend="eager")
+    for n in (3, 5, 5):
+        x = torch.randn(n)
+        H.assert_same(compiled(x), ranges(x))
+    st = magpy.stats(compiled)
+    assert st.breaks == 0 and st.hits >= 1, st
 
 
 def reads_uninitialised(x: torch.Tensor) -> torch.Tensor:

@@ -531,6 +531,8 @@ def _emit_inputs(
     inputs = [pv.var(p) for p in plan.inputs]
     for i in plan.scalar_inputs:  # promoted Python scalars enter the graph as 0-d tensors
         inputs[i] = f"{c(scalar_tensor)}({inputs[i]})"
+    for i in plan.array_inputs:  # numpy arrays from outside: a tensor over their memory
+        inputs[i] = f"{c(torch.from_numpy)}({inputs[i]})"
     ret = f"({', '.join(inputs)},)" if inputs else "()"
     if shape_check is not None and inputs:
         body.append(f"{ind}__magpy_inputs = {ret}")

@@ -211,4 +211,5 @@ class Plan:
     writebacks: tuple[WriteBack, ...]
     num_outputs: int
     scalar_inputs: frozenset[int] = frozenset()  # inputs that are promoted Python scalars
+    array_inputs: frozenset[int] = frozenset()  # inputs that are numpy arrays (from_numpy'd)
     checks: tuple[Check, ...] = ()  # assumed values of tensor reads, checked after the graph

@@ -119,6 +119,16 @@ def _list_extend(m: FrameMonitor, inst: Inst) -> None:
 
         consume_generator(m, inst, it, 0, finish)
         return
+    if isinstance(it.obj, torch.Tensor):  # [*t]: the rows Tensor.__iter__ made natively
+        registry.CHECK_ROW_SOURCE.impl(m, it)
+        start = len(items)
+
+        def rows(real: list[Any]) -> list[Val]:
+            items.extend(registry.TENSOR_ROWS.impl(m, it, tuple(target.obj[start:])).items)
+            return []
+
+        m.expect_outputs(inst, 0, rows)
+        return
     items.extend(unpack(m, it, None))
 
 

@@ -39,6 +39,14 @@ _MODULE_CONTAINERS = (torch.nn.ModuleList, torch.nn.Sequential, torch.nn.Paramet
 _DICT_LIKE = (collections.OrderedDict, collections.defaultdict, collections.Counter)
 
 
+def _operator_subscript(v: Val) -> bool:
+    """``v[key]`` is the operator over values: a value, a constant, a replayable expression, or
+    an array the run made (of tensor values: see ``libs.numpy.tensorarrays``)."""
+    if is_value_type(v.obj) or v.const or v.expr is not None:
+        return True
+    return not v.external and registry.INVOLVES_ARRAY.impl([v], None)
+
+
 def subscr(m: FrameMonitor, inst: Inst, container: Val, key: Val) -> None:
     """Model ``container[key]`` (BINARY_SUBSCR)."""
     cap = m.cap
@@ -81,7 +89,7 @@ def subscr(m: FrameMonitor, inst: Inst, container: Val, key: Val) -> None:
     ):
         _entry_item(m, inst, container, key)
         return
-    if is_value_type(obj) or container.const or container.expr is not None:
+    if _operator_subscript(container):
         scalar_op(m, inst, operator.getitem, [container, key])
         return
     getitem = getattr(type(obj), "__getitem__", None)

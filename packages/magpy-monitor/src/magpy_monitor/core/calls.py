@@ -28,7 +28,7 @@ from .joined import JOINING, joined_entry
 from .operators import opaque_object
 from .registry import BUILT_OBJECT_TRUTH, OUTSIDE_ARRAY
 from .shapes import SIZE_FREE_READS, numel_val, read_offsets, size_vals
-from .speculation import truth_of_tensor
+from .speculation import predicate_read, truth_of_tensor
 from .values import UNBOUND, BoundMethod, MadeFunction, PackedArgs, Payload, Val
 from .valuetypes import FROZEN_MODULE_ROOTS, is_value_type, library_module
 
@@ -118,6 +118,9 @@ def _as_op(
         if joined is not None:
             return [joined]
         name = str(ann.method or getattr(fn, "__name__", ""))
+        read = predicate_read(cap, name, pos, kwargs, real[0])
+        if read is not None:
+            return [read]
         operand = 1 if name in _ARITHMETIC else -1  # (x.mul_(1 - lr * wd): an operand)
         args = tuple(
             _arg(cap, name, i, a, promote=i == operand) for i, a in enumerate(pos)

@@ -99,6 +99,7 @@ class Capture:
         self.dynamic_paths: frozenset[Path] = frozenset()
         self.promote_all = False
         self.scalar_inputs: set[int] = set()
+        self.array_inputs: set[int] = set()  # numpy arrays from outside, converted per call
         self.shapes: ShapeTracker | None = None  # symbolic sizes, once a dim is dynamic
         self.mutations = 0
         self.ahead_iters: list[Val] = []  # pre-existing iterators a loop took values from

@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from . import registry
 from .annotations import Annotation, Kind, classify
 from .calls import _as_op as as_op
 from .calls import _meta_call as meta_call
@@ -193,6 +194,23 @@ def _tensor_value_read(m: FrameMonitor, inst: Inst, c: Call) -> None:
     reason = c.ann.reason or f"{qualified_name(fn)} reads a tensor's value"
     read = read_list if fn.__name__ == "tolist" else read_value
     m.expect_outputs(inst, 1, lambda real: [read(cap, pos[0], real[0], reason)])
+
+
+def _array_read(c: Call) -> bool:
+    """``t.numpy()``: an ndarray over the tensor's values (see libs.numpy.tensorarrays)."""
+    return (
+        c.ann.kind is Kind.VALUE_READ
+        and getattr(c.fn, "__name__", None) == "numpy"
+        and len(c.pos) == 1
+        and isinstance(c.pos[0].obj, torch.Tensor)
+    )
+
+
+@call_rule("tensor to ndarray", _array_read)
+def _tensor_to_array(m: FrameMonitor, inst: Inst, c: Call) -> None:
+    for v in c.kwargs.values():
+        m.cap.observe(v)  # force=...
+    registry.ARRAY_OF_TENSOR.impl(m, inst, c.pos[0], "Tensor.numpy")
 
 
 @call_rule("dynamic", lambda c: c.ann.kind in (Kind.VALUE_READ, Kind.EFFECT))

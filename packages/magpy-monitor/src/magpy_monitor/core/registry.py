@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ARRAY_ITEMS",
+    "ARRAY_OF_TENSOR",
     "ARRAY_OP",
     "ATTR_RULES",
     "ATTR_RULE_ORDER",
@@ -270,6 +271,7 @@ CALL_RULE_ORDER: tuple[str, ...] = (
     "shape read",  # core: META (x.size(), x.dim())
     "pure",  # core: PURE, a constant guarded by its inputs
     "tensor value read",  # core: t.item() and the like, speculated
+    "tensor to ndarray",  # core: t.numpy(), tensor math while only numpy arithmetic reads it
     "dynamic",  # core: VALUE_READ / EFFECT stop the capture
     "opaque forward",  # pyobj: super().forward(x) of an RNN, one node
     "weak reference",  # libs/stdlib: ref() of an object the run knows
@@ -437,6 +439,10 @@ INVOLVES_ARRAY: Hook[Callable[..., bool]] = Hook("involves_array")
 #: ``array_op(m, fn, args, result) -> Val``: an operator over arrays, after it ran;
 #: ``core.operators.scalar_op``, ``bytecode.operators`` CONTAINS_OP
 ARRAY_OP: Hook[Callable[..., Any]] = Hook("array_op")
+#: ``array_of_tensor(m, inst, t, what) -> None``: ``t.numpy()``, an ndarray over tensor ``t``'s
+#: values whose uses numpy models as tensor math; called by ``core.dispatch``; provided by
+#: libs.numpy.tensorarrays
+ARRAY_OF_TENSOR: Hook[Callable[..., None]] = Hook("array_of_tensor")
 #: ``store_array_item(m, container, key, value)``: ``a[key] = value``; ``bytecode.subscripts``
 STORE_ARRAY_ITEM: Hook[Callable[..., None]] = Hook("store_array_item")
 #: ``array_items(m, v)``: the elements of a constant 1-d array (None: ``v`` is no array);

@@ -44,6 +44,7 @@ __all__ = [
     "draws_random",
     "is_random",
     "pin",
+    "predicate_read",
     "python_number",
     "read_list",
     "read_value",
@@ -132,6 +133,38 @@ def speculate_read(cap: Capture, node: Any, result: Any, reason: str) -> Val:
         raise _break(cap, reason)
     file, line = cap.location or ("", 0)
     return Val(result, payload=Speculated(node, f"{reason} ({file}:{line})"))
+
+
+# tensor operations that answer a Python bool from tensor values: ``t.is_nonzero()`` is
+# ``bool(t)`` of a one-element tensor (any other raised natively, and the shape is guarded);
+# ``torch.allclose(a, b, ...)`` is ``torch.isclose(a, b, ...).all()`` (the same broadcasting,
+# dtype rules and tolerances: ATen defines it so)
+_PREDICATES = frozenset({"is_nonzero", "allclose"})
+
+
+def predicate_read(
+    cap: Capture, name: str, pos: list[Val], kw: dict[str, Val], result: Any
+) -> Val | None:
+    """``t.is_nonzero()``, ``torch.allclose(a, b)``: a Python bool read from tensor values, a
+    speculated read of the graph's 0-d answer (see ``read_value``); None for other operations
+    (their result stays a break)."""
+    if name not in _PREDICATES or type(result) is not bool or not pos or not cap.speculate:
+        return None  # (without speculation: the break it always was)
+    if not all(isinstance(v.obj, torch.Tensor) and _plain(v.obj) for v in pos[:2]):
+        return None
+    rec = cap.rec
+    args = tuple(cap.to_arg(v) for v in pos)
+    kwargs = {k: cap.to_arg(v) for k, v in kw.items()}
+    if name == "is_nonzero":
+        x = rec.call("call_method", "detach", args, {})
+        x = rec.call("call_method", "reshape", (x, ()), {})
+    else:
+        x = rec.call("call_function", torch.isclose, args, kwargs)
+        x = rec.call("call_method", "all", (x,), {})
+    if pos[0].obj.device.type != "cpu":
+        x = rec.call("call_method", "cpu", (x,), {})
+    x = python_number(cap, x, bool, False)
+    return speculate_read(cap, x, result, f"{name} reads a tensor's value into Python")
 
 
 _MAX_LIST = 64  # elements of a ``t.tolist()`` read one by one (each may become a check)

@@ -460,6 +460,7 @@ def build_plan(
         writebacks=writes,
         num_outputs=len(p.outputs),
         scalar_inputs=frozenset(cap.scalar_inputs),
+        array_inputs=frozenset(cap.array_inputs),
         checks=checks,
     )
     return plan, p.outputs

@@ -30,7 +30,7 @@ from ..bytecode import (
 from ..core import attributes, dispatch, registry
 from ..libs.numpy import ndarrays
 from ..libs.numpy import rules as numpy_rules
-from ..libs.stdlib import locks, pyenv, warn, weakrefs
+from ..libs.stdlib import locks, pyenv, sleep, warn, weakrefs
 from ..libs.torch import (
     autograd,
     checkpoint,
@@ -93,7 +93,7 @@ LOADED = (
     special, highorder, keyed, typechecks, iterators, contexts, copying,
     pyobj_rules,
     # libs: stdlib < numpy < torch < transformers
-    warn, pyenv, weakrefs, locks, ndarrays, numpy_rules,
+    warn, pyenv, sleep, weakrefs, locks, ndarrays, numpy_rules,
     hooks, modattrs, modctor, tensorctors, autograd, tensorattrs, tensorrows, globalstate,
     checkpoint, optim, hops, functions,
     torch_rules,

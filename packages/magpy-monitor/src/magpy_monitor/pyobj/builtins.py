@@ -269,6 +269,9 @@ def tuple_list(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) 
         m.expect_outputs(inst, 1, lambda real: [cap.new(real[0], items=[])])
         return
     (src,) = pos
+    if isinstance(src.obj, torch.Tensor):
+        _tensor_rows_sequence(m, inst, src)
+        return
     items = iter_items(m, src)
     if items is None:
         if not is_generator(src):
@@ -291,6 +294,18 @@ def tuple_list(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) 
         ):
             return [cap.new(real[0], const=True)]
         return [cap.new(real[0], items=list(items))]
+
+    m.expect_outputs(inst, 1, make)
+
+
+def _tensor_rows_sequence(m: FrameMonitor, inst: Inst, src: Val) -> None:
+    """``list(t)``/``tuple(t)``: the rows ``Tensor.__iter__`` made natively, the outputs of one
+    ``unbind(0)`` of the graph (their number is ``t``'s first size, which is guarded)."""
+    registry.CHECK_ROW_SOURCE.impl(m, src)
+
+    def make(real: list[Any]) -> list[Val]:
+        rows = registry.TENSOR_ROWS.impl(m, src, tuple(real[0])).items
+        return [m.cap.new(real[0], items=list(rows))]
 
     m.expect_outputs(inst, 1, make)
 

@@ -9,7 +9,10 @@ constant tensor of the graph, built anew on every call from the eager result's v
 device and strides).
 
 - Arrays from outside (attributes, globals, arguments, function defaults) are mutable and a guard
-  checks only their type: numpy over them stays a break ("... read from outside").
+  checks only their type: numpy over them stays a break ("... read from outside"). A tensor made
+  from one (``torch.from_numpy(a)``, ``as_tensor``, ``tensor``) is a graph input instead: the
+  guard turns the array into a tensor over its memory on every call (its dtype, shape, strides
+  and flags guarded, its values read as they are then: ``array_input_to_tensor``).
 - A run-made array never reaches the mock (the planner refuses to hand one mutable constant to every
   call): returning or storing one is a break.
 - In-place changes of run-made arrays (``a[0] = 1``, ``a += 1``, ``out=``) run natively and keep the
@@ -28,7 +31,7 @@ from typing import Any
 
 import torch
 
-from magpy_refgraph import Unsupported
+from magpy_refgraph import GuardKind, Outcome, Unsupported
 
 from ...core import registry
 from ...core.annotations import classify
@@ -39,10 +42,12 @@ from ...core.registry import BUILTIN_HANDLERS, METHOD_HANDLERS
 from ...core.values import BoundMethod, Val
 from ...core.valuetypes import is_value_type
 from .errstate import check_error_state
+from .tensorarrays import array_method, numpy_call, operator_result, tensor_of_array
 
 __all__ = [
     "array_attr",
     "array_items",
+    "array_layout",
     "array_op",
     "array_to_tensor",
     "involves_array",
@@ -67,6 +72,7 @@ class _Arrays:
     def __init__(self) -> None:
         self.fresh: dict[int, Any] = {}  # id -> an array created during the run
         self.shared: list[tuple[Any, Any]] = []  # (array, fx node of the tensor sharing it)
+        self.inputs: dict[int, tuple[Any, Any]] = {}  # id -> (array from outside, placeholder)
 
 
 _STATE: weakref.WeakKeyDictionary[Capture, _Arrays] = weakref.WeakKeyDictionary()
@@ -276,6 +282,9 @@ def _unchanged(m: FrameMonitor, snaps: list[tuple[Any, Any]]) -> None:
 @registry.ARRAY_OP.provide
 def array_op(m: FrameMonitor, fn: Any, args: list[Val], result: Any) -> Val:
     """An operator over arrays (``a + 1``, ``a[i]``, ``a > 0``, ``a += b``), after it ran."""
+    over_tensor = operator_result(m, fn, args, result)  # (arrays of tensor values)
+    if over_tensor is not None:
+        return over_tensor
     _accept(m, args, getattr(fn, "__name__", str(fn)))
     if is_array(result) and args and result is args[0].obj:
         _check_shared(m, result, write=True)  # an in-place operator (a += b)
@@ -318,6 +327,8 @@ def array_items(m: FrameMonitor, v: Val) -> list[Val] | None:
 
 def _call(what: str, fn: Any) -> Any:
     def handle(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+        if numpy_call(m, inst, fn, pos, kw):  # over tensor values: tensor math
+            return
         vals = [*pos, *kw.values()]
         _accept(m, vals, what)
         snaps = _snapshots(m.cap, vals)
@@ -337,6 +348,8 @@ def _method(name: str) -> Any:
     call = _call(f"ndarray.{name}", getattr(np.ndarray, name))
 
     def handle(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
+        if array_method(m, inst, name, pos, kw):  # of an array of tensor values
+            return
         if not pos or not is_fresh_array(m.cap, pos[0]):
             raise m.unsupported(f"ndarray.{name} of a ndarray read from outside")
         call(m, inst, pos, kw)
@@ -418,6 +431,72 @@ def _dense(size: tuple[int, ...], stride: tuple[int, ...], order: list[int]) -> 
     return True
 
 
+# ---------------------------------------------------------------------- arrays from outside
+def array_layout(a: Any) -> Any:
+    """What a tensor over array ``a``'s memory (``torch.from_numpy``) depends on besides the
+    values: the guard of an array input (None for anything but a plain ndarray)."""
+    if type(a) is not np.ndarray:
+        return None
+    return (a.dtype.str, a.shape, a.strides, bool(a.flags.writeable), bool(a.flags.aligned))
+
+
+def array_input_to_tensor(
+    m: FrameMonitor, inst: Inst, data: Val, others: list[Val], what: str
+) -> None:
+    """``torch.from_numpy(a)``/``as_tensor(a)``/``tensor(a)`` of an array from outside (an
+    argument, a global, an attribute): the array is a graph input, turned into a tensor over
+    its memory on every call (the guard checks its dtype, shape and strides, not its values,
+    so a write into it between two calls is seen, as in eager). The program's tensor is a view
+    of that input where eager's shares the array's memory, else the copy eager made (``to`` with
+    ``copy=True``, which keeps a dense layout's strides as ``torch.tensor`` does; checked)."""
+    cap = m.cap
+    for v in others:
+        cap.observe(v)  # dtype, device, requires_grad...
+
+    def make(real: list[Any]) -> list[Val]:
+        t = real[0]
+        if type(t) is not torch.Tensor or t.requires_grad:
+            raise m.unsupported(f"{what} of a ndarray from outside gave a new autograd leaf")
+        node = _array_input(m, data, what)
+        src = node.meta["example_value"]
+        if t.device == src.device and t.dtype == src.dtype and t.data_ptr() == src.data_ptr():
+            if t.shape != src.shape or t.stride() != src.stride():
+                raise m.unsupported(f"{what} of a ndarray from outside gave another layout")
+            out = cap.rec.call("call_method", "view_as", (node, node), {})
+        else:
+            opts = {"dtype": t.dtype, "device": t.device, "copy": True}
+            if src.to(**opts).stride() != t.stride():
+                raise m.unsupported(f"{what} of a ndarray from outside gave another layout")
+            out = cap.rec.call("call_method", "to", (node,), opts)
+        return [cap.op_result(t, out)]
+
+    m.expect_outputs(inst, 1, make)
+
+
+def _array_input(m: FrameMonitor, data: Val, what: str) -> Any:
+    """The placeholder of array ``data`` from outside (one per array in a capture)."""
+    cap, arr = m.cap, data.obj
+    st = _state(cap)
+    known = st.inputs.get(id(arr))
+    if known is not None and known[0] is arr:
+        return known[1]
+    layout = array_layout(arr)
+    if layout is None or data.node is None or arr.dtype.hasobject:
+        raise m.unsupported(f"{what} over a {type(arr).__name__} read from outside")
+    if not (arr.flags.writeable and arr.flags.aligned):
+        raise m.unsupported(f"{what} over a read-only or unaligned ndarray from outside")
+    try:
+        example = torch.from_numpy(arr)
+    except (TypeError, ValueError) as exc:  # a dtype torch has not, negative strides
+        raise m.unsupported(f"{what} over a ndarray torch cannot share: {exc}") from exc
+    cap.graph.observe(data.node, GuardKind.CUSTOM, Outcome(array_layout, layout))
+    node = cap.rec.placeholder(cap.paths[data.node], example)
+    node.meta["dtype"] = example.dtype
+    cap.array_inputs.add(len(cap.rec.input_paths) - 1)
+    st.inputs[id(arr)] = (arr, node)
+    return node
+
+
 def _tensor_ctor(fn: Any, *, shares: bool) -> Any:
     """``torch.tensor``/``as_tensor``/``from_numpy``: arrays become graph constants; any other
     data is the tensor operation it always was."""
@@ -429,6 +508,11 @@ def _tensor_ctor(fn: Any, *, shares: bool) -> Any:
             _as_op(m, inst, fn, classify(fn), pos, kw)
             return
         others = [v for v in (*pos, *kw.values()) if v is not data]
+        if tensor_of_array(m, inst, data, others, name):
+            return
+        if is_array(data.obj) and not is_fresh_array(m.cap, data) and data.external:
+            array_input_to_tensor(m, inst, data, others, name)
+            return
         array_to_tensor(m, inst, data, others, name, shares=shares)
 
     return handle

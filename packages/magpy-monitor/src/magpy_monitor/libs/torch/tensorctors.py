@@ -110,6 +110,9 @@ def _construct(m: FrameMonitor, inst: Inst, args: list[Val], kw: dict[str, Val],
         sizes = None
     elif not objs:
         data, sizes = None, None
+    elif len(objs) == 1 and type(objs[0]) is range:
+        _range_data(m, inst, args[0], what)
+        return
     elif len(objs) == 1 and type(objs[0]) is torch.Size:
         data, sizes = None, args[0]
     elif all(type(o) is int for o in objs):
@@ -129,6 +132,35 @@ def _construct(m: FrameMonitor, inst: Inst, args: list[Val], kw: dict[str, Val],
             node.meta["uninit"] = True
             node.meta["uninit_shape"] = tuple(out.shape)
             node.meta["no_output"] = _UNINIT
+        return [cap.op_result(out, node)]
+
+    m.expect_outputs(inst, 1, make)
+
+
+def _range_data(m: FrameMonitor, inst: Inst, r: Val, what: str) -> None:
+    """``torch.LongTensor(range(n))``: the integers of the range, converted to the type's dtype
+    as ``torch.tensor`` converts Python ints (an ``arange`` of int64, then ``to``). The bounds
+    stay what they are: a dynamic size, a guarded int."""
+    cap = m.cap
+    if r.expr is not None and r.expr[0] is range:
+        bounds = list(r.expr[1])
+    else:
+        cap.observe(r)
+        rng = r.obj
+        bounds = [cap.const(rng.start), cap.const(rng.stop), cap.const(rng.step)]
+    if len(bounds) == 1:
+        bounds = [cap.const(0), *bounds]
+
+    def make(real: list[Any]) -> list[Val]:
+        out = real[0]
+        if not isinstance(out, torch.Tensor) or out.dim() != 1:
+            raise m.unsupported(f"{what} of a range gave a {type(out).__name__}")
+        args = tuple(cap.to_arg(b) for b in bounds)
+        node = cap.rec.call(
+            "call_function", torch.arange, args, {"dtype": torch.int64, "device": out.device}
+        )
+        if out.dtype != torch.int64:
+            node = cap.rec.call("call_method", "to", (node, out.dtype), {})
         return [cap.op_result(out, node)]
 
     m.expect_outputs(inst, 1, make)
