@@ -261,4 +261,47 @@ def catch_warnings_ignores_a_warning_inside(w: D.World) -> object:
     return [(cf(_x()), _filters(), warnings.filters is before) for _ in range(4)]
 
 
+def _warn_outside() -> None:
+    warnings.warn("after the call", UserWarning, stacklevel=1)  # (one place: its registry entry)
+
+
+@case("leftovers", hits=3)
+def catch_warnings_block_resets_the_registries_on_every_call(w: D.World) -> object:
+    """Entering and leaving ``catch_warnings`` (and each filter call in it) forgets what every
+    ``__warningregistry__`` has shown: under "default" a warning the program issues after each
+    call, at one place, shows after every call, cache hits included."""
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            y = x * 2
+        return y + 1
+
+    cf = w.compile(f)
+    outs = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("default")
+        for _ in range(4):
+            outs.append(cf(_x()))
+            _warn_outside()
+    return outs
+
+
+@case("leftovers", hits=3)
+def catch_warnings_action_argument_resets_the_registries(w: D.World) -> object:
+    def f(x: torch.Tensor) -> torch.Tensor:
+        with warnings.catch_warnings(action="ignore", category=UserWarning):
+            y = x - 3
+        return y
+
+    cf = w.compile(f)
+    outs = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("default")
+        for _ in range(4):
+            outs.append(cf(_x()))
+            _warn_outside()
+    return outs
+
+
 test_eager, test_inductor = D.tests(__name__)
