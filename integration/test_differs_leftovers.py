@@ -2,7 +2,9 @@
 
 An ``OrderedDict`` reordered between calls (``move_to_end`` leaves the dict's own version and
 ``dict.keys`` order as they were), an ``lru_cache``'d callee whose cache is cleared, or whose
-``cache_info()`` the program reads, and ``sorted``/``max`` with a key that reads state.
+``cache_info()`` the program reads, and ``sorted``/``max`` with a key that reads state; a
+``catch_warnings`` block, whose entry, filter calls and exit reset every warning registry; a dict
+key whose Python ``__hash__``/``__eq__`` reads state (dicts run it natively).
 """
 
 from __future__ import annotations
@@ -302,6 +304,71 @@ def catch_warnings_action_argument_resets_the_registries(w: D.World) -> object:
             outs.append(cf(_x()))
             _warn_outside()
     return outs
+
+
+_MATCH = {"on": False}
+
+
+class _Tag:
+    """A key whose ``__eq__`` reads state: dicts run it natively while they look a key up."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __hash__(self) -> int:
+        return hash(self.n)
+
+    def __eq__(self, other: object) -> bool:
+        return _MATCH["on"] if isinstance(other, _Tag) else NotImplemented
+
+
+def _flip_between_calls(cf: object, *args: object) -> list[object]:
+    """Four calls of ``cf(x, *args)``; the keys start to compare equal before the third."""
+    outs = []
+    try:
+        for i in range(4):
+            _MATCH["on"] = i >= 2
+            outs.append(cf(_x(), *args))  # type: ignore[operator]
+    finally:
+        _MATCH["on"] = False
+    return outs
+
+
+@case("leftovers")
+def python_hashed_key_dict_get(w: D.World) -> object:
+    a, b = _Tag(1), _Tag(1)
+    table = {a: 3.0}
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return x * table.get(b, 7.0)
+
+    return _flip_between_calls(w.compile(f))
+
+
+@case("leftovers")
+def python_hashed_key_dict_display_and_store(w: D.World) -> object:
+    a, b = _Tag(1), _Tag(1)
+
+    def f(x: torch.Tensor) -> object:
+        built = {a: 1.0, b: 2.0}
+        stored = {a: 1.0}
+        stored[b] = 4.0
+        made = dict([(a, 1.0), (b, 2.0)])
+        return x * len(built), len(stored), len(made), list(stored.values())
+
+    return _flip_between_calls(w.compile(f))
+
+
+@case("leftovers")
+def python_hashed_key_pop_and_setdefault(w: D.World) -> object:
+    a, b = _Tag(1), _Tag(1)
+
+    def f(x: torch.Tensor) -> object:
+        d = {a: 3.0}
+        e = collections.OrderedDict([(a, 3.0)])
+        return x * d.pop(b, 9.0), e.setdefault(b, 5.0), len(e)
+
+    return _flip_between_calls(w.compile(f))
 
 
 test_eager, test_inductor = D.tests(__name__)
