@@ -4,7 +4,8 @@ An ``OrderedDict`` reordered between calls (``move_to_end`` leaves the dict's ow
 ``dict.keys`` order as they were), an ``lru_cache``'d callee whose cache is cleared, or whose
 ``cache_info()`` the program reads, and ``sorted``/``max`` with a key that reads state; a
 ``catch_warnings`` block, whose entry, filter calls and exit reset every warning registry; a dict
-key whose Python ``__hash__``/``__eq__`` reads state (dicts run it natively).
+key whose Python ``__hash__``/``__eq__`` reads state (dicts run it natively), and ``in``,
+``==`` and ``sorted`` over items whose ``__eq__``/``__lt__`` do.
 """
 
 from __future__ import annotations
@@ -367,6 +368,56 @@ def python_hashed_key_pop_and_setdefault(w: D.World) -> object:
         d = {a: 3.0}
         e = collections.OrderedDict([(a, 3.0)])
         return x * d.pop(b, 9.0), e.setdefault(b, 5.0), len(e)
+
+    return _flip_between_calls(w.compile(f))
+
+
+class _Rank:
+    """Items whose ``__eq__``/``__lt__`` read state: ``in``, ``==`` and ``sorted`` over a list
+    or tuple of them run those natively."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __eq__(self, other: object) -> bool:
+        return _MATCH["on"] if isinstance(other, _Rank) else NotImplemented
+
+    def __lt__(self, other: _Rank) -> bool:
+        return (self.n > other.n) if _MATCH["on"] else (self.n < other.n)
+
+    __hash__ = object.__hash__
+
+
+@case("leftovers")
+def python_eq_items_in_a_list(w: D.World) -> object:
+    a, b = _Rank(1), _Rank(2)
+    held = [a]
+
+    def f(x: torch.Tensor) -> object:
+        return x * (b in held), b in (a,), (a,) == (b,), [a, _Rank(3)].count(b)
+
+    return _flip_between_calls(w.compile(f))
+
+
+@case("leftovers")
+def python_lt_items_sorted(w: D.World) -> object:
+    a, b = _Rank(1), _Rank(2)
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return x * sorted([a, b])[0].n
+
+    return _flip_between_calls(w.compile(f))
+
+
+@case("leftovers")
+def python_eq_items_list_remove(w: D.World) -> object:
+    a, b = _Rank(1), _Rank(2)
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        items = [a, _Rank(3)]
+        if b in items:
+            items.remove(b)
+        return x * len(items)
 
     return _flip_between_calls(w.compile(f))
 

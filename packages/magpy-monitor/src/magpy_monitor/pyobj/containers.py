@@ -25,6 +25,7 @@ from ..bytecode.iteration import (
 from ..core import registry
 from ..core.capture import Capture
 from ..core.frame import FrameMonitor, Inst
+from ..core.programcode import program_frames
 from ..core.registry import METHOD_HANDLERS, opcode
 from ..core.values import Val
 from ..core.valuetypes import is_value_type
@@ -129,8 +130,9 @@ def _list_method(name: str) -> Any:
             objs = [v.obj for v in items]
             if args[0].obj in objs:  # else list.remove raises ValueError (nothing changes)
                 items.pop(objs.index(args[0].obj))
-        fixed = result
-        m.expect_outputs(inst, 1, lambda real: [fixed if fixed is not None else cap.const(None)])
+        fixed, none = result, cap.const(None)
+        p = m.expect_outputs(inst, 1, lambda real: [fixed if fixed is not None else none])
+        p.calls_back = program_frames()  # (``remove`` runs the items' Python ``__eq__``: unseen)
 
     return handle
 
