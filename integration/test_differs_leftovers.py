@@ -5,23 +5,17 @@ An ``OrderedDict`` reordered between calls (``move_to_end`` leaves the dict's ow
 ``cache_info()`` the program reads, and ``sorted``/``max`` with a key that reads state; a
 ``catch_warnings`` block, whose entry, filter calls and exit reset every warning registry; a dict
 key whose Python ``__hash__``/``__eq__`` reads state (dicts run it natively), and ``in``,
-``==`` and ``sorted`` over items whose ``__eq__``/``__lt__`` do. Last, two plain tests: a
-library function with sites that MagPy itself calls (``dis.get_instructions``), and the pinned
-limitation of a code object read natively while a compiled call runs.
+``==`` and ``sorted`` over items whose ``__eq__``/``__lt__`` do.
 """
 
 from __future__ import annotations
 
 import collections
-import dis
 import functools
 import warnings
 
 import _integration_differential as D
-import pytest
 import torch
-
-import magpy
 
 case = D.case
 
@@ -429,46 +423,3 @@ def python_eq_items_list_remove(w: D.World) -> object:
 
 
 test_eager, test_inductor = D.tests(__name__)
-
-
-def _lists_own_instructions(x: torch.Tensor) -> tuple[torch.Tensor, list[str]]:
-    y = x * 2
-    return y + 1, [i.opname for i in dis.get_instructions(_lists_own_instructions)]
-
-
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="docs/frame-hook.md section 7: native code that reads a function's code object "
-    "while a compiled call runs (a break instruction, a site that runs eagerly) sees the "
-    "instrumented code",
-)
-def test_code_object_read_by_a_break_instruction_is_the_original() -> None:
-    """Pins the one known way the instrumented code shows: ``dis.get_instructions(f)`` inside
-    ``f`` is a break (it calls unannotated native code), run natively, and reads ``f.__code__``
-    while ``f`` holds its instrumented code."""
-    compiled = magpy.compile(_lists_own_instructions, backend="eager")
-    want = [_lists_own_instructions(_x())[1] for _ in range(3)]
-    got = [compiled(_x())[1] for _ in range(3)]
-    assert got == want
-
-
-def _lists_instructions(x: torch.Tensor) -> tuple[torch.Tensor, list[str]]:
-    y = x * 2
-    return y + 1, [i.opname for i in dis.get_instructions(_x)]
-
-
-def test_a_library_function_with_sites_that_magpy_itself_calls() -> None:
-    """``dis.get_instructions`` breaks inside (an unannotated native call), so it gets sites;
-    the monitor calls it too, to decode a frame's code, while it starts a segment at one of
-    its sites. Such a nested site is a miss, not a new segment without end (RecursionError,
-    the site given up)."""
-    compiled = magpy.compile(_lists_instructions, backend="eager")
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", magpy.MagPyWarning)
-        for _ in range(4):
-            x = _x()
-            got, want = compiled(x), _lists_instructions(x)
-            assert torch.equal(got[0], want[0]) and got[1] == want[1]
-    st = magpy.stats(compiled)
-    assert st.fallbacks == 0 and st.hits >= 3, st

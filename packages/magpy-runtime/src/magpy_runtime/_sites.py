@@ -180,15 +180,7 @@ def _miss(stack: tuple[Any, ...]) -> tuple[int, tuple[Any, ...]]:
 
 
 def site_entry(key: tuple[int, int, int], stack: tuple[Any, ...]) -> tuple[int, Any]:
-    """Called by instrumented code at a site. Never raises.
-
-    A site reached while this thread is inside another site's work (a guard, a mock, starting
-    a segment) is a miss: MagPy's own code ran a library function the program broke inside,
-    which has sites too (``dis.get_instructions`` of the program's, called by the monitor to
-    decode a frame's code), and would otherwise start that work again, without end."""
-    if getattr(_tls, "in_site", False):
-        return _miss(stack)
-    _tls.in_site = True
+    """Called by instrumented code at a site. Never raises."""
     try:
         state = _current()
         if state is None or is_monitoring() or disabled():
@@ -204,8 +196,6 @@ def site_entry(key: tuple[int, int, int], stack: tuple[Any, ...]) -> tuple[int, 
             state.fallbacks += 1
         _warn_once(f"site {key} failed: {type(exc).__name__}: {exc}")
         return _miss(stack)
-    finally:
-        _tls.in_site = False
 
 
 def _at_site(state: Any, key: tuple[int, int, int], stack: tuple[Any, ...]) -> tuple[int, Any]:
