@@ -2,7 +2,10 @@
 
 An ``OrderedDict`` reordered between calls (``move_to_end`` leaves the dict's own version and
 ``dict.keys`` order as they were), an ``lru_cache``'d callee whose cache is cleared, or whose
-``cache_info()`` the program reads, and ``sorted``/``max`` with a key that reads state.
+``cache_info()`` the program reads, and ``sorted``/``max`` with a key that reads state; a
+``catch_warnings`` block, whose entry, filter calls and exit reset every warning registry; a dict
+key whose Python ``__hash__``/``__eq__`` reads state (dicts run it natively), and ``in``,
+``==`` and ``sorted`` over items whose ``__eq__``/``__lt__`` do.
 """
 
 from __future__ import annotations
@@ -259,6 +262,164 @@ def catch_warnings_ignores_a_warning_inside(w: D.World) -> object:
     cf = w.compile(f)
     before = warnings.filters
     return [(cf(_x()), _filters(), warnings.filters is before) for _ in range(4)]
+
+
+def _warn_outside() -> None:
+    warnings.warn("after the call", UserWarning, stacklevel=1)  # (one place: its registry entry)
+
+
+@case("leftovers", hits=3)
+def catch_warnings_block_resets_the_registries_on_every_call(w: D.World) -> object:
+    """Entering and leaving ``catch_warnings`` (and each filter call in it) forgets what every
+    ``__warningregistry__`` has shown: under "default" a warning the program issues after each
+    call, at one place, shows after every call, cache hits included."""
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            y = x * 2
+        return y + 1
+
+    cf = w.compile(f)
+    outs = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("default")
+        for _ in range(4):
+            outs.append(cf(_x()))
+            _warn_outside()
+    return outs
+
+
+@case("leftovers", hits=3)
+def catch_warnings_action_argument_resets_the_registries(w: D.World) -> object:
+    def f(x: torch.Tensor) -> torch.Tensor:
+        with warnings.catch_warnings(action="ignore", category=UserWarning):
+            y = x - 3
+        return y
+
+    cf = w.compile(f)
+    outs = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("default")
+        for _ in range(4):
+            outs.append(cf(_x()))
+            _warn_outside()
+    return outs
+
+
+_MATCH = {"on": False}
+
+
+class _Tag:
+    """A key whose ``__eq__`` reads state: dicts run it natively while they look a key up."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __hash__(self) -> int:
+        return hash(self.n)
+
+    def __eq__(self, other: object) -> bool:
+        return _MATCH["on"] if isinstance(other, _Tag) else NotImplemented
+
+
+def _flip_between_calls(cf: object, *args: object) -> list[object]:
+    """Four calls of ``cf(x, *args)``; the keys start to compare equal before the third."""
+    outs = []
+    try:
+        for i in range(4):
+            _MATCH["on"] = i >= 2
+            outs.append(cf(_x(), *args))  # type: ignore[operator]
+    finally:
+        _MATCH["on"] = False
+    return outs
+
+
+@case("leftovers")
+def python_hashed_key_dict_get(w: D.World) -> object:
+    a, b = _Tag(1), _Tag(1)
+    table = {a: 3.0}
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return x * table.get(b, 7.0)
+
+    return _flip_between_calls(w.compile(f))
+
+
+@case("leftovers")
+def python_hashed_key_dict_display_and_store(w: D.World) -> object:
+    a, b = _Tag(1), _Tag(1)
+
+    def f(x: torch.Tensor) -> object:
+        built = {a: 1.0, b: 2.0}
+        stored = {a: 1.0}
+        stored[b] = 4.0
+        made = dict([(a, 1.0), (b, 2.0)])
+        return x * len(built), len(stored), len(made), list(stored.values())
+
+    return _flip_between_calls(w.compile(f))
+
+
+@case("leftovers")
+def python_hashed_key_pop_and_setdefault(w: D.World) -> object:
+    a, b = _Tag(1), _Tag(1)
+
+    def f(x: torch.Tensor) -> object:
+        d = {a: 3.0}
+        e = collections.OrderedDict([(a, 3.0)])
+        return x * d.pop(b, 9.0), e.setdefault(b, 5.0), len(e)
+
+    return _flip_between_calls(w.compile(f))
+
+
+class _Rank:
+    """Items whose ``__eq__``/``__lt__`` read state: ``in``, ``==`` and ``sorted`` over a list
+    or tuple of them run those natively."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __eq__(self, other: object) -> bool:
+        return _MATCH["on"] if isinstance(other, _Rank) else NotImplemented
+
+    def __lt__(self, other: _Rank) -> bool:
+        return (self.n > other.n) if _MATCH["on"] else (self.n < other.n)
+
+    __hash__ = object.__hash__
+
+
+@case("leftovers")
+def python_eq_items_in_a_list(w: D.World) -> object:
+    a, b = _Rank(1), _Rank(2)
+    held = [a]
+
+    def f(x: torch.Tensor) -> object:
+        return x * (b in held), b in (a,), (a,) == (b,), [a, _Rank(3)].count(b)
+
+    return _flip_between_calls(w.compile(f))
+
+
+@case("leftovers")
+def python_lt_items_sorted(w: D.World) -> object:
+    a, b = _Rank(1), _Rank(2)
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return x * sorted([a, b])[0].n
+
+    return _flip_between_calls(w.compile(f))
+
+
+@case("leftovers")
+def python_eq_items_list_remove(w: D.World) -> object:
+    a, b = _Rank(1), _Rank(2)
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        items = [a, _Rank(3)]
+        if b in items:
+            items.remove(b)
+        return x * len(items)
+
+    return _flip_between_calls(w.compile(f))
 
 
 test_eager, test_inductor = D.tests(__name__)

@@ -361,6 +361,48 @@ def test_a_method_replaced_on_the_class_between_calls() -> None:
         Counter.step = original  # type: ignore[method-assign]
 
 
+class Falsy:
+    """Class attributes whose values are falsy, next to a Python ``__getattr__``: each is found
+    on the class (``__getattr__`` does not run), none is taken for a missing name."""
+
+    scale = None
+    zero = 0
+    empty = ""
+    off = False
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("auto_"):
+            return 7
+        raise AttributeError(name)
+
+
+class PlainFalsy:
+    scale = None
+    zero = 0
+    empty = ""
+    off = False
+
+
+FALSY_NAMES = ("scale", "zero", "empty", "off")
+
+
+def falsy_reads(x: torch.Tensor, obj: Any) -> tuple[Any, ...]:
+    made = Falsy()
+    got = [getattr(o, n) for o in (made, obj) for n in FALSY_NAMES]
+    found = [hasattr(o, n) for o in (made, obj) for n in FALSY_NAMES]
+    defaults = [getattr(o, n, 9) for o in (made, obj) for n in FALSY_NAMES]
+    return x * (made.scale is None) + obj.zero + len(obj.empty) + made.off, got, found, defaults
+
+
+def test_falsy_class_attributes_are_found_not_missing(check: Any) -> None:
+    """A class attribute that is None, 0, "" or False is read from the class like any other,
+    on an object built in the run and on one from outside (with a Python ``__getattr__`` and
+    without): one graph, no break, and the hits give eager's values."""
+    for obj in (Falsy(), PlainFalsy()):
+        check(falsy_reads, lambda i, obj=obj: ((torch.randn(3), obj), {}), calls=3)
+        assert H.graphs(falsy_reads, torch.randn(3), obj) == (1, [])
+
+
 def containers(x: torch.Tensor) -> tuple[Any, ...]:
     parts, named = [x, x + 1], {"a": x}
     return x * 2, hasattr(parts, "append"), hasattr(named, "shape"), getattr(parts, "size", 4)

@@ -55,7 +55,7 @@ def _build_map(m: FrameMonitor, inst: Inst) -> None:
     parts = m.pop(2 * inst.arg)
     pairs = [(parts[i], parts[i + 1]) for i in range(0, len(parts), 2)]
     for k, _ in pairs:
-        m.cap.observe(k)
+        m.cap.observe_key(k)
     m.expect_outputs(
         inst, 1, lambda real: [m.cap.new(real[0], items={k.obj: (k, v) for k, v in pairs})]
     )
@@ -95,7 +95,7 @@ def _list_append(m: FrameMonitor, inst: Inst) -> None:
 def _map_add(m: FrameMonitor, inst: Inst) -> None:
     k, v = m.pop(2)
     target = m.stack[-inst.arg]
-    m.cap.observe(k)
+    m.cap.observe_key(k)
     if not isinstance(target.items, dict):
         raise m.unsupported("MAP_ADD on a dict of unknown contents")
     target.items[k.obj] = (k, v)
@@ -144,6 +144,7 @@ def _dict_merge(m: FrameMonitor, inst: Inst) -> None:
     elif other.external and type(other.obj) is dict:
         cap.observe_keys(other)
         for k, v in other.obj.items():
+            cap.observe_key(cap.const(k))  # (a key hashed by Python: a break)
             target.items[k] = (cap.const(k), cap.child(other, Item(k), v))
     else:
         raise m.unsupported(f"{inst.opname} from a {type(other.obj).__name__}")

@@ -151,7 +151,7 @@ def pairs_of(m: FrameMonitor, values: list[Val], what: str) -> list[tuple[Val, V
         if not (isinstance(pair.items, list) and len(pair.items) == 2):
             raise m.unsupported(f"{what} of pairs of unknown contents")
         k, v = pair.items
-        m.cap.observe(k)
+        m.cap.observe_key(k)
         out.append((k, v))
     return out
 

@@ -9,9 +9,7 @@ tables; numpy arrays made during the run are constants (``libs.numpy``).
 from __future__ import annotations
 
 import dis
-import enum
 import operator
-import types
 from typing import Any
 
 import torch
@@ -22,10 +20,11 @@ from ..core import registry
 from ..core.calls import truthiness
 from ..core.frame import FrameMonitor, Inst
 from ..core.operators import guard_identity, scalar_op, tensor_op
+from ..core.programcode import program_frames
 from ..core.registry import opcode
 from ..core.scalars import tensor_operands
 from ..core.values import Val, plain_container
-from ..core.valuetypes import is_value_type
+from ..core.valuetypes import hashed_by_python, is_value_type
 from ..cpython.current import INTERP
 from .control import python_truth
 from .iteration import DictView, iter_items, unpack
@@ -213,17 +212,6 @@ def _contains_op(m: FrameMonitor, inst: Inst) -> None:
     _native_contains(m, inst, item, container)
 
 
-def _hashed_by_python(obj: Any) -> bool:
-    """A key whose ``__hash__`` or ``__eq__`` is the program's Python (it may read state that
-    changes between calls); an enum member's are fixed by its name."""
-    kind = type(obj)
-    if isinstance(obj, enum.Enum):
-        return False
-    return any(
-        isinstance(getattr(kind, name, None), types.FunctionType) for name in ("__hash__", "__eq__")
-    )
-
-
 class Holds:
     """``key in d`` asked again by the guard (a key hashed or compared by Python code)."""
 
@@ -271,7 +259,7 @@ def _native_contains(m: FrameMonitor, inst: Inst, item: Val, container: Val) -> 
     view = found.kind if found is not None else None
     if found is not None and view == "keys":  # `k in d.keys()`: `k in d`
         container = found.base
-    if isinstance(container.obj, dict) and _hashed_by_python(item.obj):
+    if isinstance(container.obj, dict) and hashed_by_python(item.obj):
         _contains_again(m, inst, item, container)
         return
     elif view is not None:  # `v in d.values()`, `(k, v) in d.items()`: by their values
@@ -295,4 +283,6 @@ def _native_contains(m: FrameMonitor, inst: Inst, item: Val, container: Val) -> 
         raise m.unsupported(f"`in` on a {type(container.obj).__name__}")
     else:
         m.cap.observe(container)
-    m.expect_outputs(inst, 1, lambda real: [m.cap.const(real[0])])
+    p = m.expect_outputs(inst, 1, lambda real: [m.cap.const(real[0])])
+    # (``in`` compares the items natively: a Python ``__eq__`` of theirs runs unseen)
+    p.calls_back = program_frames()

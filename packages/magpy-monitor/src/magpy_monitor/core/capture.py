@@ -30,7 +30,7 @@ from magpy_refgraph import (
     Unsupported,
 )
 
-from . import registry, scalars, shapes, undo
+from . import registry, scalars, shapes, undo, valuetypes
 from .ambient import ambient_state
 from .annotations import hands_back_unchanged
 from .joined import refuse_joined_update, storage_key
@@ -375,9 +375,12 @@ class Capture:
 
     def observe_key(self, val: Val) -> None:
         """``val`` is used as a dict key: a tensor hashes by identity (which object it is
-        matters, not its value); anything else is observed."""
+        matters, not its value); a key hashed or compared by Python is a break (``key in d``
+        has a guard that asks again: ``bytecode/operators.py``); anything else is observed."""
         if isinstance(val.obj, torch.Tensor):
             self.observe_identity(val)
+        elif valuetypes.hashed_by_python(val.obj):
+            raise Unsupported(f"a {type(val.obj).__name__} as a dict key (its Python hash/eq)")
         else:
             self.observe(val)
 

@@ -36,6 +36,7 @@ import torch
 
 from . import registry
 from .frame import FrameMonitor, Inst
+from .programcode import program_frames
 from .scalars import tensor_operands
 from .shapes import index_by_promoted_int
 from .values import Val, plain_container
@@ -83,6 +84,8 @@ def identity_compare(m: FrameMonitor, inst: Inst, fn: Any, args: list[Val]) -> b
         return False
     if not all(_identity_eq(v.obj) or type(v.obj) in _FOREIGN_NOT_EQUAL for v in args):
         return False  # a class of its own __eq__ (tensors included) decides
+    if not any(_identity_eq(v.obj) for v in args):
+        return False  # (two tuples, or frozensets, compare their items: not by identity)
     if all(is_value_type(v.obj) or v.obj is None for v in args):
         return False  # values: the scalar model covers them
     guard_identity(m, *args)
@@ -177,7 +180,9 @@ def scalar_op(m: FrameMonitor, inst: Inst, fn: Any, args: list[Val]) -> None:
             cap.observe(a)
         return [cap.new(real[0], const=True)]
 
-    m.expect_outputs(inst, 1, make)
+    p = m.expect_outputs(inst, 1, make)
+    # (a Python ``__eq__``/``__lt__`` of the objects, run natively by ``(a,) == (b,)``: unseen)
+    p.calls_back = program_frames()
 
 
 def _sequence_op(m: FrameMonitor, fn: Any, args: list[Val], result: Any) -> Val | None:

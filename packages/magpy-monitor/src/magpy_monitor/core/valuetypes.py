@@ -22,6 +22,7 @@ __all__ = [
     "FROZEN_MODULE_ROOTS",
     "VALUE_TYPES",
     "fx_constant_ok",
+    "hashed_by_python",
     "hooked_tensor_type",
     "is_value_type",
     "library_module",
@@ -154,3 +155,15 @@ def tensor_flags(t: torch.Tensor, *, offset: bool = False) -> tuple[Any, ...]:
         names = None
     at = t.storage_offset() if offset and t.layout is torch.strided else None
     return (at, t.is_leaf, t.is_inference(), t.is_conj(), t.is_neg(), t.layout, names)
+
+
+def hashed_by_python(obj: Any) -> bool:
+    """A dict key or set element whose ``__hash__`` or ``__eq__`` is the program's Python: a
+    dict runs it natively, unseen, and its answer may change between calls while neither the
+    key nor the dict does (it may read any state). An enum member's are fixed by its name."""
+    kind = type(obj)
+    if isinstance(obj, enum.Enum):
+        return False
+    return any(
+        isinstance(getattr(kind, name, None), types.FunctionType) for name in ("__hash__", "__eq__")
+    )

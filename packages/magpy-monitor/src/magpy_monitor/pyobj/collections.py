@@ -55,6 +55,8 @@ def _pairs(m: FrameMonitor, src: Val) -> list[tuple[Val, Val]]:
         return list(src.items.values())
     if src.external and type(src.obj) is dict:
         cap.observe_keys(src)
+        for k in src.obj:
+            cap.observe_key(cap.const(k))  # (a key hashed by Python: a break)
         return [(cap.const(k), cap.child(src, Item(k), x)) for k, x in src.obj.items()]
     pairs = []
     for p in unpack(m, src, None):
@@ -226,7 +228,7 @@ def _popitem(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) ->
 def _move_to_end(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
     base, key = pos[0], pos[1]
     last = pos[2] if len(pos) > 2 else kw.get("last", m.cap.const(True))
-    m.cap.observe(key)
+    m.cap.observe_key(key)
     m.cap.observe(last)
     items = _known_items(m, base, "move_to_end")
     if key.obj not in items:

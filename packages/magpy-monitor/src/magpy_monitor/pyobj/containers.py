@@ -25,6 +25,7 @@ from ..bytecode.iteration import (
 from ..core import registry
 from ..core.capture import Capture
 from ..core.frame import FrameMonitor, Inst
+from ..core.programcode import program_frames
 from ..core.registry import METHOD_HANDLERS, opcode
 from ..core.values import Val
 from ..core.valuetypes import is_value_type
@@ -64,6 +65,8 @@ def materialize(cap: Capture, val: Val, reason: str) -> None:
             val.items = [cap.child(val, Item(i), x) for i, x in enumerate(obj)]
         elif type(obj) in (dict, collections.defaultdict):
             cap.observe_keys(val)
+            for k in obj:
+                cap.observe_key(cap.const(k))  # (a key hashed by Python: a break)
             val.items = {k: (cap.const(k), cap.child(val, Item(k), x)) for k, x in obj.items()}
         else:
             raise_unknown(val)
@@ -127,8 +130,9 @@ def _list_method(name: str) -> Any:
             objs = [v.obj for v in items]
             if args[0].obj in objs:  # else list.remove raises ValueError (nothing changes)
                 items.pop(objs.index(args[0].obj))
-        fixed = result
-        m.expect_outputs(inst, 1, lambda real: [fixed if fixed is not None else cap.const(None)])
+        fixed, none = result, cap.const(None)
+        p = m.expect_outputs(inst, 1, lambda real: [fixed if fixed is not None else none])
+        p.calls_back = program_frames()  # (``remove`` runs the items' Python ``__eq__``: unseen)
 
     return handle
 
@@ -167,12 +171,13 @@ def _dict_method(name: str) -> Any:
                     if keys is None or type(src.obj) is not dict:
                         raise m.unsupported("dict.update from an iterable of pairs")
                     for k in keys:
+                        cap.observe_key(k)
                         items[k.obj] = (k, cap.child(src, Item(k.obj), src.obj[k.obj]))
             for kw_name, v in kw.items():
                 items[kw_name] = (cap.const(kw_name), v)
         elif name in ("pop", "setdefault"):
             key = args[0]
-            cap.observe(key)
+            cap.observe_key(key)
             default = args[1] if len(args) > 1 else cap.const(None)
             if name == "pop":
                 pair = items.pop(key.obj, None)
@@ -198,7 +203,10 @@ def _delete_subscr(m: FrameMonitor, inst: Inst) -> None:
     cap = m.cap
     if type(container.obj) not in (list, *DICT_TYPES):
         raise m.unsupported(f"del on an item of a {type(container.obj).__name__}")
-    cap.observe(key)
+    if isinstance(container.obj, dict):
+        cap.observe_key(key)
+    else:
+        cap.observe(key)
     materialize(cap, container, "del item")
     if isinstance(container.items, dict):
         if key.obj not in container.items:

@@ -13,10 +13,13 @@ calls it too, before returning). Grad-mode contexts are handled in ``_exceptions
   no record.
 - ``warnings.catch_warnings()``: it saves the warning filters on entry and restores them on
   exit, so ``warnings.simplefilter``/``filterwarnings`` inside it change nothing after the block.
-  Entering, filtering and leaving run natively at record time and the mock replays none of it
-  (the operations of the graph run outside the filters: warnings they emit are shown as without
-  the block, the one visible difference); a segment that ends inside the block re-enters one
-  with the same filters. ``warnings.warn`` still breaks the graph, and so does a filter change
+  Entering, filtering and leaving run natively at record time; the filters need no replay, but
+  each of these steps also forgets what every module's ``__warningregistry__`` has shown
+  (``warnings._filters_mutated()``: a ``"default"``/``"once"`` warning shows again), and that
+  the mock replays, once per step, in program order (``forget_shown_warnings``). The operations
+  of the graph run outside the filters (a warning one of them emits makes it a break,
+  ``libs.stdlib.warnspy``); a segment that ends inside the block re-enters one with the same
+  filters. ``warnings.warn`` still breaks the graph, and so does a filter change
   outside such a block (it changes the filters for good), or the ``"error"`` action (it turns a
   warning into an exception the graph would not raise).
 - ``torch.autograd.profiler.record_function(name)``: a label for the profiler, nothing the
@@ -32,6 +35,7 @@ modelled here it is a graph break.
 
 from __future__ import annotations
 
+import _warnings
 import types
 import warnings
 from typing import Any, Protocol
@@ -45,7 +49,7 @@ from magpy_refgraph import Attr, Const
 
 from ..core import registry
 from ..core.attributes import Read, attr_rule
-from ..core.capture import Capture
+from ..core.capture import Capture, Write
 from ..core.frame import FrameMonitor, Inst
 from ..core.registry import register_builtin
 from ..core.values import BoundMethod, Payload, Val
@@ -180,15 +184,39 @@ class _WarningsBlock:
         block = _WarningsBlock(self.kwargs)
 
         def make(real: list[Any]) -> list[Val]:
+            # __enter__ resets the registries, and again in simplefilter(action) if given one
+            _replay_registry_reset(m.cap, 1 + (self.kwargs.get("action") is not None))
             return [Val(real[0], payload=ContextExit(block)), m.cap.const(real[1])]
 
         m.expect_outputs(inst, 2, make)
 
     def exit(self, m: FrameMonitor, inst: Inst) -> None:
-        _native_exit(m, inst)
+        def make(real: list[Any]) -> list[Val]:
+            _replay_registry_reset(m.cap, 1)
+            return [m.cap.const(real[0])]
+
+        m.expect_outputs(inst, 1, make)
 
     def reenter(self) -> tuple[Any, tuple[Any, ...]] | None:
         return reenter_catch_warnings, (self.kwargs, tuple(self.filters))
+
+
+# (the same function on 3.11 to 3.13: ``warnings`` imports it from ``_warnings``)
+_FILTERS_MUTATED: Any = _warnings._filters_mutated  # type: ignore[attr-defined]
+
+
+def forget_shown_warnings() -> None:
+    """What entering or leaving a ``catch_warnings`` block and each filter call do to the
+    registries of shown warnings (called by the mock): every ``__warningregistry__`` is out of
+    date from now on, so a ``"default"``/``"once"``/``"module"`` warning shows again."""
+    _FILTERS_MUTATED()
+
+
+def _replay_registry_reset(cap: Capture, times: int) -> None:
+    """The step of a ``catch_warnings`` block that just ran natively reset the registries
+    ``times`` times: the mock does the same, in program order with the other write-backs."""
+    fn = cap.root(Const(forget_shown_warnings), forget_shown_warnings)
+    cap.writes.extend(Write("callmethod", fn, "__call__", None) for _ in range(times))
 
 
 def reenter_catch_warnings(
@@ -250,7 +278,12 @@ def _filter_call(fn: Any) -> Any:
             raise m.unsupported("warnings turned into errors (the graph would not raise them)")
         block.filters.append((fn, args, kwargs))
         m.cap.mutations += 1  # a change of state that a segment cut earlier could not replay
-        m.expect_outputs(inst, 1, lambda real: [m.cap.const(real[0])])
+
+        def make(real: list[Any]) -> list[Val]:
+            _replay_registry_reset(m.cap, 1)  # (the new filter resets the registries)
+            return [m.cap.const(real[0])]
+
+        m.expect_outputs(inst, 1, make)
 
     return handle
 

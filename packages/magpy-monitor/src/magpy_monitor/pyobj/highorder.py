@@ -32,6 +32,7 @@ from ..core import registry
 from ..core.calls import _fresh, bind_args, method_self, pure_call
 from ..core.dispatch import dispatch_call
 from ..core.frame import Callback, FrameMonitor, Inst, Pending
+from ..core.programcode import program_frames
 from ..core.registry import BUILTIN_HANDLERS, METHOD_HANDLERS, register_builtin
 from ..core.values import Payload, Val
 from ..core.valuetypes import is_value_type
@@ -427,7 +428,8 @@ def _sorted(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> 
                 cap.observe(v)
         return cap.new(real, items=_match_order(items, real))
 
-    consume(m, inst, pos[0], then)
+    p = consume(m, inst, pos[0], then)
+    p.calls_back = program_frames()  # (the items' Python ``__lt__``, run natively: unseen)
 
 
 @register_builtin(functools.reduce)

@@ -338,7 +338,7 @@ def store_item_followed(m: FrameMonitor, inst: Inst, base: Val, key: Val, value:
         follow(m, inst, setitem, [base, key, value], 0)
         return True
     if isinstance(base.items, dict):
-        m.cap.observe(key)
+        m.cap.observe_key(key)
         put_item(base.items, key, value)
         m.expect_outputs(inst, 0, lambda real: [])
         return True

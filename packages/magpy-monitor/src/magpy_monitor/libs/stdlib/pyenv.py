@@ -142,6 +142,8 @@ def _dict_ctor(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) 
             items.update(src.items)
         elif src.external and type(src.obj) is dict:
             cap.observe_keys(src)
+            for k in src.obj:
+                cap.observe_key(cap.const(k))  # (a key hashed by Python: a break)
             items.update(
                 {k: (cap.const(k), cap.child(src, Item(k), x)) for k, x in src.obj.items()}
             )

@@ -18,7 +18,8 @@ replays write-backs after the graph ran, so the record is guarded on the filters
 ``"error"`` for this warning (a miss re-records, and the recording run raises as eager does).
 
 A ``warnings.catch_warnings()`` block and a replayed warning never share a record (the mock does
-not replay the block's filters, nor its reset of every registry): the second one is a break.
+not replay the block's filters; it replays its reset of every registry, ``pyobj.contexts``, but a
+warning replayed after it is kept simple): the second one is a break.
 
 The write-back reuses ``CallMethod``: ``replay_warning.__call__((message, category, filename,
 lineno, module, module_globals))`` on a constant root, in program order with the other writes.
@@ -57,9 +58,8 @@ _WARN_PARAMS = ("message", "category", "stacklevel", "source")
 # code of MagPy's own stand-ins that a call was given instead of the program's callable (see
 # ``_checkpoint``): eager has another frame there, so a warning naming one is a break
 SYNTHETIC_CODES: set[types.CodeType] = set()
-# captures that replay a warning / that entered a ``catch_warnings`` block: entering and leaving
-# one resets every warning registry (``_filters_mutated``), which the mock does not replay, so
-# the two never meet in one record
+# captures that replay a warning / that entered a ``catch_warnings`` block: the mock does not
+# replay the block's filters, so the two never meet in one record
 _WARNED: weakref.WeakSet[Capture] = weakref.WeakSet()
 _BLOCKS: weakref.WeakSet[Capture] = weakref.WeakSet()
 
@@ -140,7 +140,7 @@ def _within(m: FrameMonitor, target: types.FrameType) -> bool:
 def _warn(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
     cap = m.cap
     if cap in _BLOCKS:
-        # the block's filters (or its reset of the registries) are not replayed by the mock
+        # the block's filters are not replayed by the mock
         raise m.unsupported("warnings.warn in a record with a `warnings.catch_warnings()` block")
     bound = _bind(m, pos, kw)
     for v in bound.values():
