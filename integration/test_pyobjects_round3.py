@@ -411,3 +411,34 @@ def containers(x: torch.Tensor) -> tuple[Any, ...]:
 def test_hasattr_of_builtin_containers_made_in_the_run(check: Any) -> None:
     """A list or dict has no attributes of its own: its (fixed) type answers."""
     check(containers, H.randn_inputs((3,)), calls=3)
+
+
+class _MaskedLoss(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("mask", None)  # (a buffer that is None: not a class attribute)
+        self.scale = 2.0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.sum() * self.scale if self.mask is None else (x * self.mask).sum()
+
+
+class _BuildsItsLoss(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 3)
+
+    def forward(self, x: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        # CrossEntropyLoss() reads its ``weight`` buffer, None
+        loss = torch.nn.CrossEntropyLoss()(self.lin(x), labels)
+        return loss + _MaskedLoss()(x)
+
+
+def test_a_module_built_in_forward_whose_buffer_is_none_hits() -> None:
+    """A None buffer of a module built in forward is read from the instance, not guarded as an
+    attribute of its class (which has none: that guard could never pass, a record per call)."""
+    model = _BuildsItsLoss()
+    labels = torch.tensor([0, 1, 2, 0])
+    H.assert_compiles_like_eager(
+        model, lambda i: ([torch.randn(4, 3), labels], {}), calls=4, backend="eager"
+    )

@@ -11,7 +11,7 @@ from __future__ import annotations
 import types
 from typing import Any
 
-from ..core.attributes import Read, attr_rule, load_attr
+from ..core.attributes import Read, attr_rule, load_attr, static_lookup
 from ..core.calls import inline
 from ..core.dispatch import Call, call_rule
 from ..core.frame import FrameMonitor, Inst
@@ -107,7 +107,10 @@ def _replayed_object(m: FrameMonitor, r: Read) -> Val:
 
 def _class_attribute(r: Read) -> bool:
     obj = r.obj
-    return is_pyobj(r.base) and r.name not in vars(obj) and lookup(type(obj), r.name) is r.real
+    # (a name the class lacks is MISSING there: a None ``__getattr__`` gave is no class attribute)
+    return (
+        is_pyobj(r.base) and r.name not in vars(obj) and static_lookup(type(obj), r.name) is r.real
+    )
 
 
 @attr_rule("class attribute of an instance", _class_attribute)

@@ -15,7 +15,7 @@ from magpy_refgraph import Attr
 
 from ...bytecode.exceptions import GRAD_MODE_CLASSES, GradExit, grad_context, grad_exit
 from ...core.annotations import Kind, classify, tensor_attr_kind
-from ...core.attributes import Read, attr_rule, load_attr
+from ...core.attributes import Read, attr_rule, load_attr, static_lookup
 from ...core.calls import _as_op, inline, method_self
 from ...core.dispatch import Call, call_rule
 from ...core.frame import FrameMonitor, Inst
@@ -103,7 +103,7 @@ def _class_attribute_of_built(r: Read) -> bool:
     return (
         r.base.payload(ModuleBuild) is not None
         and r.name not in vars(obj)
-        and lookup(type(obj), r.name) is r.real
+        and static_lookup(type(obj), r.name) is r.real  # (MISSING: never the value read)
     )
 
 
