@@ -296,3 +296,51 @@ def test_a_call_over_a_generator_is_followed_into_its_callee() -> None:
     model.norm = torch.nn.Identity()
     _check(compiled, model, torch.randn(3))
     assert H.counters(compiled)[0] == 2
+
+
+class HookedConfig:
+    """A configuration with Python attribute hooks (as transformers' ``PreTrainedConfig``): an
+    alias map read through ``super().__getattribute__``, a ``__setattr__`` that validates."""
+
+    attribute_map: ClassVar[dict[str, str]] = {"kind": "problem_type"}
+
+    def __init__(self) -> None:
+        self.problem_type: str | None = None
+
+    def __getattribute__(self, key: str) -> Any:
+        if key != "attribute_map" and key in super().__getattribute__("attribute_map"):
+            key = super().__getattribute__("attribute_map")[key]
+        return super().__getattribute__(key)
+
+    def __setattr__(self, key: str, value: Any) -> None:
+        if value not in (None, "single", "regression"):
+            raise ValueError(value)
+        super().__setattr__(key, value)
+
+
+def _set_once(cfg: Any) -> Any:
+    def f(x: torch.Tensor) -> torch.Tensor:
+        if cfg.problem_type is None:
+            cfg.problem_type = "single"  # (set on the first call: a lazy default)
+        return x + 1 if cfg.kind == "single" else x - 1
+
+    return f
+
+
+def test_an_attribute_a_call_stores_through_a_python_setattr_is_read_back() -> None:
+    """The store runs the class's ``__setattr__``; the read after it goes through its Python
+    ``__getattribute__`` and ``object.__getattribute__``: it sees the stored value (it was an
+    internal error, the function then ran eagerly for good)."""
+    ours, theirs = HookedConfig(), HookedConfig()
+    compiled, eager = magpy.compile(_set_once(ours), backend="eager"), _set_once(theirs)
+    for i in range(6):
+        if i == 3:
+            ours.problem_type = theirs.problem_type = None
+        if i == 5:
+            ours.problem_type = theirs.problem_type = "regression"
+        x = torch.randn(3)
+        assert torch.equal(compiled(x), eager(x)), i
+        assert vars(ours) == vars(theirs), i
+    st = magpy.stats(compiled)
+    # None then set, "single", "regression": three records; calls 2, 3 and 4 hit
+    assert (st.records, st.hits, st.fallbacks, st.breaks) == (3, 3, 0, 0), st

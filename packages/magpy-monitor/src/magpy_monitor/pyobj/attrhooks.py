@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from magpy_refgraph import GuardKind, NoPlainAttr, ObjAttr, plain_attr_absent
+from magpy_refgraph import Attr, GuardKind, NoPlainAttr, ObjAttr, plain_attr_absent
 
 from ..core import registry
 from ..core.attributes import guard_class_attr, load_attr
@@ -210,6 +210,9 @@ def _plain_read(m: FrameMonitor, base: Val, name: str, real: Any) -> Val:
     if type(real) is types.MethodType and real.__self__ is base.obj:
         guard_class_attr(cap, type(base.obj), name)
         return Val(real, payload=BoundMethod(base))
+    written = base.attrs.get(name) if base.attrs is not None else None
+    if written is not None and (base.node, Attr(name)) in cap.written and written.obj is real:
+        return written  # (stored by the run, through the class's ``__setattr__``)
     return cap.child(base, ObjAttr(name), real)
 
 
