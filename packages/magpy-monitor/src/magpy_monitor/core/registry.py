@@ -51,6 +51,8 @@ __all__ = [
     "FILLING_CONSTRUCTIONS",
     "FOLLOW",
     "FUNCTION_APPLY_MODELS",
+    "GRAPH_CONSTANT",
+    "GUARD_LAYOUT",
     "INVOLVES_ARRAY",
     "IS_PYOBJ",
     "ITER_ITEMS_MODELS",
@@ -254,6 +256,7 @@ CALL_RULE_ORDER: tuple[str, ...] = (
     "namedtuple _replace",  # pyobj
     "tuple __new__",  # pyobj: a tuple subclass's Python __new__ (PackedSequence)
     "builtin",  # core: BUILTIN_HANDLERS, by identity
+    "DTensor placement class",  # libs/torch: Shard(d) of guarded arguments is a constant
     "metaclass __call__",  # pyobj: a metaclass with a Python __call__
     "plain class",  # pyobj: instances of plain Python classes and context classes
     "module with own __call__",  # libs/torch: an nn.Module subclass overriding __call__
@@ -281,6 +284,7 @@ CALL_RULE_ORDER: tuple[str, ...] = (
     "forwarding callable",  # libs/torch: functools.partial, scripted functions
     "compiled callable",  # core: another magpy.compile'd callable is a break
     "python __call__",  # core: an instance whose class has a Python __call__
+    "DTensor placement query",  # libs/torch: Shard(0).is_shard(): a constant of its value
     "native method",  # core: METHOD_HANDLERS, else unsupported (always applies: last)
 )
 CALL_RULES: RuleList[Any] = RuleList("call rules", CALL_RULE_ORDER)
@@ -452,6 +456,14 @@ NUMPY_ERROR_STATE: Hook[Callable[..., None]] = Hook("numpy_error_state")
 #: ``store_tensor_attr(m, base, name, value)``: ``t.name = value`` on a tensor (``p.data``,
 #: ``t.requires_grad``); ``bytecode.attributes.store_attr``; libs.torch.tensorattrs
 STORE_TENSOR_ATTR: Hook[Callable[..., None]] = Hook("store_tensor_attr")
+#: ``graph_constant(cap, val) -> GraphConstant | None``: a non-tensor argument of a tensor
+#: operation that the graph holds as it is (a DTensor's ``DeviceMesh`` or placements), guarded;
+#: None: not one. ``core.capture.Capture.to_arg``; libs.torch.dtensor
+GRAPH_CONSTANT: Hook[Callable[[Capture, Val], Any]] = Hook("graph_constant")
+#: ``guard_layout(cap, val)``: entry tensor ``val`` is of a subclass whose layout is part of its
+#: metadata (a DTensor's mesh and placements): guard it with the rest of its metadata.
+#: ``core.shapes.observe_meta``; libs.torch.dtensor
+GUARD_LAYOUT: Hook[Callable[[Capture, Val], None]] = Hook("guard_layout")
 
 # a tensor's rows, as ``Tensor.__iter__`` gives them (``unbind(0)``), where the object model
 # iterates (called by pyobj; provided by libs.torch.tensorrows)

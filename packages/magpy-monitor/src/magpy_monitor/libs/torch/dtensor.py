@@ -1,0 +1,175 @@
+"""DTensor's layout objects as constants of the graph (tensor parallelism, issue 39).
+
+A DTensor's ``DeviceMesh`` and its ``Placement``\\ s (``Shard(0)``, ``Replicate()``,
+``Partial()``) reach tensor operations as arguments: ``DTensor.from_local(x, mesh, placements)``
+(``_FromTorchTensor.apply``), ``redistribute``, the functional collectives. They decide what
+the operation computes and which collectives it runs, yet no graph code can spell them: the
+graph holds them as they are (``core.recorder.GraphConstant``), bound into the node's target.
+
+- A mesh is guarded by identity: another mesh, even of the same shape and ranks, misses (its
+  process groups differ). One read off a DTensor (``dt.device_mesh``) is that DTensor's,
+  guarded with its metadata (an entry DTensor) or following from its inputs' (one the graph
+  made). One made during the run is a break.
+- A placement is an immutable value: guarded by value (``Shard(0)`` built anew each call still
+  hits), through its entry path, or by what made it when the run built it.
+- A list or tuple of them (``placements``) item by item, its length guarded.
+"""
+
+from __future__ import annotations
+
+import types
+from typing import Any
+
+import torch
+
+from magpy_refgraph import Attr, GuardKind, Item, Unsupported
+
+from ...core import registry
+from ...core.capture import Capture
+from ...core.dispatch import Call, call_rule
+from ...core.frame import FrameMonitor, Inst
+from ...core.recorder import GraphConstant
+from ...core.values import Val
+
+__all__ = [
+    "graph_constant",
+    "guard_layout",
+    "layout_attribute",
+    "layout_object",
+    "local_tensor_attribute",
+    "observe_placement",
+]
+
+try:  # (a build of torch without torch.distributed has neither)
+    from torch.distributed.device_mesh import DeviceMesh
+    from torch.distributed.tensor.placement_types import Placement
+
+    _LAYOUT: tuple[type, ...] = (DeviceMesh, Placement)
+except ImportError:  # pragma: no cover
+    DeviceMesh = Placement = None  # type: ignore[assignment,misc]
+    _LAYOUT = ()
+
+
+def layout_object(obj: Any) -> bool:
+    """``obj`` is a ``DeviceMesh`` or a DTensor ``Placement``."""
+    return bool(_LAYOUT) and isinstance(obj, _LAYOUT)
+
+
+@registry.GRAPH_CONSTANT.provide
+def graph_constant(cap: Capture, val: Val) -> Any:
+    """``val`` as a graph constant, guarded; None where it is no layout object."""
+    obj = val.obj
+    if type(obj) in (list, tuple) and obj and all(layout_object(x) for x in obj):
+        if isinstance(val.items, list):
+            items = val.items
+        elif val.external and val.node is not None:
+            cap.observe_len(val)
+            items = [cap.child(val, Item(i), x) for i, x in enumerate(obj)]
+        else:
+            return None
+        return type(obj)(graph_constant(cap, item) for item in items)
+    if not layout_object(obj):
+        return None
+    if isinstance(obj, torch.Tensor):  # pragma: no cover  (no layout object is a tensor)
+        return None
+    if DeviceMesh is not None and isinstance(obj, DeviceMesh):
+        if val.external and val.node is not None:
+            cap.observe_identity(val)
+        elif not val.const:  # (a constant: read off a DTensor whose layout is guarded)
+            raise Unsupported("a DeviceMesh made during the run passed to a tensor operation")
+        return GraphConstant(obj)
+    observe_placement(cap, val)
+    return GraphConstant(obj)
+
+
+# the attributes of a DTensor that read its layout: metadata, as a tensor's shape is (what the
+# graph makes has the layout its inputs' guarded layouts give it)
+_LAYOUT_ATTRS = frozenset(("placements", "device_mesh", "_spec"))
+
+
+def layout_attribute(obj: Any, name: str) -> bool:
+    """``obj.name`` reads the layout of DTensor ``obj``."""
+    return name in _LAYOUT_ATTRS and _is_dtensor(obj)
+
+
+def local_tensor_attribute(obj: Any, name: str) -> bool:
+    """``obj._local_tensor`` of DTensor ``obj``: the shard it holds, a node of the graph (torch's
+    own code reads it for its dtype or to compute on it without autograd)."""
+    return name == "_local_tensor" and _is_dtensor(obj)
+
+
+def _is_dtensor(obj: Any) -> bool:
+    return _DTENSOR is not None and isinstance(obj, _DTENSOR)
+
+
+try:
+    from torch.distributed.tensor import DTensor as _DTENSOR
+except ImportError:  # pragma: no cover
+    _DTENSOR = None  # type: ignore[assignment,misc]
+
+
+@registry.GUARD_LAYOUT.provide
+def guard_layout(cap: Capture, val: Val) -> None:
+    """An entry DTensor: its mesh by identity, its placements by value (through
+    ``dt.device_mesh`` and ``dt.placements``); another subclass: a break unless it has no
+    layout of its own (``__tensor_flatten__``'s context is what the graph would depend on)."""
+    obj = val.obj
+    if not _is_dtensor(obj):
+        return
+    mesh = cap.child(val, Attr("device_mesh"), obj.device_mesh)
+    cap.observe_identity(mesh)
+    placements = cap.child(val, Attr("placements"), obj.placements)
+    cap.observe_len(placements)
+    for i, p in enumerate(obj.placements):
+        item = cap.child(placements, Item(i), p)
+        cap.observe_type(item)
+        assert item.node is not None
+        cap.graph.observe(item.node, GuardKind.VALUE, p)
+
+
+# the native methods of a placement that only read its value
+_QUERIES = frozenset(("is_shard", "is_replicate", "is_partial"))
+
+
+def _placement_query(c: Call) -> bool:
+    return (
+        isinstance(c.fn, types.BuiltinFunctionType)
+        and getattr(c.fn, "__name__", None) in _QUERIES
+        and bool(c.pos)
+        and Placement is not None
+        and isinstance(c.pos[0].obj, Placement)
+    )
+
+
+@call_rule("DTensor placement query", _placement_query)
+def _query(m: FrameMonitor, inst: Inst, c: Call) -> None:
+    """``p.is_shard(dim)`` and the like: a constant, the placement guarded by value."""
+    cap = m.cap
+    observe_placement(cap, c.pos[0])
+    for v in (*c.pos[1:], *c.kwargs.values()):
+        cap.observe(v)
+    m.expect_outputs(inst, 1, lambda real: [cap.const(real[0])])
+
+
+def observe_placement(cap: Capture, val: Val) -> None:
+    """The program depends on placement ``val``'s value."""
+    if val.external and val.node is not None:
+        cap.observe_type(val)
+        cap.graph.observe(val.node, GuardKind.VALUE, val.obj)
+    else:
+        cap.observe(val)  # (built by the run: what it was built from)
+
+
+def _placement_class(c: Call) -> bool:
+    return Placement is not None and isinstance(c.fn, type) and issubclass(c.fn, Placement)
+
+
+@call_rule("DTensor placement class", _placement_class)
+def _make_placement(m: FrameMonitor, inst: Inst, c: Call) -> None:
+    """``Shard(d)``, ``Replicate()``: an immutable value, constant given its (observed)
+    arguments."""
+    cap = m.cap
+    cap.observe_identity(c.fn_val)
+    for v in (*c.pos, *c.kwargs.values()):
+        cap.observe(v)
+    m.expect_outputs(inst, 1, lambda real: [cap.const(real[0])])
