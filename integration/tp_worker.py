@@ -55,8 +55,12 @@ def _stats_line(st: Any) -> str:
 
 
 def _served(st: Any, calls: int) -> bool:
-    return st.records == 1 and st.hits == calls - 1 and st.graphs == 1 and not st.breaks and (
-        not st.fallbacks
+    return (
+        st.records == 1
+        and st.hits == calls - 1
+        and st.graphs == 1
+        and not st.breaks
+        and (not st.fallbacks)
     )
 
 

@@ -34,7 +34,7 @@ from . import registry, scalars, shapes, undo
 from .ambient import ambient_state
 from .annotations import hands_back_unchanged
 from .joined import refuse_joined_update, storage_key
-from .recorder import GraphConstant, GraphRecorder, unwrap_constants
+from .recorder import GraphRecorder
 from .shapes import (
     ShapeTracker,
     SymInt,
@@ -454,8 +454,6 @@ class Capture:
             self.observe_len(val)
             mapped = [self.to_arg(x) for x in items]
             return mapped if type(obj) is list else tuple(mapped)
-        if type(obj) is dict and isinstance(val.items, dict) and all(type(k) is str for k in obj):
-            return self._dict_arg(val)  # options a library builds: ``{"op_dtype": dtype}``
         if not fx_constant_ok(obj):
             held = registry.GRAPH_CONSTANT.impl(self, val)
             if held is not None:
@@ -464,19 +462,6 @@ class Capture:
             raise Unsupported(f"{type(obj).__name__} object passed to a tensor operation")
         self.observe(val)
         return plain_scalar(obj)
-
-    def _dict_arg(self, val: Val) -> Any:
-        """A dict the run built, with string keys, as an argument: its items as arguments; held
-        whole as a ``GraphConstant`` when no graph value is among them (fx prints dicts by
-        ``repr``, which cannot spell every constant)."""
-        assert isinstance(val.items, dict)
-        mapped = {}
-        for key, item in val.items.values():
-            self.observe(key)
-            mapped[key.obj] = self.to_arg(item)
-        if any(isinstance(a, fx.Node) for a in fx.node.map_aggregate(mapped, lambda a: a)):
-            return mapped
-        return GraphConstant(unwrap_constants(mapped))
 
     def dynamic_scalar(self, val: Val) -> Any:
         """The graph node of a promoted scalar (or arithmetic over promoted scalars), or None

@@ -13,7 +13,14 @@ from magpy_refgraph import Path, Unsupported
 
 from .speculation import is_random
 
-__all__ = ["FILL_METHODS", "GraphConstant", "GraphRecorder", "setitem", "unwrap_constants"]
+__all__ = [
+    "FILL_METHODS",
+    "GraphConstant",
+    "GraphRecorder",
+    "held_whole",
+    "setitem",
+    "unwrap_constants",
+]
 
 _NAME = re.compile(r"[^0-9a-zA-Z_]+")
 
@@ -44,6 +51,15 @@ def unwrap_constants(a: Any) -> Any:
     if type(a) is dict:
         return {k: unwrap_constants(x) for k, x in a.items()}
     return a
+
+
+def held_whole(arg: dict[str, Any]) -> Any:
+    """A dict argument (its items already arguments): held whole as a ``GraphConstant`` when no
+    graph value is among them (fx prints a dict by ``repr``, which cannot spell every constant),
+    else as it is (its constants bound by ``_bind_constants``)."""
+    nodes: list[fx.Node] = []
+    fx.node.map_arg(unwrap_constants(arg), nodes.append)
+    return arg if nodes else GraphConstant(unwrap_constants(arg))
 
 
 class _Slot:
@@ -182,9 +198,7 @@ class GraphRecorder:
             a.meta.get("copied_view") for a in node.all_input_nodes
         ):
             node.meta["copied_view"] = True  # a view of a copied x[t]: a copy too
-        node.meta["varies"] = random or any(
-            _varies(a) for a in node.all_input_nodes
-        )
+        node.meta["varies"] = random or any(_varies(a) for a in node.all_input_nodes)
         if _data_dependent_shape(node):
             node.meta["dyn_shape"] = True
         if effect:

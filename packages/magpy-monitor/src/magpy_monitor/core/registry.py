@@ -457,8 +457,9 @@ NUMPY_ERROR_STATE: Hook[Callable[..., None]] = Hook("numpy_error_state")
 #: ``t.requires_grad``); ``bytecode.attributes.store_attr``; libs.torch.tensorattrs
 STORE_TENSOR_ATTR: Hook[Callable[..., None]] = Hook("store_tensor_attr")
 #: ``graph_constant(cap, val) -> GraphConstant | None``: a non-tensor argument of a tensor
-#: operation that the graph holds as it is (a DTensor's ``DeviceMesh`` or placements), guarded;
-#: None: not one. ``core.capture.Capture.to_arg``; libs.torch.dtensor
+#: operation that the graph holds as it is (a DTensor's ``DeviceMesh`` or placements, a dict of
+#: options the run built), guarded; None: not one. ``core.capture.Capture.to_arg``;
+#: libs.torch.dtensor
 GRAPH_CONSTANT: Hook[Callable[[Capture, Val], Any]] = Hook("graph_constant")
 #: ``guard_layout(cap, val)``: entry tensor ``val`` is of a subclass whose layout is part of its
 #: metadata (a DTensor's mesh and placements): guard it with the rest of its metadata.

@@ -13,6 +13,7 @@ graph holds them as they are (``core.recorder.GraphConstant``), bound into the n
 - A placement is an immutable value: guarded by value (``Shard(0)`` built anew each call still
   hits), through its entry path, or by what made it when the run built it.
 - A list or tuple of them (``placements``) item by item, its length guarded.
+- A dict of options with string keys that the run built (``redistribute``'s), item by item.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from ...core import registry
 from ...core.capture import Capture
 from ...core.dispatch import Call, call_rule
 from ...core.frame import FrameMonitor, Inst
-from ...core.recorder import GraphConstant
+from ...core.recorder import GraphConstant, held_whole
 from ...core.values import Val
 
 __all__ = [
@@ -59,6 +60,12 @@ def layout_object(obj: Any) -> bool:
 def graph_constant(cap: Capture, val: Val) -> Any:
     """``val`` as a graph constant, guarded; None where it is no layout object."""
     obj = val.obj
+    if type(obj) is dict and isinstance(val.items, dict) and all(type(k) is str for k in obj):
+        # options the run built (``Redistribute.apply``'s ``{"op_dtype": dtype, ...}``): item
+        # by item, held whole where no graph value is among them
+        for key, _ in val.items.values():
+            cap.observe(key)
+        return held_whole({k.obj: cap.to_arg(v) for k, v in val.items.values()})
     if type(obj) in (list, tuple) and obj and all(layout_object(x) for x in obj):
         if isinstance(val.items, list):
             items = val.items
