@@ -13,7 +13,7 @@ Spawns ``--world`` processes (``torch.multiprocessing``, gloo, loopback only). E
 - ``guards``: ``F.linear(x, w)`` of DTensors compiled as a function: a weight of the same
   layout on the same mesh hits; the same weight on another mesh (same ranks, same shape) and
   one with another placement each miss and get a record of their own; each result equals
-  eager.
+  eager. ``w.full_tensor()`` (an all-gather) compiled: one graph, its record hit.
 - ``llama`` (``--llama``): a Llama-style block (RMSNorm, attention with q/k/v colwise and o
   rowwise, SwiGLU MLP with gate/up colwise and down rowwise, residuals) with the plan torch's
   TP tutorial uses, compiled whole.
@@ -169,6 +169,10 @@ def _linear(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return F.linear(x, w).relu()
 
 
+def _gathered(w: torch.Tensor) -> torch.Tensor:
+    return w.full_tensor() * 2
+
+
 def _guards_case(rank: int, mesh: DeviceMesh, backend: str) -> str:
     world = mesh.size()
     other = DeviceMesh("cpu", list(range(world)))  # same ranks and shape, another object
@@ -197,6 +201,12 @@ def _guards_case(rank: int, mesh: DeviceMesh, backend: str) -> str:
     st = magpy.stats(compiled)
     if st.hits != 2:
         return f"rank {rank} guards: expected 2 hits: {st}"
+    gathered = magpy.compile(_gathered, backend=backend)  # (an all-gather in the graph)
+    for i, (w, _, _) in enumerate(calls[:2] * 2):
+        if not torch.allclose(gathered(w), _gathered(w)):
+            return f"rank {rank} guards: full_tensor() differs at call {i}"
+    if not _served(magpy.stats(gathered), 4):
+        return f"rank {rank} guards: full_tensor() not one graph: {magpy.stats(gathered)}"
     return f"rank {rank} guards: ok ({_stats_line(st)})"
 
 

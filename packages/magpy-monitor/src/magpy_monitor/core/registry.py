@@ -53,6 +53,7 @@ __all__ = [
     "FUNCTION_APPLY_MODELS",
     "GRAPH_CONSTANT",
     "GUARD_LAYOUT",
+    "IMMUTABLE_CLASSES",
     "INVOLVES_ARRAY",
     "IS_PYOBJ",
     "ITER_ITEMS_MODELS",
@@ -265,6 +266,7 @@ CALL_RULE_ORDER: tuple[str, ...] = (
     "modelled Function.apply",  # libs/torch: FUNCTION_APPLY_MODELS
     "autograd backward",  # libs/torch: loss.backward(), torch.autograd.backward
     "autograd grad",  # libs/torch: torch.autograd.grad
+    "DTensor placement query",  # libs/torch: Shard(0).is_shard(): a constant of its value
     "bound method",  # core: annotated as a whole, else unbound and dispatched again
     "Function.apply",  # libs/torch: any other autograd Function: no_grad, its forward; else a node
     "tensor method self",  # core: a bound native tensor method gets its self, then goes on
@@ -284,7 +286,6 @@ CALL_RULE_ORDER: tuple[str, ...] = (
     "forwarding callable",  # libs/torch: functools.partial, scripted functions
     "compiled callable",  # core: another magpy.compile'd callable is a break
     "python __call__",  # core: an instance whose class has a Python __call__
-    "DTensor placement query",  # libs/torch: Shard(0).is_shard(): a constant of its value
     "native method",  # core: METHOD_HANDLERS, else unsupported (always applies: last)
 )
 CALL_RULES: RuleList[Any] = RuleList("call rules", CALL_RULE_ORDER)
@@ -465,6 +466,9 @@ GRAPH_CONSTANT: Hook[Callable[[Capture, Val], Any]] = Hook("graph_constant")
 #: metadata (a DTensor's mesh and placements): guard it with the rest of its metadata.
 #: ``core.shapes.observe_meta``; libs.torch.dtensor
 GUARD_LAYOUT: Hook[Callable[[Capture, Val], None]] = Hook("guard_layout")
+#: classes of immutable values beyond ``core.valuetypes``' (DTensor placements): a method read
+#: off a constant of one is bound to that constant (``core.calls.method_self``); libs.torch.dtensor
+IMMUTABLE_CLASSES: list[type] = []
 
 # a tensor's rows, as ``Tensor.__iter__`` gives them (``unbind(0)``), where the object model
 # iterates (called by pyobj; provided by libs.torch.tensorrows)

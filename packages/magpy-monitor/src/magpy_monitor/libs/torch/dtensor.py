@@ -30,7 +30,7 @@ from ...core.capture import Capture
 from ...core.dispatch import Call, call_rule
 from ...core.frame import FrameMonitor, Inst
 from ...core.recorder import GraphConstant, held_whole
-from ...core.values import Val
+from ...core.values import BoundMethod, Val
 
 __all__ = [
     "graph_constant",
@@ -49,6 +49,10 @@ try:  # (a build of torch without torch.distributed has neither)
 except ImportError:  # pragma: no cover
     DeviceMesh = Placement = None  # type: ignore[assignment,misc]
     _LAYOUT = ()
+
+
+if Placement is not None:
+    registry.IMMUTABLE_CLASSES.append(Placement)
 
 
 def layout_object(obj: Any) -> bool:
@@ -139,23 +143,44 @@ _QUERIES = frozenset(("is_shard", "is_replicate", "is_partial"))
 
 
 def _placement_query(c: Call) -> bool:
+    fn = c.fn
+    if type(fn) is types.MethodType:  # p.is_shard, bound
+        return fn.__name__ in _QUERIES and layout_object(fn.__self__)
     return (
-        isinstance(c.fn, types.BuiltinFunctionType)
-        and getattr(c.fn, "__name__", None) in _QUERIES
+        isinstance(fn, types.BuiltinFunctionType)
+        and getattr(fn, "__name__", None) in _QUERIES
         and bool(c.pos)
-        and Placement is not None
-        and isinstance(c.pos[0].obj, Placement)
+        and layout_object(c.pos[0].obj)
     )
 
 
 @call_rule("DTensor placement query", _placement_query)
 def _query(m: FrameMonitor, inst: Inst, c: Call) -> None:
     """``p.is_shard(dim)`` and the like: a constant, the placement guarded by value."""
-    cap = m.cap
-    observe_placement(cap, c.pos[0])
-    for v in (*c.pos[1:], *c.kwargs.values()):
+    cap, pos = m.cap, c.pos
+    if type(c.fn) is types.MethodType:
+        pos = [_bound_self(m, c.fn_val), *pos]
+    observe_placement(cap, pos[0])
+    for v in (*pos[1:], *c.kwargs.values()):
         cap.observe(v)
     m.expect_outputs(inst, 1, lambda real: [cap.const(real[0])])
+
+
+def _bound_self(m: FrameMonitor, fn_val: Val) -> Val:
+    """The placement a bound query method reads: as the run knows it, or a constant where the
+    method was read off a constant (``Replicate()`` built in the run)."""
+    bound = fn_val.payload(BoundMethod)
+    if bound is not None:
+        return bound.self_val
+    owner = fn_val.obj.__self__
+    if fn_val.external:
+        return m.cap.child(fn_val, Attr("__self__"), owner)
+    known = m.cap.known(owner)
+    if known is not None:
+        return known
+    if fn_val.const:
+        return m.cap.const(owner)
+    raise m.unsupported(f"a method of a {type(owner).__name__} of unknown origin")
 
 
 def observe_placement(cap: Capture, val: Val) -> None:
