@@ -6,9 +6,9 @@ MLP: the compiled forward equals the unsharded model's on every rank over 4 call
 graph (``from_local``, the sharded matmuls and ``redistribute``'s all-reduce inside it, no
 break) and the last 3 calls hit its record. ``F.linear`` of DTensors compiled as a function:
 a weight of the same layout hits, the same weight on another ``DeviceMesh`` (same ranks and
-shape) and one with another placement miss; ``w.full_tensor()`` is one graph. The Llama-style block (q/k/v and gate/up colwise,
-o and down rowwise) and AOTAutograd (``aot_eager``) run under ``slow`` (``nox -s
-integration_slow``).
+shape) and one with another placement miss; ``w.full_tensor()`` is one graph. The
+Llama-style block (q/k/v and gate/up colwise, o and down rowwise) and AOTAutograd
+(``aot_eager``) run under ``slow`` (``nox -s integration_slow``).
 """
 
 from __future__ import annotations

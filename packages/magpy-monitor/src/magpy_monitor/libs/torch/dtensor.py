@@ -122,8 +122,8 @@ except ImportError:  # pragma: no cover
 @registry.GUARD_LAYOUT.provide
 def guard_layout(cap: Capture, val: Val) -> None:
     """An entry DTensor: its mesh by identity, its placements by value (through
-    ``dt.device_mesh`` and ``dt.placements``); another subclass: a break unless it has no
-    layout of its own (``__tensor_flatten__``'s context is what the graph would depend on)."""
+    ``dt.device_mesh`` and ``dt.placements``), its local shard's metadata. Other subclasses:
+    nothing beyond their metadata (issue 39 covers DTensor only)."""
     obj = val.obj
     if not _is_dtensor(obj):
         return
@@ -136,6 +136,9 @@ def guard_layout(cap: Capture, val: Val) -> None:
         cap.observe_type(item)
         assert item.node is not None
         cap.graph.observe(item.node, GuardKind.VALUE, p)
+    # the shard this rank holds: its sizes follow from the above for a DTensor torch laid out,
+    # not for one from ``from_local(..., shape=...)`` with uneven shards of the program's own
+    cap.guard_meta(cap.child(val, Attr("_local_tensor"), obj._local_tensor))
 
 
 # the native methods of a placement that only read its value
