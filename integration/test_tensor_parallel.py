@@ -7,7 +7,8 @@ graph (``from_local``, the sharded matmuls and ``redistribute``'s all-reduce ins
 break) and the last 3 calls hit its record. ``F.linear`` of DTensors compiled as a function:
 a weight of the same layout hits, the same weight on another ``DeviceMesh`` (same ranks and
 shape) and one with another placement miss; ``w.full_tensor()`` is one graph. The
-Llama-style block (q/k/v and gate/up colwise, o and down rowwise) and AOTAutograd
+Llama-style block (q/k/v and gate/up colwise, o and down rowwise), with and without
+SequenceParallel, and AOTAutograd
 (``aot_eager``) run under ``slow`` (``nox -s integration_slow``).
 """
 
@@ -30,6 +31,7 @@ def _check(proc: object, cases: tuple[str, ...]) -> None:
                 "mlp": f"rank {rank} mlp: ok (1 records, 3 hits, 1 graphs, 0 breaks)",
                 "llama": f"rank {rank} llama: ok (1 records, 3 hits, 1 graphs, 0 breaks)",
                 "guards": f"rank {rank} guards: ok (3 records, 2 hits, 3 graphs, 0 breaks)",
+                "sp": f"rank {rank} sequence-parallel: ok (1 records, 3 hits, 1 graphs, 0 breaks)",
             }[case]
             assert want in lines, out
 
@@ -44,4 +46,4 @@ def test_tp_mlp_is_one_graph_and_layouts_are_guarded_on_two_processes() -> None:
 def test_tp_llama_block_on_two_processes(backend: str) -> None:
     args = ("--calls", "4", "--llama", "--backend", backend)
     proc = H.run_module("integration.tp_worker", *args, timeout=480)
-    _check(proc, ("mlp", "guards", "llama"))
+    _check(proc, ("mlp", "guards", "llama", "sp"))

@@ -16,7 +16,9 @@ Spawns ``--world`` processes (``torch.multiprocessing``, gloo, loopback only). E
   eager. ``w.full_tensor()`` (an all-gather) compiled: one graph, its record hit.
 - ``llama`` (``--llama``): a Llama-style block (RMSNorm, attention with q/k/v colwise and o
   rowwise, SwiGLU MLP with gate/up colwise and down rowwise, residuals) with the plan torch's
-  TP tutorial uses, compiled whole.
+  TP tutorial uses, compiled whole; ``sequence-parallel``: the same block with the tutorial's
+  sequence parallelism (norms on sequence shards, ``PrepareModuleInput`` all-gathers,
+  rowwise outputs reduce-scattered), fed this rank's sequence shard.
 
 Prints one line per rank and case (``rank R case: ok (...)`` or what differed) and exits
 non-zero if any differs. Used by ``integration/test_tensor_parallel.py``.
@@ -38,7 +40,9 @@ from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.tensor import DTensor, Replicate, Shard, distribute_tensor
 from torch.distributed.tensor.parallel import (
     ColwiseParallel,
+    PrepareModuleInput,
     RowwiseParallel,
+    SequenceParallel,
     parallelize_module,
 )
 
@@ -165,6 +169,41 @@ def _llama_case(rank: int, mesh: DeviceMesh, backend: str, calls: int) -> str:
     return f"rank {rank} llama: ok ({_stats_line(st)})"
 
 
+def _sp_plan() -> dict[str, Any]:
+    """The block's plan with sequence parallelism (torch's TP tutorial): the norms run on
+    sequence shards, each sublayer gathers its input and reduce-scatters its output."""
+    gather = PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),))
+    plan: dict[str, Any] = dict(_BLOCK_PLAN)
+    plan.update({
+        "attention_norm": SequenceParallel(),
+        "attention": gather,
+        "attention.wo": RowwiseParallel(output_layouts=Shard(1)),
+        "ffn_norm": SequenceParallel(),
+        "feed_forward": gather,
+        "feed_forward.w2": RowwiseParallel(output_layouts=Shard(1)),
+    })  # fmt: skip
+    return plan
+
+
+def _sp_case(rank: int, mesh: DeviceMesh, backend: str, calls: int) -> str:
+    torch.manual_seed(0)
+    reference = _Block()
+    model = _Block()
+    model.load_state_dict(reference.state_dict())
+    parallelize_module(model, mesh, _sp_plan())
+    compiled = magpy.compile(model, backend=backend)
+    world = mesh.size()
+    for i, x in enumerate(_inputs(calls, 2, 3 * world, 16)):
+        local = x.chunk(world, dim=1)[rank].contiguous()  # (this rank's sequence shard)
+        out, want = compiled(local), reference(x).chunk(world, dim=1)[rank]
+        if isinstance(out, DTensor) or not torch.allclose(out, want, atol=1e-5):
+            return f"rank {rank} sequence-parallel: output differs at call {i}"
+    st = magpy.stats(compiled)
+    if not _served(st, calls):
+        return f"rank {rank} sequence-parallel: not one graph served by its record: {st}"
+    return f"rank {rank} sequence-parallel: ok ({_stats_line(st)})"
+
+
 def _linear(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return F.linear(x, w).relu()
 
@@ -225,6 +264,7 @@ def _worker(
         ]
         if llama:
             cases.append(lambda: _llama_case(rank, mesh, backend, calls))
+            cases.append(lambda: _sp_case(rank, mesh, backend, calls))
         for case in cases:
             try:
                 results.put(case())
@@ -256,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
         nprocs=args.world,
         start_method="spawn",
     )
-    per_rank = 3 if args.llama else 2
+    per_rank = 4 if args.llama else 2
     lines = sorted(results.get(timeout=60) for _ in range(per_rank * args.world))
     print("\n".join(lines))
     return 0 if all(": ok (" in line for line in lines) else 1

@@ -208,3 +208,26 @@ def _make_placement(m: FrameMonitor, inst: Inst, c: Call) -> None:
     for v in (*c.pos, *c.kwargs.values()):
         cap.observe(v)
     m.expect_outputs(inst, 1, lambda real: [cap.const(real[0])])
+
+
+def _placement_classes() -> list[type]:
+    found: list[type] = []
+    todo = [Placement] if Placement is not None else []
+    while todo:
+        cls = todo.pop()
+        found.append(cls)
+        todo.extend(cls.__subclasses__())
+    return found
+
+
+def _compare_placements(m: FrameMonitor, inst: Inst, a: Val, b: Val, symbol: str) -> None:
+    """``p == q`` / ``p != q`` of two placements (``input_layout != desired_layout``): a
+    constant, both guarded by value."""
+    if symbol not in ("==", "!="):
+        raise m.unsupported(f"{symbol} between placements")
+    observe_placement(m.cap, a)
+    observe_placement(m.cap, b)
+    m.expect_outputs(inst, 1, lambda real: [m.cap.const(real[0])])
+
+
+registry.register_types(registry.COMPARE_MODELS, *_placement_classes())(_compare_placements)
