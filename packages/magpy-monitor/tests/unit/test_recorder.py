@@ -11,7 +11,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from magpy_monitor import capture
-from magpy_monitor.core.recorder import setitem
+from magpy_monitor.core.recorder import GraphConstant, GraphRecorder, held_whole, setitem
 from magpy_refgraph import Item, Local, Path
 
 
@@ -199,3 +199,50 @@ class TestDeadCodeAndEffects:
         gm = torch.fx.GraphModule(torch.nn.Module(), g)
         (out,) = torch.fx.Interpreter(gm).run(x)
         torch.testing.assert_close(out, f(x))
+
+
+class _Opaque:
+    """An object no fx code can spell (its repr is no expression)."""
+
+    def __init__(self, k: float) -> None:
+        self.k = k
+
+
+def _scaled(x: torch.Tensor, how: _Opaque, opts: dict[str, Any]) -> torch.Tensor:
+    return x * how.k + opts["shift"].k
+
+
+class TestGraphConstants:
+    def test_constants_are_bound_into_the_target(self) -> None:
+        """An argument wrapped in ``GraphConstant`` (a DTensor's mesh or placements) is held by
+        the node's target, whose own arguments are the graph values only: the module's code
+        compiles and computes what the call with the objects computes."""
+        rec = GraphRecorder()
+        x = torch.randn(3)
+        node_x = rec.placeholder(Path(Local("x")), x)
+        how, shift = _Opaque(2.0), _Opaque(1.0)
+        opts = {"shift": GraphConstant(shift)}
+        out = rec.call("call_function", _scaled, (node_x, GraphConstant(how), opts), {})
+        assert out.args == (node_x,) and out.kwargs == {}
+        assert out.target.__name__ == "_scaled_with_constants"
+        rec.graph.output(out)
+        gm = fx.GraphModule(torch.nn.Module(), rec.graph)
+        torch.testing.assert_close(gm(x), x * 2.0 + 1.0)
+
+    def test_a_method_with_constants_is_called_on_its_first_argument(self) -> None:
+        rec = GraphRecorder()
+        x = torch.randn(2, 3)
+        node_x = rec.placeholder(Path(Local("x")), x)
+        out = rec.call("call_method", "transpose", (node_x, GraphConstant(0), 1), {})
+        assert out.op == "call_function"
+        rec.graph.output(out)
+        torch.testing.assert_close(fx.GraphModule(torch.nn.Module(), rec.graph)(x), x.T)
+
+    def test_a_dict_holding_graph_values_stays_a_dict(self) -> None:
+        """``held_whole``: a dict of options is one constant unless a graph value is in it."""
+        rec = GraphRecorder()
+        node_x = rec.placeholder(Path(Local("x")), torch.ones(1))
+        whole = held_whole({"a": GraphConstant(_Opaque(1.0)), "b": 2})
+        assert type(whole) is GraphConstant and whole.obj["b"] == 2
+        assert type(whole.obj["a"]) is _Opaque
+        assert held_whole({"a": node_x}) == {"a": node_x}

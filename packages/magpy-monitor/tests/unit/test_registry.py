@@ -98,6 +98,8 @@ class TestRegisteredRules:
             ("tensor value read", "dynamic", "t.item() is speculated before it is a break"),
             ("opaque forward", "python function", "an RNN's forward is one node"),
             ("compiled callable", "python __call__", "a compiled callable is not followed"),
+            ("DTensor placement class", "plain class", "Shard(d) is a constant, not built"),
+            ("DTensor placement query", "bound method", "p.is_shard() of a constant p"),
         ],
     )
     def test_overlapping_call_rules_are_ordered(self, earlier: str, later: str, why: str) -> None:

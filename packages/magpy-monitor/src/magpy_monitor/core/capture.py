@@ -458,9 +458,13 @@ class Capture:
             self.observe_len(val)
             mapped = [self.to_arg(x) for x in items]
             return mapped if type(obj) is list else tuple(mapped)
-        self.observe(val)
         if not fx_constant_ok(obj):
+            held = registry.GRAPH_CONSTANT.impl(self, val)
+            if held is not None:
+                return held
+            self.observe(val)
             raise Unsupported(f"{type(obj).__name__} object passed to a tensor operation")
+        self.observe(val)
         return plain_scalar(obj)
 
     def dynamic_scalar(self, val: Val) -> Any:

@@ -14,9 +14,116 @@ from magpy_refgraph import Path, Unsupported
 from .speculation import is_random
 from .views import is_view
 
-__all__ = ["FILL_METHODS", "GraphRecorder", "setitem"]
+__all__ = [
+    "FILL_METHODS",
+    "GraphConstant",
+    "GraphRecorder",
+    "held_whole",
+    "setitem",
+    "unwrap_constants",
+]
 
 _NAME = re.compile(r"[^0-9a-zA-Z_]+")
+
+
+class GraphConstant:
+    """An argument of an operation that the graph's code cannot spell (a ``DeviceMesh``, a
+    DTensor ``Placement``), guarded by whoever made it one (``registry.GRAPH_CONSTANT``).
+
+    The recorder binds such arguments into the node's target (``_bind_constants``): the node
+    calls a function that holds them and takes only the graph values.
+    """
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: Any) -> None:
+        self.obj = obj
+
+    def __repr__(self) -> str:
+        return f"GraphConstant({self.obj!r})"
+
+
+def unwrap_constants(a: Any) -> Any:
+    """``a`` with every ``GraphConstant`` in it (in lists, tuples, dicts) replaced by its object."""
+    if type(a) is GraphConstant:
+        return a.obj
+    if type(a) in (list, tuple):
+        return type(a)(unwrap_constants(x) for x in a)
+    if type(a) is dict:
+        return {k: unwrap_constants(x) for k, x in a.items()}
+    return a
+
+
+def held_whole(arg: dict[str, Any]) -> Any:
+    """A dict argument (its items already arguments): held whole as a ``GraphConstant`` when no
+    graph value is among them (fx prints a dict by ``repr``, which cannot spell every constant),
+    else as it is (its constants bound by ``_bind_constants``)."""
+    nodes: list[fx.Node] = []
+    fx.node.map_arg(unwrap_constants(arg), nodes.append)
+    return arg if nodes else GraphConstant(unwrap_constants(arg))
+
+
+class _Slot:
+    __slots__ = ("index",)
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+
+
+def _has_constant(a: Any) -> bool:
+    if type(a) is GraphConstant:
+        return True
+    if type(a) in (list, tuple):
+        return any(_has_constant(x) for x in a)
+    if type(a) is dict:
+        return any(_has_constant(x) for x in a.values())
+    return False
+
+
+def _bind_constants(
+    op: str, target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[Any, tuple[Any, ...], dict[str, Any]]:
+    """``target(*args, **kwargs)`` with its ``GraphConstant`` arguments held by a new target
+    function whose own arguments are the graph nodes only (in order of appearance)."""
+    nodes: list[fx.Node] = []
+
+    def hollow(a: Any) -> Any:
+        if isinstance(a, fx.Node):
+            nodes.append(a)
+            return _Slot(len(nodes) - 1)
+        if type(a) is GraphConstant:
+            return a.obj
+        if type(a) in (list, tuple):
+            return type(a)(hollow(x) for x in a)
+        if type(a) is dict:
+            return {k: hollow(x) for k, x in a.items()}
+        return a
+
+    def fill(a: Any, values: tuple[Any, ...]) -> Any:
+        if type(a) is _Slot:
+            return values[a.index]
+        if type(a) in (list, tuple):
+            return type(a)(fill(x, values) for x in a)
+        if type(a) is dict:
+            return {k: fill(x, values) for k, x in a.items()}
+        return a
+
+    shape_args, shape_kwargs = hollow(args), hollow(kwargs)
+
+    if op == "call_method":
+
+        def bound(*values: Any) -> Any:
+            a, kw = fill(shape_args, values), fill(shape_kwargs, values)
+            return getattr(a[0], target)(*a[1:], **kw)
+
+    else:
+
+        def bound(*values: Any) -> Any:
+            return target(*fill(shape_args, values), **fill(shape_kwargs, values))
+
+    name = target if isinstance(target, str) else getattr(target, "__name__", "op")
+    bound.__name__ = bound.__qualname__ = f"{_NAME.sub('_', str(name))}_with_constants"
+    return bound, tuple(nodes), {}
 
 
 class GraphRecorder:
@@ -75,6 +182,10 @@ class GraphRecorder:
         if any(isinstance(a, torch.Generator) for a in (*args, *kwargs.values())):
             # (a Generator cannot be a constant of the graph's code, nor restored on a miss)
             raise Unsupported("random numbers drawn from a torch.Generator the program passes")
+        random = is_random(target, args, kwargs)
+        if _has_constant(args) or _has_constant(kwargs):
+            target, args, kwargs = _bind_constants(op, target, args, kwargs)
+            op = "call_function"
         node = self.graph.create_node(op, target, args, kwargs)
         uninit = any(a.meta.get("uninit") for a in node.all_input_nodes)
         if uninit and not _fills(node) and not _fills_a_slice(node):
@@ -89,9 +200,7 @@ class GraphRecorder:
         self.created.append(node)
         if is_view(target) and any(a.meta.get("copied_view") for a in node.all_input_nodes):
             node.meta["copied_view"] = True  # a view of a copied x[t]: a copy too
-        node.meta["varies"] = is_random(target, args, kwargs) or any(
-            _varies(a) for a in node.all_input_nodes
-        )
+        node.meta["varies"] = random or any(_varies(a) for a in node.all_input_nodes)
         if _data_dependent_shape(node):
             node.meta["dyn_shape"] = True
         if effect:

@@ -52,6 +52,9 @@ __all__ = [
     "FILLING_CONSTRUCTIONS",
     "FOLLOW",
     "FUNCTION_APPLY_MODELS",
+    "GRAPH_CONSTANT",
+    "GUARD_LAYOUT",
+    "IMMUTABLE_CLASSES",
     "INVOLVES_ARRAY",
     "IS_PYOBJ",
     "ITER_ITEMS_MODELS",
@@ -255,6 +258,7 @@ CALL_RULE_ORDER: tuple[str, ...] = (
     "namedtuple _replace",  # pyobj
     "tuple __new__",  # pyobj: a tuple subclass's Python __new__ (PackedSequence)
     "builtin",  # core: BUILTIN_HANDLERS, by identity
+    "DTensor placement class",  # libs/torch: Shard(d) of guarded arguments is a constant
     "metaclass __call__",  # pyobj: a metaclass with a Python __call__
     "plain class",  # pyobj: instances of plain Python classes and context classes
     "module with own __call__",  # libs/torch: an nn.Module subclass overriding __call__
@@ -263,6 +267,7 @@ CALL_RULE_ORDER: tuple[str, ...] = (
     "modelled Function.apply",  # libs/torch: FUNCTION_APPLY_MODELS
     "autograd backward",  # libs/torch: loss.backward(), torch.autograd.backward
     "autograd grad",  # libs/torch: torch.autograd.grad
+    "DTensor placement query",  # libs/torch: Shard(0).is_shard(): a constant of its value
     "bound method",  # core: annotated as a whole, else unbound and dispatched again
     "Function.apply",  # libs/torch: any other autograd Function: no_grad, its forward; else a node
     "tensor method self",  # core: a bound native tensor method gets its self, then goes on
@@ -458,6 +463,18 @@ NUMPY_ERROR_STATE: Hook[Callable[..., None]] = Hook("numpy_error_state")
 #: ``store_tensor_attr(m, base, name, value)``: ``t.name = value`` on a tensor (``p.data``,
 #: ``t.requires_grad``); ``bytecode.attributes.store_attr``; libs.torch.tensorattrs
 STORE_TENSOR_ATTR: Hook[Callable[..., None]] = Hook("store_tensor_attr")
+#: ``graph_constant(cap, val) -> GraphConstant | None``: a non-tensor argument of a tensor
+#: operation that the graph holds as it is (a DTensor's ``DeviceMesh`` or placements, a dict of
+#: options the run built), guarded; None: not one. ``core.capture.Capture.to_arg``;
+#: libs.torch.dtensor
+GRAPH_CONSTANT: Hook[Callable[[Capture, Val], Any]] = Hook("graph_constant")
+#: ``guard_layout(cap, val)``: entry tensor ``val`` is of a subclass whose layout is part of its
+#: metadata (a DTensor's mesh and placements): guard it with the rest of its metadata.
+#: ``core.shapes.observe_meta``; libs.torch.dtensor
+GUARD_LAYOUT: Hook[Callable[[Capture, Val], None]] = Hook("guard_layout")
+#: classes of immutable values beyond ``core.valuetypes``' (DTensor placements): a method read
+#: off a constant of one is bound to that constant (``core.calls.method_self``); libs.torch.dtensor
+IMMUTABLE_CLASSES: list[type] = []
 
 # a tensor's rows, as ``Tensor.__iter__`` gives them (``unbind(0)``), where the object model
 # iterates (called by pyobj; provided by libs.torch.tensorrows)

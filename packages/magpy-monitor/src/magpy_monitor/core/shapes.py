@@ -43,6 +43,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 from magpy_refgraph import Attr, GuardKind, Item, Path
 
+from . import registry
 from .values import ScalarFx, Val
 from .valuetypes import tensor_flags
 
@@ -133,6 +134,11 @@ def observe_meta(cap: Capture, val: Val, dims: Collection[int]) -> None:
     cap.metas[val.node] = (val.obj, dims)
     meta = tensor_meta(val.obj, dims, offset=cap.offsets_read)
     cap.graph.observe(val.node, GuardKind.TENSOR_META, meta)
+    if type(val.obj) not in _PLAIN_TENSORS:
+        registry.GUARD_LAYOUT.impl(cap, val)
+
+
+_PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
 
 
 def read_offsets(cap: Capture) -> None:

@@ -34,6 +34,7 @@ from ..libs.stdlib import locks, pyenv, sleep, warn, weakrefs
 from ..libs.torch import (
     autograd,
     checkpoint,
+    dtensor,
     functions,
     globalstate,
     hooks,
@@ -95,7 +96,7 @@ LOADED = (
     # libs: stdlib < numpy < torch < transformers
     warn, pyenv, sleep, weakrefs, locks, ndarrays, numpy_rules,
     hooks, modattrs, modctor, tensorctors, autograd, tensorattrs, tensorrows, globalstate,
-    checkpoint, optim, hops, functions,
+    checkpoint, optim, hops, functions, dtensor,
     torch_rules,
     hf_outputs,
 )  # fmt: skip

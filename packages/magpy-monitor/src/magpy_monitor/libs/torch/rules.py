@@ -27,6 +27,7 @@ from ...core.valuetypes import is_value_type
 from ...pyobj.instances import lookup
 from ...pyobj.special import OPAQUE_FORWARDS, opaque_module_call
 from ..stdlib.warn import record_warning
+from .dtensor import layout_attribute, local_tensor_attribute
 from .functions import apply_forward, follows_forward
 from .hooks import module_call
 from .modctor import ModuleBuild, construct_module
@@ -217,11 +218,16 @@ def _tensor_attribute(m: FrameMonitor, r: Read) -> Val:
                 return cap.new(real, items=dims)
         cap.guard_meta(base, sizes=name not in SIZE_FREE_READS)
         return cap.new(real, const=True)
-    if kind is Kind.AS_OP:
+    if kind is Kind.AS_OP or local_tensor_attribute(r.obj, name):
         node = cap.rec.call("call_function", getattr, (cap.tensor_node(base), name), {})
         return cap.op_result(real, node)
     if callable(real) and getattr(real, "__self__", None) is r.obj:
         return Val(real, payload=BoundMethod(base))
+    if layout_attribute(r.obj, name):
+        # a DTensor's mesh/placements: an entry one's are guarded with its metadata, a result's
+        # follow from its inputs' (as its shape does)
+        cap.guard_meta(base, sizes=False)
+        return cap.new(real, const=True)
     if name == "volatile" and real is False:  # removed: always False, with a warning
         record_warning(m, _VOLATILE_REMOVED, UserWarning, m.frame)
         return cap.const(False)
