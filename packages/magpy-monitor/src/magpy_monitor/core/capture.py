@@ -213,8 +213,7 @@ class Capture:
         """A value read through ``access`` from ``base`` (attribute, item).
 
         Reading from an external, unmodified object gives an external value with an entry path;
-        reading what the run itself stored gives back the stored ``Val``.
-        """
+        reading what the run itself stored gives back the stored ``Val``."""
         items = None if access.kind is AccessKind.JOINED else base.items  # (flushes appends)
         if (
             isinstance(items, list)
@@ -411,8 +410,7 @@ class Capture:
         """The program depends on tensor ``val``'s metadata (shape, dtype, ...), not its data.
 
         ``sizes=False``: only on metadata that does not involve sizes or strides (dtype,
-        device, ndim...), which leaves dynamic dims symbolic.
-        """
+        device, ndim...), which leaves dynamic dims symbolic."""
         if val.fx is None and val.external and val.node is not None:
             path = self.paths[val.node]
             if not dynamic_dims(val.obj, path, self.dynamic_paths, self.promote_all):
@@ -428,8 +426,7 @@ class Capture:
         """``val`` as an fx argument: a node for tensors, a (guarded) constant otherwise.
 
         ``promote``: the argument is an operand of tensor arithmetic, where a Python scalar
-        that changes from call to call (a *dynamic* path) becomes a graph input instead.
-        """
+        that changes from call to call (a *dynamic* path) becomes a graph input instead."""
         obj = val.obj
         if isinstance(obj, torch.Tensor):
             return self.tensor_node(val)
@@ -540,8 +537,7 @@ class Capture:
         """``val.append(item)`` on a pre-existing list whose contents the run has not read.
 
         Replayed as an append by the mock, without a guard on the list's length or contents
-        (an output list a loop appends to); False when the list needs materializing instead.
-        """
+        (an output list a loop appends to); False when the list needs materializing instead."""
         if not (val.external and val.node is not None and type(val.obj) is list):
             return False
         log = val._items
