@@ -142,10 +142,11 @@ def test_a_warning_of_native_code_stays_a_break() -> None:
     def f(x: torch.Tensor) -> torch.Tensor:
         return x.std() * 2 + x  # (one element: "degrees of freedom is <= 0")
 
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         reasons = _break_reasons(f, torch.ones(1))
     assert any("issued a warning" in r for r in reasons), reasons
+    assert any("degrees of freedom" in str(w.message) for w in caught)
 
 
 def test_a_warning_registry_cleared_between_calls_shows_the_warning_again(
