@@ -7,12 +7,11 @@ eagerly (``python script.py``) and once under ``magpy run`` with ``torch_compile
 losses must be the same floats and ``magpy.stats`` of the Trainer's model must show MagPy's
 records serving the steps. Needs ``transformers`` and ``accelerate`` (``magpy[hf]``).
 
-GPT-2, not BertForSequenceClassification: the latter trains as eager under ``magpy run`` too,
-but MagPy serves none of its steps yet. Its first call sets ``config.problem_type``, a store
-the monitor's shadow misses (an internal error: the model runs eagerly from then on, with a
-warning); with the problem type set beforehand, each step's record has a guard that reads
-``weight`` of the ``CrossEntropyLoss`` class instead of the instance its forward builds, so
-every step records anew (no hits).
+GPT-2 was chosen while BertForSequenceClassification met two capture bugs: its first call sets
+``config.problem_type`` through the config's Python ``__setattr__`` and reads it back through
+``object.__getattribute__`` (an internal error then), and the ``CrossEntropyLoss`` its forward
+builds had its None ``weight`` guarded on the class (a record per step). Both are fixed, with
+their own tests (``test_config_objects.py``, ``test_pyobjects_round3.py``).
 """
 
 from __future__ import annotations
