@@ -85,6 +85,7 @@ __all__ = [
     "UNPACK",
     "UNPACK_EX_ROWS",
     "UNPACK_LAZY",
+    "VALUE_OBSERVERS",
     "ZIP_ROWS",
     "BuiltinHandler",
     "Hook",
@@ -118,6 +119,9 @@ FUNCTION_APPLY_MODELS: dict[type, Any] = {}
 #: ``__dict__`` and items (a library's output class: ``libs.transformers``), so the mock may
 #: build the object from its final state instead of calling the class again
 FILLING_CONSTRUCTIONS: list[Callable[[Any], bool]] = []
+#: type -> ``observe(cap, val)`` that guards an immutable object of that type by its value (a
+#: DTensor ``Placement``: ``libs.torch.dtensor``), for models that compare such objects
+VALUE_OBSERVERS: dict[type, Callable[..., None]] = {}
 
 
 def opcode(*names: str) -> Callable[[OpcodeHandler], OpcodeHandler]:

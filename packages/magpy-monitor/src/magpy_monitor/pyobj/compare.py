@@ -1,4 +1,5 @@
-"""``==``/``!=`` of lists and tuples that hold tensors, element by element as Python runs it.
+"""``==``/``!=`` of lists and tuples that hold tensors (or immutable objects guarded by value, such
+as DTensor placements), element by element as Python runs it.
 
 ``assert list(scores.size()) == [b * h, n_global, seq]`` where ``n_global`` is a 0-d tensor
 (Longformer's count of global tokens) compares ``int == tensor`` and takes ``bool()`` of the
@@ -33,8 +34,14 @@ _REASON = "a comparison of sequences that hold tensors reads a tensor's value"
 
 
 def _plain_item(v: Val) -> bool:
-    """An element this model compares: a plain tensor or a value (guarded by value)."""
-    return type(v.obj) is torch.Tensor or v.obj is None or is_value_type(v.obj)
+    """An element this model compares: a plain tensor, a value or an immutable object guarded by
+    its value (``registry.VALUE_OBSERVERS``: a DTensor placement)."""
+    return (
+        type(v.obj) is torch.Tensor
+        or v.obj is None
+        or is_value_type(v.obj)
+        or type(v.obj) in registry.VALUE_OBSERVERS
+    )
 
 
 def _holds_tensor(m: FrameMonitor, a: Val, b: Val) -> list[tuple[Val, Val]] | None:
@@ -42,7 +49,8 @@ def _holds_tensor(m: FrameMonitor, a: Val, b: Val) -> list[tuple[Val, Val]] | No
     elements, with a tensor among them (None: the generic model decides)."""
     if (type(a.obj) is list) != (type(b.obj) is list) or len(a.obj) != len(b.obj):
         return None
-    if not any(type(x) is torch.Tensor for s in (a.obj, b.obj) for x in s):
+    special = (torch.Tensor, *registry.VALUE_OBSERVERS)
+    if not any(type(x) in special for s in (a.obj, b.obj) for x in s):
         return None
     unpack = registry.UNPACK.impl
     xs, ys = unpack(m, a, len(a.obj)), unpack(m, b, len(b.obj))
@@ -57,8 +65,8 @@ def _pair_equal(m: FrameMonitor, x: Val, y: Val) -> bool:
     """``x is y or bool(x == y)`` of one pair, what decides it guarded or assumed."""
     cap = m.cap
     if type(x.obj) is not torch.Tensor and type(y.obj) is not torch.Tensor:
-        cap.observe(x)
-        cap.observe(y)
+        for v in (x, y):
+            registry.VALUE_OBSERVERS.get(type(v.obj), type(cap).observe)(cap, v)
         return bool(x.obj is y.obj or x.obj == y.obj)
     real = x.obj == y.obj
     if not isinstance(real, torch.Tensor):

@@ -231,3 +231,5 @@ def _compare_placements(m: FrameMonitor, inst: Inst, a: Val, b: Val, symbol: str
 
 
 registry.register_types(registry.COMPARE_MODELS, *_placement_classes())(_compare_placements)
+for _cls in _placement_classes():  # (tuples of placements compared: ``pyobj.compare``)
+    registry.VALUE_OBSERVERS[_cls] = observe_placement
