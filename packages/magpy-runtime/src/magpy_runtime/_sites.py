@@ -260,6 +260,8 @@ def _at_site(state: Any, key: tuple[int, int, int], stack: tuple[Any, ...]) -> t
         return _miss(stack)
     if not site_records(current_stance()):  # (a stance that serves records, makes none)
         return _miss(stack)
+    if _called_by_magpy(frame):
+        return _miss(stack)
     _monitoring_headroom()
     state.segments_started += 1  # (this call records: compile time, not run time)
     start_segment(HOST, frame, key[1], stack)
@@ -267,6 +269,22 @@ def _at_site(state: Any, key: tuple[int, int, int], stack: tuple[Any, ...]) -> t
 
 
 builtins.__dict__["__magpy_site"] = site_entry
+
+
+_ENTRY_MODULE = "magpy_runtime._boundary_importlib_bootstrap"
+
+
+def _called_by_magpy(frame: types.FrameType) -> bool:
+    """Whether MagPy's own work (building a record, decoding a frame) called ``frame``'s
+    function: a MagPy frame other than the compiled call's entry is below it. Such a frame is
+    never monitored (MagPy's frames would be followed as the program's)."""
+    f = frame.f_back
+    while f is not None:
+        name = f.f_globals.get("__name__")
+        if isinstance(name, str) and name.split(".")[0] in _depth.OWN_ROOTS:
+            return name != _ENTRY_MODULE
+        f = f.f_back
+    return False
 
 
 def _branch(layouts: list[Layout], layout: Layout) -> int:
@@ -320,11 +338,20 @@ def _warn_once(msg: str) -> None:
 
 
 # ---------------------------------------------------------------------- monitor callbacks
+# never instrumented: libraries the monitor models, the standard library, MagPy and the
+# libraries MagPy itself runs on (MagPy calls them while it works at a site)
+_NOT_INSTRUMENTED = (
+    FROZEN_MODULE_ROOTS
+    | frozenset(sys.stdlib_module_names)
+    | _depth.OWN_ROOTS
+    | frozenset({"attr", "attrs", "bytecode", "typing_extensions"})
+)
+
+
 def user_function(fn: types.FunctionType) -> bool:
-    """Only user code gets instrumented; torch's, the standard library's and MagPy's own
-    stay untouched."""
-    module = (fn.__module__ or "").split(".")[0]
-    return module not in FROZEN_MODULE_ROOTS and module not in _depth.OWN_ROOTS
+    """Only user code gets instrumented; torch's, the standard library's, MagPy's own and its
+    dependencies' stay untouched."""
+    return (fn.__module__ or "").split(".")[0] not in _NOT_INSTRUMENTED
 
 
 def _segment_record(seg: Segment, state: Any) -> Any:
