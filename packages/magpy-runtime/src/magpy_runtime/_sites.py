@@ -258,9 +258,8 @@ def _at_site(state: Any, key: tuple[int, int, int], stack: tuple[Any, ...]) -> t
             f"site (the limit {source} sets); it runs eagerly from now on"
         )
         return _miss(stack)
-    if not site_records(current_stance()):  # (a stance that serves records, makes none)
-        return _miss(stack)
-    if _called_by_magpy(frame):
+    # (a stance that serves records makes none; MagPy's own calls are never monitored)
+    if not site_records(current_stance()) or _called_by_magpy(frame):
         return _miss(stack)
     _monitoring_headroom()
     state.segments_started += 1  # (this call records: compile time, not run time)
