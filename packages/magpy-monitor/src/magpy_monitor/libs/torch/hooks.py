@@ -41,7 +41,11 @@ __all__ = ["module_call"]
 
 def _unsupported_hooks(mod: torch.nn.Module, grad_off: bool = False) -> str | None:
     if (mod._backward_hooks or mod._backward_pre_hooks) and not grad_off:
-        return "backward hooks"
+        # with gradients on, _call_impl ties them to this call's autograd nodes (a full hook
+        # wraps the inputs and outputs in BackwardHookFunction nodes; a non-full one hooks the
+        # grad_fn of the result's last operation): a compiled graph has other nodes, so what
+        # the hooks see and when they fire could not be eager's; the call runs natively
+        return "backward hooks (with gradients on they hook this call's own autograd nodes)"
     if (
         mm._global_backward_pre_hooks
         or mm._global_backward_hooks
