@@ -222,6 +222,13 @@ class _HookedCall:
         self.steps: list[tuple[str, Val]] = [("pre", h) for h in pre]
         self.steps.append(("forward", m.cap.const(forward)))
         self.steps += [("post", h) for h in post]
+        # which steps get the kwargs (registered ``with_kwargs=True``), as the hook dicts are
+        # now (``_call_impl`` iterates over a copy of them; their ids and these tables are
+        # guarded)
+        mod = mod_val.obj
+        self.with_kwargs = [k in mod._forward_pre_hooks_with_kwargs for k in mod._forward_pre_hooks]
+        self.with_kwargs.append(False)
+        self.with_kwargs += [k in mod._forward_hooks_with_kwargs for k in mod._forward_hooks]
         self.args, self.kwargs = list(pos), kwargs
         self.result: Val | None = None
         self.kwargs_val: Val | None = None
@@ -246,16 +253,6 @@ class _HookedCall:
         self.kwargs_val.set_payload(PackedArgs())
         return self.kwargs_val
 
-    def _with_kwargs(self, kind: str) -> bool:
-        """Whether the hook of step ``self.i`` was registered ``with_kwargs=True`` (the steps
-        are the hook dicts' entries in order; their ids and these tables are guarded)."""
-        mod = self.mod_val.obj
-        if kind == "pre":
-            ids, table = list(mod._forward_pre_hooks), mod._forward_pre_hooks_with_kwargs
-            return ids[self.i] in table
-        ids, table = list(mod._forward_hooks), mod._forward_hooks_with_kwargs
-        return ids[self.i - len(mod._forward_pre_hooks) - 1] in table
-
     def start(self) -> None:
         self.arm()
 
@@ -273,7 +270,7 @@ class _HookedCall:
             # a post hook runs after forward, whose on_result set self.result; a hook
             # registered with_kwargs gets the call's kwargs after its args
             more = [self._args_tuple()]
-            if self._with_kwargs(kind):
+            if self.with_kwargs[self.i]:
                 more.append(self._kwargs_dict())
             if kind == "post":
                 more.append(cast(Val, self.result))
