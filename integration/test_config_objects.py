@@ -376,19 +376,23 @@ class Scaled(torch.nn.Module):
 def test_a_dict_subclass_whose_subscript_is_dicts_own_is_one_graph() -> None:
     """``cfg[key]`` of a dict subclass that keeps dict's ``__getitem__`` and has no
     ``__missing__`` runs no Python: a guarded item, as for a dict (it was a break). A missing
-    key (``getattr(cfg, name, None)`` through ``__getattr__``) is guarded missing too."""
+    key (``getattr(cfg, name, None)`` through ``__getattr__``) is guarded as missing, not by
+    the other entries."""
     model = Scaled(AttrDict(scale=2.0))
     _one_graph(model, torch.randn(2, 4))
     compiled = magpy.compile(model, backend="eager")
     for _ in range(3):
         _check(compiled, model, torch.randn(2, 4))
     assert H.counters(compiled) == (1, 2, 0, 0)
+    model.cfg["other"] = "unread"  # neither the keys read nor the one missing: still a hit
+    _check(compiled, model, torch.randn(2, 4))
+    assert H.counters(compiled) == (1, 3, 0, 0)
     model.cfg["shift"] = 1.0  # the missing key is there now: a miss, eager's answer
     _check(compiled, model, torch.randn(2, 4))
     model.cfg["scale"] = 3.0
     _check(compiled, model, torch.randn(2, 4))
     _check(compiled, model, torch.randn(2, 4))
-    assert H.counters(compiled) == (3, 3, 0, 0)
+    assert H.counters(compiled) == (3, 4, 0, 0)
 
 
 def test_a_dict_subclass_with_missing_is_still_a_break() -> None:
