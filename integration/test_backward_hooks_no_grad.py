@@ -1,7 +1,8 @@
 """Modules with backward hooks called with gradients off (issue 19): the hooks cannot run
 (``_call_impl`` sets them up on tensors that need no grad), so the call is one graph, served
 whatever hooks are added or removed later, while the same module with gradients on still sees
-its hooks fire as in eager.
+its hooks fire as in eager: there its call is a break that says why (the hooks are tied to the
+call's own autograd nodes, which a compiled graph replaces), full and non-full hooks alike.
 """
 
 from __future__ import annotations
@@ -127,3 +128,52 @@ def test_a_result_the_hooks_read_runs_as_in_eager() -> None:
             assert [
                 str(w.message) for w in torch_warnings if "backward hooks" in str(w.message)
             ] == [str(w.message) for w in want if "backward hooks" in str(w.message)]
+
+
+class _ScalesGrad(nn.Module):
+    """yolor's ``DeformConv2d``: a Conv2d with a non-full backward hook (registered with
+    ``register_backward_hook``: it hooks the grad_fn of the result's last operation and may
+    replace its gradients)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(2, 3, 3, padding=1)
+        self.calls = 0
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self.conv.register_backward_hook(self._scale)
+
+    def _scale(self, mod: nn.Module, gi: tuple[Any, ...], go: tuple[Any, ...]) -> Any:
+        self.calls += 1
+        return tuple(None if g is None else g * 0.5 for g in gi)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.conv(x).relu() * 2
+
+
+def test_a_non_full_backward_hook_with_grad_is_a_break_and_fires_as_in_eager() -> None:
+    """With gradients on, the hooked Conv2d call stays a break that says why (its hook is tied
+    to the call's own autograd nodes), and runs natively: the hook fires and scales the
+    gradients as in eager; the rest of forward is graphed around it."""
+    torch.manual_seed(0)
+    model, twin = _ScalesGrad(), _ScalesGrad()
+    twin.load_state_dict(model.state_dict())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (torch's FutureWarning about non-full hooks)
+        explained = magpy.explain(model)(torch.randn(1, 2, 4, 4))
+    reasons = [r.reason for r in explained.break_reasons]
+    assert reasons == [
+        "Conv2d has backward hooks (with gradients on they hook this call's own autograd nodes)"
+    ]
+    model.calls = 0
+    compiled = magpy.compile(model, backend="eager")
+    for _ in range(3):
+        x = torch.randn(1, 2, 4, 4, requires_grad=True)
+        x2 = x.detach().clone().requires_grad_()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            compiled(x).sum().backward()
+            twin(x2).sum().backward()
+        torch.testing.assert_close(x.grad, x2.grad)
+    assert model.calls == twin.calls == 3
+    torch.testing.assert_close(model.conv.weight.grad, twin.conv.weight.grad)

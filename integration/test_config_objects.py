@@ -344,3 +344,63 @@ def test_an_attribute_a_call_stores_through_a_python_setattr_is_read_back() -> N
     st = magpy.stats(compiled)
     # None then set, "single", "regression": three records; calls 2, 3 and 4 hit
     assert (st.records, st.hits, st.fallbacks, st.breaks) == (3, 3, 0, 0), st
+
+
+# ---------------------------------------------------------------------- dict subclasses as configs
+class AttrDict(dict):  # ParityBench's ``_mock_config``: keys are also attributes
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+class CountingDict(dict):  # a Python __missing__: a subscript of a missing key runs it
+    def __missing__(self, key: str) -> int:
+        return 0
+
+
+class Scaled(torch.nn.Module):
+    def __init__(self, cfg: dict[str, Any]) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.lin(x) * self.cfg["scale"]
+        if getattr(self.cfg, "shift", None) is not None:  # (__getattr__: self[name])
+            y = y + self.cfg.shift
+        return y
+
+
+def test_a_dict_subclass_whose_subscript_is_dicts_own_is_one_graph() -> None:
+    """``cfg[key]`` of a dict subclass that keeps dict's ``__getitem__`` and has no
+    ``__missing__`` runs no Python: a guarded item, as for a dict (it was a break). A missing
+    key (``getattr(cfg, name, None)`` through ``__getattr__``) is guarded as missing, not by
+    the other entries."""
+    model = Scaled(AttrDict(scale=2.0))
+    _one_graph(model, torch.randn(2, 4))
+    compiled = magpy.compile(model, backend="eager")
+    for _ in range(3):
+        _check(compiled, model, torch.randn(2, 4))
+    assert H.counters(compiled) == (1, 2, 0, 0)
+    model.cfg["other"] = "unread"  # neither the keys read nor the one missing: still a hit
+    _check(compiled, model, torch.randn(2, 4))
+    assert H.counters(compiled) == (1, 3, 0, 0)
+    model.cfg["shift"] = 1.0  # the missing key is there now: a miss, eager's answer
+    _check(compiled, model, torch.randn(2, 4))
+    model.cfg["scale"] = 3.0
+    _check(compiled, model, torch.randn(2, 4))
+    _check(compiled, model, torch.randn(2, 4))
+    assert H.counters(compiled) == (3, 4, 0, 0)
+
+
+def test_a_dict_subclass_with_missing_is_still_a_break() -> None:
+    """A subclass with ``__missing__``: a guard reading the item later could run it (Python, or
+    defaultdict's insertion), so its subscript stays a break, equal to eager."""
+    model = Scaled(CountingDict(scale=2.0))
+    compiled = magpy.compile(model, backend="eager")
+    for _ in range(3):
+        _check(compiled, model, torch.randn(2, 4))
+    _, reasons = H.graphs(model, torch.randn(2, 4))
+    assert reasons and all("subscript of a CountingDict" in r for r in reasons), reasons

@@ -10,6 +10,8 @@ their own ``__call__``, or through a built-in module's ``forward`` called direct
 - A module that overrides ``__call__``: calling it runs its ``__call__``, not ``forward``.
 - ``super().forward(...)`` of an ``nn.LSTM`` subclass is one graph node like the module call;
   so is an LSTM over a ``PackedSequence`` (built by following its Python ``__new__``).
+- A call whose arguments its function cannot take (too many, an unknown keyword) raises
+  TypeError as in eager, before any frame: a handler of the program's for it is followed.
 """
 
 from __future__ import annotations
@@ -351,3 +353,71 @@ def test_rnn_cells_are_followed_into_one_graph(check: Any, batch: tuple[int, ...
     assert not [t for t in targets if getattr(t, "_magpy_module", None) is not None], targets
     model.gru.weight_hh = nn.Parameter(torch.randn(18, 6))
     H.assert_same(compiled(x, h), model(x, h))
+
+
+# --------------------------------------------------------------------- calls that cannot bind
+class TriesState(nn.Module):
+    """torchbearer's ``_CAMWrapper``: ``base(x, state)``, and on TypeError ``base(x)``."""
+
+    def __init__(self, base: nn.Module) -> None:
+        super().__init__()
+        self.base = base
+        self.p = nn.Parameter(torch.randn(3))
+
+    def forward(self, x: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+        try:
+            return self.base(self.p.sigmoid() * x, state)
+        except TypeError as exc:
+            return self.base(self.p.sigmoid() * x) + len(str(exc))
+
+
+def _helper(a: torch.Tensor, b: float = 1.0) -> torch.Tensor:
+    return a * b
+
+
+def bad_keyword(x: torch.Tensor) -> torch.Tensor:
+    try:
+        return _helper(x, c=3.0)  # type: ignore[call-arg]
+    except TypeError as exc:
+        return _helper(x, 2.0) + len(exc.args[0])
+
+
+def too_many(x: torch.Tensor) -> torch.Tensor:
+    return _helper(x, 2.0, 3.0)  # type: ignore[call-arg]
+
+
+def _two(i: int) -> H.Inputs:
+    return (torch.randn(3), torch.randn(3)), {}
+
+
+class _Two(nn.Module):
+    def forward(self, x: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+        return x * state
+
+
+@pytest.mark.parametrize("make", [nn.ReLU, _Two], ids=["ReLU", "takes-two"])
+def test_a_call_with_too_many_arguments_raises_into_the_programs_handler(
+    check: Any, make: Any
+) -> None:
+    """``ReLU.forward`` called with two arguments raises TypeError natively (the monitor does
+    not start its frame); the ``except TypeError`` path is one graph (it was a break). A base
+    that takes both arguments: no exception, the ``try`` path."""
+    mod = TriesState(make())
+    assert H.graphs(mod, *_two(0)[0]) == (1, [])
+    check(mod, _two, calls=4)
+
+
+def test_an_unknown_keyword_raises_into_the_programs_handler(check: Any) -> None:
+    assert H.graphs(bad_keyword, torch.randn(3)) == (1, [])
+    check(bad_keyword, H.randn_inputs((3,)), calls=4)
+
+
+def test_a_call_that_cannot_bind_and_is_not_caught_raises_as_eager() -> None:
+    compiled = magpy.compile(too_many, backend="eager")
+    for _ in range(3):
+        with pytest.raises(TypeError) as got:
+            compiled(torch.randn(3))
+        with pytest.raises(TypeError) as want:
+            too_many(torch.randn(3))
+        assert str(got.value) == str(want.value)
+    assert H.counters(compiled)[2:] == (0, 0)

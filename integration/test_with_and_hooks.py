@@ -4,7 +4,8 @@ Context managers written in Python (a class with ``__enter__``/``__exit__``, ``c
 ``nullcontext``/``suppress``/``contextmanager``) are followed like inlined calls, ``__exit__``
 included (also on a ``return`` inside the block). ``record_function`` and a disabled
 ``torch.autocast`` are modelled. A forward pre-hook that is an object with a Python ``__call__``
-(``nn.utils.weight_norm``, ``nn.utils.spectral_norm``) is followed like a function hook. Each
+(``nn.utils.weight_norm``, ``nn.utils.spectral_norm``) is followed like a function hook, and
+hooks registered ``with_kwargs=True`` get the call's kwargs as in ``_call_impl``. Each
 case compares compiled with eager over several calls and counts records, hits and breaks.
 
 ``warnings.catch_warnings()`` blocks are in ``test_warnings.py``; ``t.requires_grad = flag`` in
@@ -338,3 +339,79 @@ def test_hook_objects_with_python_call(check: Any) -> None:
     lin.register_forward_pre_hook(Shift(1.0))
     lin.register_forward_hook(Shift(2.0))
     check(nn.Sequential(lin, nn.ReLU()), _one_tensor(2, 3), calls=3)
+
+
+# ---------------------------------------------------------------------- hooks with kwargs
+def _scale_kwarg(module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """A ``with_kwargs`` pre-hook: new args and kwargs (a kwarg added, one changed)."""
+    return (args[0] * 2,), {**kwargs, "scale": kwargs.get("scale", 1.0) + 1.0}
+
+
+def _note_kwarg(module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    kwargs["shift"] = 0.5  # (in place: forward gets the same dict)
+
+
+def _post_kwarg(module: nn.Module, args: Any, kwargs: dict[str, Any], out: torch.Tensor) -> Any:
+    return out + args[0].sum() * kwargs["scale"]
+
+
+class KwLayer(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, x: torch.Tensor, scale: float = 1.0, shift: float = 0.0) -> torch.Tensor:
+        return self.lin(x) * scale + shift
+
+
+class CallsKwLayer(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.layer = KwLayer()
+        for hook in (_scale_kwarg, _note_kwarg, _scale_kwarg):  # (each sees the last's kwargs)
+            self.layer.register_forward_pre_hook(hook, with_kwargs=True)
+        self.layer.register_forward_hook(_post_kwarg, with_kwargs=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.layer(x, scale=3.0).relu() + self.layer(x)
+
+
+def test_forward_hooks_with_kwargs_are_followed(check: Any) -> None:
+    """Hooks registered ``with_kwargs=True`` get the call's kwargs (a pre-hook may return new
+    args and kwargs, or change the dict in place; a forward hook reads them): one graph, equal
+    to eager (they were a break)."""
+    model = CallsKwLayer()
+    assert _reasons(model, torch.randn(2, 3)) == []
+    check(model, _one_tensor(2, 3), calls=4)
+
+
+def test_a_hook_registered_with_kwargs_later_is_a_miss() -> None:
+    """Which hooks take kwargs is guarded: a with_kwargs hook added after the record misses."""
+    model, ref = CallsKwLayer(), CallsKwLayer()
+    ref.load_state_dict(model.state_dict())
+    compiled = magpy.compile(model, backend="eager")
+    for i in range(5):
+        if i == 3:
+            for m in (model, ref):
+                m.layer.register_forward_pre_hook(_scale_kwarg, with_kwargs=True)
+        x = torch.randn(2, 3)
+        H.assert_same(compiled(x), ref(x), f"call {i}")
+    assert H.counters(compiled) == (2, 3, 0, 0)
+
+
+class LazyTower(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.LazyLinear(4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lin(x).relu()
+
+
+def test_a_lazy_modules_initialisation_is_a_break_with_its_reason() -> None:
+    """``nn.LazyLinear``'s with_kwargs pre-hook materializes its parameters in place (their
+    class and data swapped) and removes itself: a break that says so (the next call is captured
+    whole, see test_lazy_init.py), never a silent difference."""
+    torch.manual_seed(0)
+    reasons = _reasons(LazyTower(), torch.randn(2, 3))
+    assert reasons == ["LazyLinear initialises its lazy parameters"], reasons

@@ -31,6 +31,7 @@ from ..core.values import Payload, Val
 from ..core.valuetypes import is_value_type
 from ..cpython.code import real_offset
 from ..cpython.current import INTERP
+from .subscripts import dict_item_read
 from .variables import Defines
 
 __all__ = [
@@ -76,13 +77,13 @@ def _observe_cause(m: FrameMonitor, exc: BaseException) -> None:
 
 
 def _missing_key(m: FrameMonitor, inst: Inst | None, exc: BaseException, popped: list[Val]) -> bool:
-    """``d[k]`` of a dict from outside raised KeyError: what decided it is that ``k`` is not
-    among the keys, not the other entries (``os.environ.get("X")`` reads ``environ._data``,
-    which holds every variable: a variable set later must not fail the guard). True when
-    guarded so."""
+    """``d[k]`` of a dict from outside (or a subclass whose lookup is dict's) raised KeyError:
+    what decided it is that ``k`` is not among the keys, not the other entries
+    (``os.environ.get("X")`` reads ``environ._data``, which holds every variable: a variable
+    set later must not fail the guard). True when guarded so."""
     if inst is None or inst.opname != "BINARY_SUBSCR" or type(exc) is not KeyError:
         return False
-    if len(popped) != 2 or type(popped[0].obj) is not dict or not popped[0].external:
+    if len(popped) != 2 or not _native_lookup(type(popped[0].obj)) or not popped[0].external:
         return False
     container, key = popped
     if container.node is None or not (is_value_type(key.obj) or key.obj is None):
@@ -92,6 +93,14 @@ def _missing_key(m: FrameMonitor, inst: Inst | None, exc: BaseException, popped:
     cap.observe(key)
     cap.graph.observe(container.node, GuardKind.CUSTOM, Outcome(Defines(key.obj), False))
     return True
+
+
+def _native_lookup(cls: type) -> bool:
+    """``d[k]`` and ``k in d`` (the guard's ``Defines``) run dict's own C code: a dict, or a
+    subclass keeping dict's ``__getitem__`` and ``__contains__`` with no ``__missing__``."""
+    return cls is dict or (
+        dict_item_read(cls) and getattr(cls, "__contains__", None) is dict.__contains__
+    )
 
 
 def on_exception(m: FrameMonitor, exc: BaseException) -> bool:

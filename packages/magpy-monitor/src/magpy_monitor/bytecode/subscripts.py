@@ -33,7 +33,7 @@ from ..core.valuetypes import is_value_type
 from .build import new_with_items
 from .iteration import DICT_TYPES, iter_items, unpack
 
-__all__ = ["store_item", "subscr"]
+__all__ = ["dict_item_read", "store_item", "subscr"]
 
 _MODULE_CONTAINERS = (torch.nn.ModuleList, torch.nn.Sequential, torch.nn.ParameterList)
 _DICT_LIKE = (collections.OrderedDict, collections.defaultdict, collections.Counter)
@@ -86,6 +86,7 @@ def subscr(m: FrameMonitor, inst: Inst, container: Val, key: Val) -> None:
     if container.external and (
         type(obj) in (list, tuple, dict, *_DICT_LIKE)
         or isinstance(obj, (*_MODULE_CONTAINERS, torch.nn.ModuleDict, torch.nn.ParameterDict))
+        or dict_item_read(type(obj))
     ):
         _entry_item(m, inst, container, key)
         return
@@ -105,6 +106,17 @@ def subscr(m: FrameMonitor, inst: Inst, container: Val, key: Val) -> None:
         m.expect_outputs(inst, 1, lambda real: [cap.const(real[0])])
         return
     raise m.unsupported(f"subscript of a {type(obj).__name__}")
+
+
+def dict_item_read(cls: type) -> bool:
+    """``d[key]`` of a ``dict`` subclass runs dict's own C code and nothing else: the class
+    keeps dict's ``__getitem__`` and has no ``__missing__`` (a guard reading the item on a
+    later call must not run one: defaultdict's would insert the key, a Python one is unseen
+    code). A config dict whose only Python method is ``__getattr__`` is one; its other Python
+    methods (``__contains__``, ``keys``...) are not what a subscript calls."""
+    if not issubclass(cls, dict) or getattr(cls, "__getitem__", None) is not dict.__getitem__:
+        return False
+    return not hasattr(cls, "__missing__")
 
 
 def _native_class_getitem(cls: type) -> bool:

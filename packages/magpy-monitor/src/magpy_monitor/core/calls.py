@@ -21,6 +21,7 @@ from magpy_refgraph import Attr, Const, GuardKind, Item, Outcome
 from ..cpython.code import CO_VARARGS, CO_VARKEYWORDS
 from .annotations import Annotation
 from .attributes import Read, attr_rule
+from .binding import expect_type_error, signature_mismatch
 from .foreach import foreach_scalars
 from .frame import CellBox, FrameMonitor, Inst, Pending, initial_fast
 from .hidden import hidden_updates
@@ -338,6 +339,10 @@ def inline(
     src = function_source(m, fn_val)
     if src is not None:  # CPython runs the function's current code object
         guard_code(cap, src, code)
+    mismatch = signature_mismatch(code, len(pos), kwargs)
+    if mismatch is not None:
+        expect_type_error(m, inst, f"{mismatch} for {func.__qualname__}")
+        return
     bound = bind_args(m, fn_val, pos, kwargs)
     closure = _closure(m, fn_val)
     if code.co_flags & CO_GENERATOR:

@@ -41,7 +41,7 @@ import torch.fx as fx
 from torch._guards import GuardSource, Source
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from magpy_refgraph import Attr, GuardKind, Item, Path
+from magpy_refgraph import Attr, GuardKind, Item, Path, Unsupported
 
 from . import registry
 from .values import ScalarFx, Val
@@ -131,6 +131,8 @@ def observe_meta(cap: Capture, val: Val, dims: Collection[int]) -> None:
     """Guard entry tensor ``val``'s metadata, its ``dims`` left dynamic (and its storage
     offset once the program read one)."""
     assert val.node is not None
+    if torch.nn.parameter.is_lazy(val.obj):  # (its shape raises until it is materialized)
+        raise Unsupported(f"an uninitialized lazy {type(val.obj).__name__}")
     cap.metas[val.node] = (val.obj, dims)
     meta = tensor_meta(val.obj, dims, offset=cap.offsets_read)
     cap.graph.observe(val.node, GuardKind.TENSOR_META, meta)

@@ -4,7 +4,10 @@
 ``forward``, then the forward hooks. The monitor does not follow ``_call_impl`` itself: it guards
 that no backward or global hooks exist and that the module's forward-hook dicts hold exactly the
 hooks seen now, and follows each hook and ``forward`` in turn, with the arguments
-``_call_impl`` passes them (pre-hooks may replace the arguments, forward hooks the result).
+``_call_impl`` passes them (pre-hooks may replace the arguments, forward hooks the result; a
+hook registered ``with_kwargs=True`` also gets the kwargs, and its pre-hook may replace them).
+Hooks that are always called (they run when forward raises), torch.distributed's (FSDP2) and a
+lazy module's initialisation (its parameters materialized in place) are breaks.
 """
 
 from __future__ import annotations
@@ -38,7 +41,11 @@ __all__ = ["module_call"]
 
 def _unsupported_hooks(mod: torch.nn.Module, grad_off: bool = False) -> str | None:
     if (mod._backward_hooks or mod._backward_pre_hooks) and not grad_off:
-        return "backward hooks"
+        # with gradients on, _call_impl ties them to this call's autograd nodes (a full hook
+        # wraps the inputs and outputs in BackwardHookFunction nodes; a non-full one hooks the
+        # grad_fn of the result's last operation): a compiled graph has other nodes, so what
+        # the hooks see and when they fire could not be eager's; the call runs natively
+        return "backward hooks (with gradients on they hook this call's own autograd nodes)"
     if (
         mm._global_backward_pre_hooks
         or mm._global_backward_hooks
@@ -46,18 +53,23 @@ def _unsupported_hooks(mod: torch.nn.Module, grad_off: bool = False) -> str | No
         or mm._global_forward_pre_hooks
     ):
         return "global module hooks"
-    if (
-        mod._forward_pre_hooks_with_kwargs
-        or mod._forward_hooks_with_kwargs
-        or mod._forward_hooks_always_called
-    ):
+    if mod._forward_hooks_always_called:  # (they run even when forward raises)
+        return "forward hooks that are always called"
+    hooks = (*mod._forward_pre_hooks.values(), *mod._forward_hooks.values())
+    if any(str(getattr(h, "__module__", "")).startswith("torch.distributed") for h in hooks):
         # (FSDP2's fully_shard: its hooks gather and free the parameters around each call;
         # compiling the module's forward leaves them to run as in eager)
         return (
-            "forward hooks with kwargs or always_called (fully_shard's are: compile the "
-            "module's forward instead, m.forward = magpy.compile(m.forward))"
+            "torch.distributed forward hooks (fully_shard's: compile the module's forward "
+            "instead, m.forward = magpy.compile(m.forward))"
         )
     return None
+
+
+def _lazy_state(mod: torch.nn.Module) -> bool:
+    """The module holds an uninitialized parameter or buffer of its own."""
+    own = (*mod._parameters.values(), *mod._buffers.values())
+    return any(torch.nn.parameter.is_lazy(t) for t in own if t is not None)
 
 
 def _stateless_torch_module(mod: torch.nn.Module, kept: dict[str, Val]) -> bool:
@@ -111,6 +123,11 @@ def module_call(
     why = _unsupported_hooks(mod, grad_off)
     if why is not None:
         raise m.unsupported(f"{type(mod).__name__} has {why}")
+    if _lazy_state(mod):
+        # (``LazyModuleMixin``'s pre-hook materializes them: ``UninitializedParameter.
+        # materialize`` swaps the parameter's data and class in place, then the hook removes
+        # itself and the module changes class; the next call is captured whole again)
+        raise m.unsupported(f"{type(mod).__name__} initialises its lazy parameters")
     if "forward" in mod.__dict__:
         if grad_off:
             raise m.unsupported(f"{type(mod).__name__} has backward hooks and its own forward")
@@ -140,6 +157,9 @@ def module_call(
         return
     pre = _hook_vals(m, fn_val, "_forward_pre_hooks")
     post = _hook_vals(m, fn_val, "_forward_hooks")
+    for table in ("_forward_pre_hooks_with_kwargs", "_forward_hooks_with_kwargs"):
+        # which hooks take the call's kwargs (``with_kwargs=True``): guarded by their ids
+        cap.observe_keys(cap.child(fn_val, Attr(table), getattr(mod, table)))
     _HookedCall(m, inst, fn_val, forward, pre, post, pos, kwargs, grad_off).start()
 
 
@@ -202,8 +222,16 @@ class _HookedCall:
         self.steps: list[tuple[str, Val]] = [("pre", h) for h in pre]
         self.steps.append(("forward", m.cap.const(forward)))
         self.steps += [("post", h) for h in post]
+        # which steps get the kwargs (registered ``with_kwargs=True``), as the hook dicts are
+        # now (``_call_impl`` iterates over a copy of them; their ids and these tables are
+        # guarded)
+        mod = mod_val.obj
+        self.with_kwargs = [k in mod._forward_pre_hooks_with_kwargs for k in mod._forward_pre_hooks]
+        self.with_kwargs.append(False)
+        self.with_kwargs += [k in mod._forward_hooks_with_kwargs for k in mod._forward_hooks]
         self.args, self.kwargs = list(pos), kwargs
         self.result: Val | None = None
+        self.kwargs_val: Val | None = None
         self.i = 0
 
         def make(real: list[Any]) -> list[Val]:
@@ -217,6 +245,14 @@ class _HookedCall:
     def _args_tuple(self) -> Val:
         return Val(tuple(v.obj for v in self.args), items=list(self.args), payload=PackedArgs())
 
+    def _kwargs_dict(self) -> Val:
+        """The ``kwargs`` dict a ``with_kwargs`` hook gets (the one forward gets after it: a
+        hook's changes to it are read back in ``on_result``)."""
+        items = {k: (self.m.cap.const(k), v) for k, v in self.kwargs.items()}
+        self.kwargs_val = Val({k: v.obj for k, v in self.kwargs.items()}, items=items)
+        self.kwargs_val.set_payload(PackedArgs())
+        return self.kwargs_val
+
     def start(self) -> None:
         self.arm()
 
@@ -226,12 +262,18 @@ class _HookedCall:
         fn = hv.obj
         pos: list[Val]
         kw: dict[str, Val] = {}
+        self.kwargs_val = None  # (set below for a hook that gets the kwargs)
         if kind == "forward":
             own = [] if _static_forward(type(self.mod_val.obj)) else [self.mod_val]
             fn_val, pos, kw = hv, [*own, *self.args], self.kwargs
         else:
-            # a post hook runs after forward, whose on_result set self.result
-            more = [self._args_tuple()] + ([cast(Val, self.result)] if kind == "post" else [])
+            # a post hook runs after forward, whose on_result set self.result; a hook
+            # registered with_kwargs gets the call's kwargs after its args
+            more = [self._args_tuple()]
+            if self.with_kwargs[self.i]:
+                more.append(self._kwargs_dict())
+            if kind == "post":
+                more.append(cast(Val, self.result))
             if type(fn) is types.MethodType:
                 fn_val, pos = m.cap.const(fn.__func__), [method_self(m, hv), self.mod_val, *more]
             elif isinstance(fn, types.FunctionType):
@@ -255,7 +297,11 @@ class _HookedCall:
 
     def on_result(self, val: Val) -> None:
         kind, _ = self.steps[self.i]
-        if kind == "pre" and val.obj is not None:
+        if self.kwargs_val is not None:
+            self._read_kwargs(self.kwargs_val)
+        if kind == "pre" and val.obj is not None and self.kwargs_val is not None:
+            self._pre_result_with_kwargs(val)
+        elif kind == "pre" and val.obj is not None:
             self.args = list(val.items) if isinstance(val.obj, tuple) and val.items else [val]
             if isinstance(val.obj, tuple) and not val.items:
                 raise self.m.unsupported("forward pre-hook returned a tuple of unknown origin")
@@ -268,3 +314,21 @@ class _HookedCall:
             # (``_call_impl`` warns about such a result of a module with backward hooks, and
             # its handling of non-full hooks may fail on it: eager's behaviour, run natively)
             raise self.m.unsupported("a module with backward hooks returned a result they read")
+
+    def _read_kwargs(self, kw: Val) -> None:
+        """The kwargs after a hook that got them (it may have changed the dict)."""
+        if not isinstance(kw.items, dict) or any(type(k) is not str for k in kw.items):
+            raise self.m.unsupported("a forward hook's kwargs the monitor could not follow")
+        self.kwargs = {k: v for k, (_, v) in kw.items.items()}
+
+    def _pre_result_with_kwargs(self, val: Val) -> None:
+        """A ``with_kwargs`` pre-hook's result other than None: ``(args, kwargs)`` replace the
+        call's (anything else: ``_call_impl`` raises, left to eager)."""
+        parts = val.items if isinstance(val.obj, tuple) and len(val.obj) == 2 else None
+        args, kw = parts if isinstance(parts, list) else (None, None)
+        if args is None or kw is None or not isinstance(args.items, list):
+            raise self.m.unsupported("forward pre-hook's (args, kwargs) of unknown origin")
+        if not isinstance(args.obj, tuple):
+            raise self.m.unsupported("forward pre-hook returned args that are no tuple")
+        self.args = list(args.items)
+        self._read_kwargs(kw)
