@@ -52,6 +52,7 @@ __all__ = [
     "FILLING_CONSTRUCTIONS",
     "FOLLOW",
     "FUNCTION_APPLY_MODELS",
+    "GENERATOR_CLASSES",
     "GRAPH_CONSTANT",
     "GUARD_LAYOUT",
     "IMMUTABLE_CLASSES",
@@ -261,6 +262,7 @@ CALL_RULE_ORDER: tuple[str, ...] = (
     "namedtuple class",  # pyobj
     "namedtuple _replace",  # pyobj
     "tuple __new__",  # pyobj: a tuple subclass's Python __new__ (PackedSequence)
+    "random draw",  # libs/stdlib: a draw from a random generator, made again by the mock
     "builtin",  # core: BUILTIN_HANDLERS, by identity
     "DTensor placement class",  # libs/torch: Shard(d) of guarded arguments is a constant
     "metaclass __call__",  # pyobj: a metaclass with a Python __call__
@@ -479,6 +481,10 @@ GUARD_LAYOUT: Hook[Callable[[Capture, Val], None]] = Hook("guard_layout")
 #: classes of immutable values beyond ``core.valuetypes``' (DTensor placements): a method read
 #: off a constant of one is bound to that constant (``core.calls.method_self``); libs.torch.dtensor
 IMMUTABLE_CLASSES: list[type] = []
+#: random generators whose draws are modelled whole (``libs.stdlib.draws``): a method read off
+#: a guarded constant (``np.random.randint``) is bound to its generator as a constant, which
+#: only the draw rule then reads (it replays the draw; nothing else looks into the generator)
+GENERATOR_CLASSES: set[type] = set()
 
 # a tensor's rows, as ``Tensor.__iter__`` gives them (``unbind(0)``), where the object model
 # iterates (called by pyobj; provided by libs.torch.tensorrows)
