@@ -53,7 +53,7 @@ def _one_graph(fn, x) -> None:  # type: ignore[no-untyped-def]
 def test_python_randint_sizes_a_tensor() -> None:
     def f(x: torch.Tensor) -> torch.Tensor:
         k = random.randint(1, 4)
-        return x.repeat(1, k) * random.random()
+        return x.repeat(1, k) * random.choice([2, 3])
 
     x = torch.randn(2, 3)
     _one_graph(f, x)
@@ -64,13 +64,26 @@ def test_python_randint_sizes_a_tensor() -> None:
 def test_numpy_global_draws_and_arrays() -> None:
     def f(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         n = np.random.randint(0, 10)
-        rnd = 1.2 ** np.random.normal(size=[1, x.size(1)])
+        rnd = 2 ** np.random.randint(0, 3, size=[1, x.size(1)])
         return torch.rand((n, 4)), x * torch.from_numpy(rnd).float()
 
     x = torch.randn(2, 3)
     _one_graph(f, x)
     st = _seeded_calls(f, x)
     assert (st.records, st.graphs, st.breaks, st.hits) == (1, 1, 0, 3)
+
+
+def test_continuous_draws_stay_breaks() -> None:
+    """A float drawn (Python's or numpy's) is not specialised: no unseeded call draws it
+    again; it stays a break, and every call is eager's."""
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return x * random.random() + torch.from_numpy(np.random.normal(size=[2])).float()
+
+    x = torch.ones(2)
+    ex = magpy.explain(f)(x)
+    assert any("continuous" in r.reason for r in ex.break_reasons)
+    _seeded_calls(f, x)
 
 
 def test_numpy_choice_indexes_a_list() -> None:
@@ -115,7 +128,7 @@ def test_branch_on_a_draw_misses_never_replays() -> None:
     the generator where eager leaves it (a different draw misses, it is never replayed)."""
 
     def g(x: torch.Tensor) -> torch.Tensor:
-        if random.random() < 0.5:
+        if random.randint(0, 1):
             return x + 1
         return x - 1
 
@@ -133,7 +146,7 @@ def test_branch_on_a_draw_misses_never_replays() -> None:
 
 def test_branch_on_a_draw_hits_when_seeded() -> None:
     def g(x: torch.Tensor) -> torch.Tensor:
-        if random.random() < 0.5:
+        if random.randint(0, 1):
             return x + 1
         return x - 1
 
@@ -146,7 +159,7 @@ def test_generator_from_outside() -> None:
     state = rng.get_state()
 
     def f(x: torch.Tensor) -> torch.Tensor:
-        return x * float(rng.uniform(0.5, 1.5))
+        return x * int(rng.randint(1, 9))
 
     cf = magpy.compile(f, backend="eager")
     x = torch.ones(2)

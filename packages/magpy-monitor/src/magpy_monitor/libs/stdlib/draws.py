@@ -12,7 +12,9 @@ recorded one, the mock puts every generator back as it found it and misses: anot
 tried, or the program runs again from that state and draws what eager draws (a branch on a
 drawn value is never replayed down the wrong side).
 
-Calls whose values keep changing (draws nobody seeds) miss on most calls: after
+Only discrete draws are specialised (integers, choices, integer arrays): a float drawn is one
+no unseeded call draws again, so those stay breaks. Draws whose values keep changing (nobody
+seeds them) miss on most calls: after
 ``config.max_assumption_misses`` such misses the cache stops assuming (``Capture.speculate``)
 and a draw is a break, as before.
 
@@ -123,6 +125,14 @@ def same_value(now: Any, expected: Any) -> bool:
     return now is expected
 
 
+def _continuous(obj: Any) -> bool:
+    """A float, or numpy floats (scalar or array), or a list or tuple holding one."""
+    if type(obj) in (list, tuple):
+        return any(map(_continuous, obj))
+    dtype = getattr(obj, "dtype", None)
+    return type(obj) in (float, complex) or getattr(dtype, "kind", "") in ("f", "c")
+
+
 def _snapshot(obj: Any) -> Any:
     """What the mock passes (or expects) on every run: a copy the program cannot change."""
     if type(obj) in (list, tuple) or hasattr(obj, "tobytes"):
@@ -184,6 +194,9 @@ def _random_draw(m: FrameMonitor, inst: Inst, c: Call) -> None:
 
     def make(real: list[Any]) -> list[Val]:
         out = real[0]
+        if _continuous(out):
+            # a record specialised to a float drawn is one no unseeded call draws again
+            raise m.unsupported(f"{what} draws a continuous value")
         if kind.result is not None and not is_value_type(out) and out is not None:
             val = kind.result(m, out)
         elif out is None or is_value_type(out) or out is generator:
