@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from .values import Val
 
 __all__ = [
+    "ARRAY_INDEX",
     "ARRAY_ITEMS",
     "ARRAY_OF_TENSOR",
     "ARRAY_OP",
@@ -474,6 +475,10 @@ STORE_TENSOR_ATTR: Hook[Callable[..., None]] = Hook("store_tensor_attr")
 #: options the run built), guarded; None: not one. ``core.capture.Capture.to_arg``;
 #: libs.torch.dtensor
 GRAPH_CONSTANT: Hook[Callable[[Capture, Val], Any]] = Hook("graph_constant")
+#: ``array_index(cap, key) -> Val | None``: the key of a tensor subscript with the numpy arrays
+#: in it (``x[:, a]``) replaced by the tensors torch makes of them, constants of the graph
+#: (guarded); None where no array is in it. ``bytecode.subscripts``; libs.numpy.arrayindex
+ARRAY_INDEX: Hook[Callable[[Capture, Val], Any]] = Hook("array_index")
 #: ``guard_layout(cap, val)``: entry tensor ``val`` is of a subclass whose layout is part of its
 #: metadata (a DTensor's mesh and placements): guard it with the rest of its metadata.
 #: ``core.shapes.observe_meta``; libs.torch.dtensor

@@ -28,7 +28,7 @@ from ..bytecode import (
     variables,
 )
 from ..core import attributes, dispatch, registry
-from ..libs.numpy import ndarrays, randomstate
+from ..libs.numpy import arrayindex, ndarrays, randomstate
 from ..libs.numpy import rules as numpy_rules
 from ..libs.stdlib import draws, locks, pyenv, sleep, warn, weakrefs
 from ..libs.torch import (
@@ -95,7 +95,7 @@ LOADED = (
     special, highorder, keyed, typechecks, iterators, contexts, copying,
     pyobj_rules,
     # libs: stdlib < numpy < torch < transformers
-    warn, pyenv, sleep, weakrefs, locks, draws, ndarrays, numpy_rules, randomstate,
+    warn, pyenv, sleep, weakrefs, locks, draws, ndarrays, numpy_rules, randomstate, arrayindex,
     hooks, modattrs, modctor, tensorctors, autograd, tensorattrs, tensorrows, globalstate,
     checkpoint, optim, hops, functions, dtensor, seeding,
     torch_rules,
