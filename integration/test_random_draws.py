@@ -195,3 +195,47 @@ def test_manual_seed_inductor(backend: str) -> None:
     got = [cf(x) for _ in range(3)]
     want = f(x)
     assert all(torch.equal(g, want) for g in got)
+
+
+def test_seeding_inside_the_call_is_replayed_in_order() -> None:
+    """``np.random.seed(0)`` then a draw, unseeded outside: every call draws the same value, so
+    every later call hits, and the generators end where eager leaves them."""
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        np.random.seed(0)
+        random.seed(1)
+        return x.repeat(np.random.randint(1, 5), random.randint(1, 3))
+
+    x = torch.ones(2, 2)
+    _one_graph(f, x)
+    cf = magpy.compile(f, backend="eager")
+    for _ in range(4):
+        torch.manual_seed(5)  # (torch's generator is not reseeded by f; _states draws from it)
+        got = (cf(x), _states())
+        torch.manual_seed(5)
+        want = (f(x), _states())
+        assert _same(got, want)
+    st = magpy.stats(cf)
+    assert (st.records, st.breaks, st.hits) == (1, 0, 3)
+
+
+class Sampler(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.rng = random.Random(0)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x[: self.rng.randint(1, 3)]
+
+
+def test_a_python_generator_from_outside_advances_as_in_eager() -> None:
+    m, ref = Sampler(), Sampler()
+    cm = magpy.compile(m, backend="eager")
+    x = torch.arange(4.0)
+    for _ in range(12):
+        assert torch.equal(cm(x), ref(x))
+    assert m.rng.getstate() == ref.rng.getstate()
+    other = random.Random(0)
+    m.rng = other  # another generator object: the guard misses, never a stale replay
+    ref.rng = random.Random(0)
+    assert torch.equal(cm(x), ref(x)) and other.getstate() == ref.rng.getstate()

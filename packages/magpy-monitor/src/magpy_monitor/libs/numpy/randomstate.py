@@ -14,7 +14,7 @@ from typing import Any
 
 from ...core.frame import FrameMonitor
 from ...core.values import Val
-from ..stdlib.draws import GeneratorKind, add_generator
+from ..stdlib.draws import SEED_FUNCTIONS, GeneratorKind, add_generator
 from .ndarrays import _accept_one, _result
 
 __all__: list[str] = []
@@ -49,9 +49,12 @@ def _register() -> None:
     if np is None:
         return
     rs = np.random.RandomState
-    add_generator(
-        rs, GeneratorKind(_STATE_METHODS, rs.get_state, rs.set_state, _result_of, _accept)
-    )
+    legacy = GeneratorKind(_STATE_METHODS, rs.get_state, rs.set_state, _result_of, _accept)
+    add_generator(rs, legacy)
+    seed, glob = np.random.seed, getattr(np.random.mtrand, "_rand", None)
+    if type(glob) is rs and getattr(seed, "__self__", None) is not glob:
+        # ``np.random.seed`` is a function of its own (it reseeds the global RandomState)
+        SEED_FUNCTIONS[id(seed)] = (seed, glob, legacy, lambda m: None)
 
     def state(g: Any) -> Any:
         return g.bit_generator.state
