@@ -520,3 +520,29 @@ def test_a_float_index_array_stays_a_break() -> None:
 
     ex = H.explain_quietly(f, torch.randn(3))
     assert "int32 ndarray as a tensor index" in H.break_text(ex), H.break_text(ex)
+
+
+class SharedWithTensor(torch.nn.Module):
+    """An outside array and a tensor over its memory; the graph updates the tensor in place
+    before numpy reads the array."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.arr = np.ones(3, dtype=np.float32)
+        self.t = torch.from_numpy(self.arr)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.t.add_(x)
+        return x + float(np.sum(self.arr))
+
+
+def test_an_outside_array_the_graph_may_have_written_is_not_guarded() -> None:
+    """Its values when numpy reads them are not the ones the guard reads at entry: a break,
+    and every call is eager's."""
+    ex = H.explain_quietly(SharedWithTensor(), torch.ones(3))
+    assert "ndarray read from outside" in H.break_text(ex), H.break_text(ex)
+    m, ref = SharedWithTensor(), SharedWithTensor()
+    compiled = magpy.compile(m, backend="eager")
+    for i in range(4):
+        x = torch.full((3,), float(i))
+        H.assert_same(compiled(x), ref(x))

@@ -81,12 +81,42 @@ def guard_outside(cap: Capture, v: Val) -> bool:
         or v.node is None
     ):
         return False
+    if _graph_may_have_written(cap, obj):
+        return False  # (its contents now may not be the ones at entry)
     guarded = _GUARDED.setdefault(cap, {})
     if id(obj) not in guarded:
         contents = _CONTENTS(obj)
         cap.graph.observe(v.node, GuardKind.CUSTOM, Outcome(_CONTENTS, contents))
         guarded[id(obj)] = (obj, contents)
     return True
+
+
+def _graph_may_have_written(cap: Capture, arr: Any) -> bool:
+    """The graph so far updated a tensor in place whose memory may be ``arr``'s (a tensor over
+    the same buffer, made outside or by ``torch.from_numpy``): numpy reads values then that the
+    guard, which reads the array at entry, does not see. A CPU storage that starts between the
+    start of the buffer numpy allocated and the array's end may overlap it; for an array over
+    memory numpy did not allocate (``t.numpy()``, a buffer), any update on the CPU may."""
+    if cap.updated_unknown:
+        return True
+    starts = [key[1] for key in cap.updated if key[0].type == "cpu"]
+    if not starts:
+        return False
+    root = arr
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    if root.base is not None:
+        return True
+    low, high = _byte_bounds(arr)
+    first = root.__array_interface__["data"][0]
+    return any(min(first, low) <= p < high for p in starts)
+
+
+def _byte_bounds(a: Any) -> tuple[int, int]:
+    utils = getattr(np.lib, "array_utils", None)
+    bounds = getattr(utils, "byte_bounds", None) or np.byte_bounds
+    low, high = bounds(a)
+    return int(low), int(high)
 
 
 def written_arrays(fn: Any, pos: list[Val], kw: dict[str, Val]) -> list[Val]:
