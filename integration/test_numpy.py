@@ -5,10 +5,11 @@
   record, and a tensor made from it (``torch.from_numpy``, ``torch.FloatTensor``) a constant of
   the graph, built anew on every call. numpy scalars as operands are the Python numbers torch
   takes them for.
-- An array from outside (an attribute, an argument, a default) is guarded by its type only, so
-  numpy over it keeps breaking, even a pure call such as ``np.sum(self.arr)`` or ``a + 1``. A
-  write to an array a tensor shares memory with is a break too, as are numpy over tensors,
-  object arrays, ``np.empty`` and iterating a 2-d array.
+- A small array from outside (an attribute, an argument, a default) that numpy only reads is
+  guarded by its contents, so ``np.tile(self.base, 2)``, ``np.sum(self.arr)`` or ``a + 1`` is
+  a constant of the record and new contents make a new record; a larger one, a view of one,
+  or numpy writing into one is a break. A write to an array a tensor shares memory with is a
+  break too, as are numpy over tensors, object arrays, ``np.empty`` and iterating a 2-d array.
 - A break at a numpy call with keyword arguments resumes right after that call.
 
 Legacy constructors of numpy numbers (``torch.Tensor([np.exp(..)])``) are in
@@ -229,17 +230,21 @@ class Member(Tiled):
 
 
 @pytest.mark.parametrize("cls", [Tiled, Member])
-def test_numpy_over_an_array_from_outside_keeps_breaking(cls: type[Tiled]) -> None:
-    """Guards check an outside array's type only: results follow its contents call by call."""
+def test_numpy_over_an_array_from_outside_is_guarded_by_its_contents(cls: type[Tiled]) -> None:
+    """numpy only reads a small outside array: the guard checks its contents (``outside``), so
+    the computation is one graph, results follow the contents call by call (new contents miss
+    and make a new record) and unchanged contents hit."""
     ex = H.explain_quietly(cls(), torch.randn(4))
-    assert "ndarray read from outside" in H.break_text(ex), H.break_text(ex)
+    assert (ex.graph_count, ex.graph_break_count) == (1, 0), H.break_text(ex)
     mine = cls()
     compiled = magpy.compile(mine, backend="eager")
     for i in range(4):
         mine.base[1] = float(i)
-        x = torch.randn(4)
-        H.assert_same(compiled(x), mine(x))
-    assert magpy.stats(compiled).breaks > 0
+        for _ in range(2):
+            x = torch.randn(4)
+            H.assert_same(compiled(x), mine(x))
+    st = magpy.stats(compiled)
+    assert (st.records, st.hits, st.breaks) == (4, 4, 0), st
 
 
 class ArrayScale(torch.nn.Module):
@@ -253,17 +258,64 @@ class ArrayScale(torch.nn.Module):
         return x * np.sum(self.arr) + np.float32(0.5)
 
 
-def test_pure_call_over_an_array_from_outside_is_not_a_constant() -> None:
-    """Guarding an array checks its type only, so ``np.sum(self.arr)`` must not be frozen into
-    the record: every call gives eager's result as the array changes."""
+def test_pure_call_over_an_array_from_outside_is_a_constant_of_its_contents() -> None:
+    """``np.sum(self.arr)`` is frozen into the record only with a guard on the array's
+    contents: every call gives eager's result as the array changes in place."""
     m = ArrayScale()
     ex = magpy.explain(m)(torch.ones(3))
-    assert any("ndarray read from outside" in r.reason for r in ex.break_reasons), ex
+    assert (ex.graph_count, ex.graph_break_count) == (1, 0), ex.break_reasons
     compiled = magpy.compile(m, backend="eager")
     for i in range(4):
         m.arr[0] = float(i)
         x = torch.ones(3)
         assert torch.equal(compiled(x), m(x)), i
+    assert magpy.stats(compiled).records == 4
+
+
+class LargeArrayScale(ArrayScale):
+    def __init__(self) -> None:
+        super().__init__()
+        self.arr = np.ones(MAX_GUARDED + 1)
+
+
+MAX_GUARDED = 4096  # libs/numpy/outside.py: MAX_GUARDED_ELEMENTS
+
+
+def test_numpy_over_a_large_array_from_outside_still_breaks() -> None:
+    """Past ``MAX_GUARDED_ELEMENTS`` the contents are not guarded (every call would compare
+    them): numpy over it stays a break, and results follow the array."""
+    m = LargeArrayScale()
+    ex = magpy.explain(m)(torch.ones(3))
+    assert any("ndarray read from outside" in r.reason for r in ex.break_reasons), ex
+    compiled = magpy.compile(m, backend="eager")
+    for i in range(3):
+        m.arr[0] = float(i)
+        x = torch.ones(3)
+        assert torch.equal(compiled(x), m(x)), i
+
+
+def views_outside(x: torch.Tensor, a: Any) -> torch.Tensor:
+    b = a.reshape(-1)  # a view of the outside array: a write through it would change it
+    b[0] = 7.0
+    return x + float(a[0])
+
+
+def writes_outside(x: torch.Tensor, a: Any) -> torch.Tensor:
+    np.multiply(a, 2.0, out=a)
+    return x + float(np.sum(a))
+
+
+def test_writes_to_an_array_from_outside_stay_breaks() -> None:
+    """A view of a guarded outside array, or numpy writing into it (``out=``), is a break; the
+    array changes call by call as in eager."""
+    for fn, reason in ((views_outside, "ndarray"), (writes_outside, "writing into a ndarray")):
+        a, b = np.ones(3), np.ones(3)
+        ex = H.explain_quietly(fn, torch.ones(2), np.ones(3))
+        assert reason in H.break_text(ex), H.break_text(ex)
+        compiled = magpy.compile(fn, backend="eager")
+        for _ in range(3):
+            H.assert_same(compiled(torch.ones(2), a), fn(torch.ones(2), b))
+            assert np.array_equal(a, b)
 
 
 def shift_by_array(x: torch.Tensor, offsets: Any) -> torch.Tensor:
@@ -394,10 +446,11 @@ def test_a_returned_array_is_a_new_object_on_every_call() -> None:
 
 # ------------------------------------------------------------ a break at a numpy call with keywords
 def pick_steps(x: torch.Tensor, keep: int, batch_first: bool) -> torch.Tensor:
+    # a break with keyword arguments (a continuous draw: no record is specialised to it)
     if batch_first:
-        steps = np.random.choice(x.shape[1], keep, replace=False)  # a break, keyword args
+        steps = np.random.uniform(0, x.shape[1] - 0.5, size=keep).round().astype(np.int64)
     else:
-        steps = np.random.choice(x.shape[0], keep, replace=False)
+        steps = np.random.uniform(0, x.shape[0] - 0.5, size=keep).round().astype(np.int64)
     steps.sort()
     return x[:, steps] if batch_first else x[steps]
 
@@ -415,3 +468,81 @@ def test_a_break_at_a_call_with_keywords_resumes_after_it() -> None:
         H.assert_same(got, pick_steps(x, 3, i % 2 == 0))
     stats = magpy.stats(compiled)
     assert stats.fallbacks == 0 and stats.hits > 0, stats
+
+
+# ---------------------------------------------------------------- numpy arrays in tensor indices
+class Permute(torch.nn.Module):
+    """Channels reordered by an index array kept on the module (Glow's ``Permute2d``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.indices = np.arange(3, -1, -1).astype(np.int64)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x[:, self.indices, :, :]
+
+
+def index_with_arrays(x: torch.Tensor) -> torch.Tensor:
+    idx = np.arange(2, -1, -1)
+    return x[:, idx] + x[np.array([True, False])].sum()
+
+
+def test_an_index_array_from_outside_is_a_constant_of_its_contents() -> None:
+    """``x[:, self.indices]``: the graph indexes with a constant tensor of the array's values,
+    guarded by its contents; a reordered array misses and makes a new record."""
+    m = Permute()
+    x = torch.randn(2, 4, 2, 2)
+    ex = magpy.explain(m)(x)
+    assert (ex.graph_count, ex.graph_break_count) == (1, 0), ex.break_reasons
+    compiled = magpy.compile(m, backend="eager")
+    for i in range(4):
+        if i == 2:
+            m.indices[:] = np.array([1, 0, 3, 2])
+        H.assert_same(compiled(x), m(x))
+    st = magpy.stats(compiled)
+    assert (st.records, st.hits, st.breaks) == (2, 2, 0), st
+
+
+def test_run_made_index_and_mask_arrays_are_graph_constants() -> None:
+    x = torch.randn(2, 3)
+    ex = magpy.explain(index_with_arrays)(x)
+    assert (ex.graph_count, ex.graph_break_count) == (1, 0), ex.break_reasons
+    compiled = magpy.compile(index_with_arrays, backend="eager")
+    for _ in range(3):
+        x = torch.randn(2, 3)
+        H.assert_same(compiled(x), index_with_arrays(x))
+    assert magpy.stats(compiled).hits == 2
+
+
+def test_a_float_index_array_stays_a_break() -> None:
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return x[np.array([0.0, 1.0]).astype(np.int32)]
+
+    ex = H.explain_quietly(f, torch.randn(3))
+    assert "int32 ndarray as a tensor index" in H.break_text(ex), H.break_text(ex)
+
+
+class SharedWithTensor(torch.nn.Module):
+    """An outside array and a tensor over its memory; the graph updates the tensor in place
+    before numpy reads the array."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.arr = np.ones(3, dtype=np.float32)
+        self.t = torch.from_numpy(self.arr)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.t.add_(x)
+        return x + float(np.sum(self.arr))
+
+
+def test_an_outside_array_the_graph_may_have_written_is_not_guarded() -> None:
+    """Its values when numpy reads them are not the ones the guard reads at entry: a break,
+    and every call is eager's."""
+    ex = H.explain_quietly(SharedWithTensor(), torch.ones(3))
+    assert "ndarray read from outside" in H.break_text(ex), H.break_text(ex)
+    m, ref = SharedWithTensor(), SharedWithTensor()
+    compiled = magpy.compile(m, backend="eager")
+    for i in range(4):
+        x = torch.full((3,), float(i))
+        H.assert_same(compiled(x), ref(x))

@@ -9,6 +9,7 @@ program order, and returns the result.
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Callable
 from typing import Any
 
@@ -175,20 +176,34 @@ def generate_mock(
         # eager made a new tensor there, so give the caller a copy
         helper = names.const(fresh_outputs_of)
         call += f"\n    __magpy_outs = {helper}(__magpy_outs, inputs)"
+    draws, run = _with_draws(plan, names, [call, *checks])
     src = [
         comment(f"mock of {qualname}"),
         "def __magpy_mock(fn, args, kwargs, inputs):"
         if roots == "call"
         else "def __magpy_mock(L, S, inputs):",
         *w.reads,
-        call,
-        *checks,
+        *draws,
+        *run,
         *w.builds,
         *writes,
         f"    return {result}",
         "",
     ]
     return GeneratedCode("\n".join(src), dict(names.consts), "mock")
+
+
+def _with_draws(plan: Plan, names: NameAllocator, run: list[str]) -> tuple[list[str], list[str]]:
+    """The record's draws (``Plan.draws``), made again before the graph, and ``run`` (the
+    graph and its checks) putting their generators back when it misses."""
+    if not plan.draws:
+        return [], run
+    draws = [f"    __magpy_drawn = {names.const(replay_draws)}({names.const(plan.draws)})"]
+    body = textwrap.indent("\n".join(run), "    ")
+    undo = names.const(restore_draws)
+    return draws, [
+        f"    try:\n{body}\n    except BaseException:\n        {undo}(__magpy_drawn)\n        raise"
+    ]
 
 
 def _graph_call(
@@ -231,6 +246,35 @@ def _checks(plan: Plan, names: NameAllocator, rng: str) -> list[str]:
         where = comment(" ".join(c.where.split()))
         lines.append(f"    if {cond}: {miss}({i}, {rng})  {where}")
     return lines
+
+
+DRAW_MISSED = -3  # ``SpeculationMiss.check`` of a draw that gave another value this time
+
+
+def replay_draws(draws: tuple[Any, ...]) -> list[tuple[Any, Any]]:
+    """Make the record's draws again, in program order (``Plan.draws``); the states of their
+    generators before them, for a later miss to put back. A draw that gives another value
+    than the recorded one puts them back at once and misses: the program runs again (or
+    another record is tried) from the very state eager would draw from."""
+    saved: list[tuple[Any, Any]] = []
+    seen: set[int] = set()
+    try:
+        for d in draws:
+            if id(d.generator) not in seen:
+                seen.add(id(d.generator))
+                saved.append((d, d.state()))
+            if not d.again():
+                raise SpeculationMiss(DRAW_MISSED)
+    except BaseException:
+        restore_draws(saved)
+        raise
+    return saved
+
+
+def restore_draws(saved: list[tuple[Any, Any]]) -> None:
+    """Put the generators back as they were before the draws (the first generator last)."""
+    for d, state in reversed(saved):
+        d.restore(state)
 
 
 def speculation_miss(check: int, undo: Any = None) -> None:

@@ -176,16 +176,23 @@ class TestAnnotationsDriveCapture:
         assert targets == [fused]
 
     def test_manual_seed_breaks_at_the_users_line(self) -> None:
-        """torch.manual_seed(0) stops capture with the user's file and line."""
+        """torch.seed() (EFFECT: it reseeds from the system's entropy) stops capture with the
+        user's file and line; so does torch.manual_seed(0) where the capture does not assume
+        values (``speculate=False``; otherwise the mock replays it: libs.stdlib.draws)."""
 
         def f(x: torch.Tensor) -> torch.Tensor:
+            torch.seed()
+            return x + 1
+
+        def g(x: torch.Tensor) -> torch.Tensor:
             torch.manual_seed(0)
             return x + 1
 
-        result = capture(f, (torch.ones(2),), {})
-        assert isinstance(result.failure, Unsupported)
-        assert result.failure.filename == f.__code__.co_filename
-        assert result.failure.lineno == f.__code__.co_firstlineno + 1
+        for fn, speculate in ((f, True), (g, False)):
+            result = capture(fn, (torch.ones(2),), {}, speculate=speculate)
+            assert isinstance(result.failure, Unsupported)
+            assert result.failure.filename == fn.__code__.co_filename
+            assert result.failure.lineno == fn.__code__.co_firstlineno + 1
 
     def test_value_read_stops_capture(self) -> None:
         """x.data_ptr() (VALUE_READ) stops capture but returns the real value; x.tolist()

@@ -213,3 +213,13 @@ class Plan:
     scalar_inputs: frozenset[int] = frozenset()  # inputs that are promoted Python scalars
     array_inputs: frozenset[int] = frozenset()  # inputs that are numpy arrays (from_numpy'd)
     checks: tuple[Check, ...] = ()  # assumed values of tensor reads, checked after the graph
+    # native calls the mock makes again itself on every run, in program order, before the
+    # graph (draws from a random generator, a reseeding): each an object with ``generator``
+    # (whose state the call changes), ``state()``, ``restore(state)`` and ``again()`` (the call
+    # once more: True where it gave the recorded value; the record is specialised to it)
+    draws: tuple[Any, ...] = ()
+
+    @property
+    def speculative(self) -> bool:
+        """The record assumes values it checks on every run (tensor reads, random draws)."""
+        return bool(self.checks or self.draws)

@@ -393,7 +393,7 @@ class CacheState:
         if self.speculate and self.assumption_misses >= config.max_assumption_misses:
             self.speculate = False
             with self._lock:
-                self.records[:] = [r for r in self.records if not r.plan.checks]
+                self.records[:] = [r for r in self.records if not r.plan.speculative]
             log_topic("records", "%s: tensor values read into Python keep changing", self.qualname)
 
     def note_break(self, failure: Unsupported) -> None:

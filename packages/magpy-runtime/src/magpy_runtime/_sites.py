@@ -242,7 +242,7 @@ def _at_site(state: Any, key: tuple[int, int, int], stack: tuple[Any, ...]) -> t
         site.assumption_misses += 1
         if site.speculate and site.assumption_misses >= config.max_assumption_misses:
             site.speculate = False  # value reads are breaks here from now on
-            site.records[:] = [r for r in site.records if not r[0].plan.checks]
+            site.records[:] = [r for r in site.records if not r[0].plan.speculative]
             mine = sum(1 for r in site.records if r[2] is backend)
     log_topic("sites", "miss at %s offset %d (%d records)", cs.original.co_qualname, key[1], mine)
     if state.dynamic is not False and mine:

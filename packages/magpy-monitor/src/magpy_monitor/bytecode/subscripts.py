@@ -52,6 +52,7 @@ def subscr(m: FrameMonitor, inst: Inst, container: Val, key: Val) -> None:
     cap = m.cap
     obj = container.obj
     if isinstance(obj, torch.Tensor):
+        key = registry.ARRAY_INDEX.impl(cap, key) or key  # (numpy arrays in the key)
         tensor_op(m, inst, operator.getitem, [container, key])
         return
     getitem = getattr(type(obj), "__getitem__", None)

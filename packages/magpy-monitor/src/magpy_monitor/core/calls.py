@@ -27,7 +27,7 @@ from .frame import CellBox, FrameMonitor, Inst, Pending, initial_fast
 from .hidden import hidden_updates
 from .joined import JOINING, joined_entry
 from .operators import opaque_object
-from .registry import BUILT_OBJECT_TRUTH, IMMUTABLE_CLASSES, OUTSIDE_ARRAY
+from .registry import BUILT_OBJECT_TRUTH, GENERATOR_CLASSES, IMMUTABLE_CLASSES, OUTSIDE_ARRAY
 from .shapes import SIZE_FREE_READS, numel_val, read_offsets, size_vals
 from .speculation import predicate_read, truth_of_tensor
 from .values import UNBOUND, BoundMethod, MadeFunction, PackedArgs, Payload, Val
@@ -90,7 +90,8 @@ def method_self(m: FrameMonitor, fn_val: Val) -> Val:
     if fn_val.external:
         return m.cap.child(fn_val, Attr("__self__"), owner)
     if isinstance(owner, type | types.ModuleType) or (
-        fn_val.const and isinstance(owner, tuple(IMMUTABLE_CLASSES))
+        fn_val.const
+        and (isinstance(owner, tuple(IMMUTABLE_CLASSES)) or type(owner) in GENERATOR_CLASSES)
     ):
         return m.cap.const(owner)
     raise m.unsupported(f"bound method of an object of unknown origin ({type(owner).__name__})")

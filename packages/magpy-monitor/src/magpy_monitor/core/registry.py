@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from .values import Val
 
 __all__ = [
+    "ARRAY_INDEX",
     "ARRAY_ITEMS",
     "ARRAY_OF_TENSOR",
     "ARRAY_OP",
@@ -52,6 +53,7 @@ __all__ = [
     "FILLING_CONSTRUCTIONS",
     "FOLLOW",
     "FUNCTION_APPLY_MODELS",
+    "GENERATOR_CLASSES",
     "GRAPH_CONSTANT",
     "GUARD_LAYOUT",
     "IMMUTABLE_CLASSES",
@@ -261,6 +263,7 @@ CALL_RULE_ORDER: tuple[str, ...] = (
     "namedtuple class",  # pyobj
     "namedtuple _replace",  # pyobj
     "tuple __new__",  # pyobj: a tuple subclass's Python __new__ (PackedSequence)
+    "random draw",  # libs/stdlib: a draw from a random generator, made again by the mock
     "builtin",  # core: BUILTIN_HANDLERS, by identity
     "DTensor placement class",  # libs/torch: Shard(d) of guarded arguments is a constant
     "metaclass __call__",  # pyobj: a metaclass with a Python __call__
@@ -472,6 +475,10 @@ STORE_TENSOR_ATTR: Hook[Callable[..., None]] = Hook("store_tensor_attr")
 #: options the run built), guarded; None: not one. ``core.capture.Capture.to_arg``;
 #: libs.torch.dtensor
 GRAPH_CONSTANT: Hook[Callable[[Capture, Val], Any]] = Hook("graph_constant")
+#: ``array_index(cap, key) -> Val | None``: the key of a tensor subscript with the numpy arrays
+#: in it (``x[:, a]``) replaced by the tensors torch makes of them, constants of the graph
+#: (guarded); None where no array is in it. ``bytecode.subscripts``; libs.numpy.arrayindex
+ARRAY_INDEX: Hook[Callable[[Capture, Val], Any]] = Hook("array_index")
 #: ``guard_layout(cap, val)``: entry tensor ``val`` is of a subclass whose layout is part of its
 #: metadata (a DTensor's mesh and placements): guard it with the rest of its metadata.
 #: ``core.shapes.observe_meta``; libs.torch.dtensor
@@ -479,6 +486,10 @@ GUARD_LAYOUT: Hook[Callable[[Capture, Val], None]] = Hook("guard_layout")
 #: classes of immutable values beyond ``core.valuetypes``' (DTensor placements): a method read
 #: off a constant of one is bound to that constant (``core.calls.method_self``); libs.torch.dtensor
 IMMUTABLE_CLASSES: list[type] = []
+#: random generators whose draws are modelled whole (``libs.stdlib.draws``): a method read off
+#: a guarded constant (``np.random.randint``) is bound to its generator as a constant, which
+#: only the draw rule then reads (it replays the draw; nothing else looks into the generator)
+GENERATOR_CLASSES: set[type] = set()
 
 # a tensor's rows, as ``Tensor.__iter__`` gives them (``unbind(0)``), where the object model
 # iterates (called by pyobj; provided by libs.torch.tensorrows)

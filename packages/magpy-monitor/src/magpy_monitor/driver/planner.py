@@ -444,7 +444,10 @@ def build_plan(
     check_context_vars(cap)
     p = _Planner(cap, loop_iterators)
     result = p.recipe(cap.result)
-    writes = tuple(p.writeback(w.op, w.target, w.key, w.value) for w in _live(cap.writes))
+    live = _live(cap.writes)
+    # draws from random generators: made again by the mock (``libs.stdlib.draws``)
+    draws = tuple(w.key for w in live if w.op == "draw")
+    writes = tuple(p.writeback(w.op, w.target, w.key, w.value) for w in live if w.op != "draw")
     writes += tuple(p.replace_contents(v) for v in cap.mutated_containers if _changed(v))
     writes += tuple(w for v in cap.ahead_iters if (w := _advance(cap, v)) is not None)
     checks = tuple(
@@ -462,5 +465,6 @@ def build_plan(
         scalar_inputs=frozenset(cap.scalar_inputs),
         array_inputs=frozenset(cap.array_inputs),
         checks=checks,
+        draws=draws,
     )
     return plan, p.outputs

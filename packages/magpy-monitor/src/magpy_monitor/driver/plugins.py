@@ -28,9 +28,9 @@ from ..bytecode import (
     variables,
 )
 from ..core import attributes, dispatch, registry
-from ..libs.numpy import ndarrays
+from ..libs.numpy import arrayindex, ndarrays, randomstate
 from ..libs.numpy import rules as numpy_rules
-from ..libs.stdlib import locks, pyenv, sleep, warn, weakrefs
+from ..libs.stdlib import draws, locks, pyenv, sleep, warn, weakrefs
 from ..libs.torch import (
     autograd,
     checkpoint,
@@ -42,6 +42,7 @@ from ..libs.torch import (
     modattrs,
     modctor,
     optim,
+    seeding,
     tensorattrs,
     tensorctors,
     tensorrows,
@@ -94,9 +95,9 @@ LOADED = (
     special, highorder, keyed, typechecks, iterators, contexts, copying,
     pyobj_rules,
     # libs: stdlib < numpy < torch < transformers
-    warn, pyenv, sleep, weakrefs, locks, ndarrays, numpy_rules,
+    warn, pyenv, sleep, weakrefs, locks, draws, ndarrays, numpy_rules, randomstate, arrayindex,
     hooks, modattrs, modctor, tensorctors, autograd, tensorattrs, tensorrows, globalstate,
-    checkpoint, optim, hops, functions, dtensor,
+    checkpoint, optim, hops, functions, dtensor, seeding,
     torch_rules,
     hf_outputs,
 )  # fmt: skip

@@ -42,6 +42,7 @@ from ...core.registry import BUILTIN_HANDLERS, METHOD_HANDLERS
 from ...core.values import BoundMethod, Val
 from ...core.valuetypes import is_value_type
 from .errstate import check_error_state
+from .outside import check_outside, guard_outside, written_arrays
 from .tensorarrays import array_method, numpy_call, operator_result, tensor_of_array
 
 __all__ = [
@@ -188,7 +189,9 @@ def _accept_one(m: FrameMonitor, v: Val, what: str) -> None:
     bad = outside_array(cap, v)
     if isinstance(bad, torch.Tensor):
         raise m.unsupported(f"{what} over a tensor reads its values")
-    if bad is not None:
+    if bad is not None and bad is v.obj and guard_outside(cap, v):
+        return  # read only, guarded by its contents (``outside``)
+    if bad is not None and (v.const or not isinstance(v.items, list | dict)):
         raise m.unsupported(
             f"{what} over a {type(bad).__name__} read from outside (its contents are not guarded)"
         )
@@ -285,7 +288,11 @@ def array_op(m: FrameMonitor, fn: Any, args: list[Val], result: Any) -> Val:
     over_tensor = operator_result(m, fn, args, result)  # (arrays of tensor values)
     if over_tensor is not None:
         return over_tensor
-    _accept(m, args, getattr(fn, "__name__", str(fn)))
+    name = getattr(fn, "__name__", str(fn))
+    if is_array(result) and args and result is args[0].obj and not is_fresh_array(m.cap, args[0]):
+        raise m.unsupported(f"{name} over a ndarray read from outside (in place)")
+    _accept(m, args, name)
+    check_outside(m, result)
     if is_array(result) and args and result is args[0].obj:
         _check_shared(m, result, write=True)  # an in-place operator (a += b)
     return _result(m, result, args)
@@ -329,6 +336,9 @@ def _call(what: str, fn: Any) -> Any:
     def handle(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> None:
         if numpy_call(m, inst, fn, pos, kw):  # over tensor values: tensor math
             return
+        for v in written_arrays(fn, pos, kw):  # (before it runs: outside arrays stay as they are)
+            if is_array(v.obj) and not is_fresh_array(m.cap, v):
+                raise m.unsupported(f"{what} writing into a ndarray read from outside")
         vals = [*pos, *kw.values()]
         _accept(m, vals, what)
         snaps = _snapshots(m.cap, vals)
@@ -337,6 +347,7 @@ def _call(what: str, fn: Any) -> Any:
             _unchanged(m, snaps)
             args, kwargs = [v.obj for v in pos], {k: v.obj for k, v in kw.items()}
             check_error_state(m, fn, args, kwargs, real[0])  # (np.errstate decided it?)
+            check_outside(m, real[0])
             return [_result(m, real[0], vals)]
 
         m.expect_outputs(inst, 1, make)

@@ -1,0 +1,241 @@
+"""Draws from random generators the mock makes again (``libs.stdlib.draws``): ``random.*``,
+``np.random.*`` and ``torch.manual_seed`` are one graph, replayed on every hit with the
+generators advancing as in eager; a call that draws another value misses (a branch on a drawn
+value is never replayed down the wrong side)."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+import torch
+
+import magpy
+
+
+def _seed(s: int = 0) -> None:
+    random.seed(s)
+    np.random.seed(s)
+    torch.manual_seed(s)
+
+
+def _states() -> tuple[object, ...]:
+    return random.random(), float(np.random.rand()), torch.rand(1).item()
+
+
+def _same(a: object, b: object) -> bool:
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and a.shape == b.shape and torch.equal(a, b)
+    if isinstance(a, tuple | list):
+        return type(a) is type(b) and len(a) == len(b) and all(map(_same, a, b))
+    return bool(a == b)
+
+
+def _seeded_calls(fn, x, n: int = 4):  # type: ignore[no-untyped-def]
+    """``magpy.compile(fn)`` and ``fn`` over ``n`` calls, each after the same seeding: the
+    results and the generators' states after each call are eager's."""
+    cf = magpy.compile(fn, backend="eager")
+    for _ in range(n):
+        _seed()
+        got = (cf(x), _states())
+        _seed()
+        want = (fn(x), _states())
+        assert _same(got, want)
+    return magpy.stats(cf)
+
+
+def _one_graph(fn, x) -> None:  # type: ignore[no-untyped-def]
+    ex = magpy.explain(fn)(x)
+    assert (ex.graph_count, ex.graph_break_count) == (1, 0), ex.break_reasons
+
+
+def test_python_randint_sizes_a_tensor() -> None:
+    def f(x: torch.Tensor) -> torch.Tensor:
+        k = random.randint(1, 4)
+        return x.repeat(1, k) * random.choice([2, 3])
+
+    x = torch.randn(2, 3)
+    _one_graph(f, x)
+    st = _seeded_calls(f, x)
+    assert (st.records, st.graphs, st.breaks, st.hits) == (1, 1, 0, 3)
+
+
+def test_numpy_global_draws_and_arrays() -> None:
+    def f(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        n = np.random.randint(0, 10)
+        rnd = 2 ** np.random.randint(0, 3, size=[1, x.size(1)])
+        return torch.rand((n, 4)), x * torch.from_numpy(rnd).float()
+
+    x = torch.randn(2, 3)
+    _one_graph(f, x)
+    st = _seeded_calls(f, x)
+    assert (st.records, st.graphs, st.breaks, st.hits) == (1, 1, 0, 3)
+
+
+def test_continuous_draws_stay_breaks() -> None:
+    """A float drawn (Python's or numpy's) is not specialised: no unseeded call draws it
+    again; it stays a break, and every call is eager's."""
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return x * random.random() + torch.from_numpy(np.random.normal(size=[2])).float()
+
+    x = torch.ones(2)
+    ex = magpy.explain(f)(x)
+    assert any("continuous" in r.reason for r in ex.break_reasons)
+    _seeded_calls(f, x)
+
+
+def test_numpy_choice_indexes_a_list() -> None:
+    idx_sets = [(0, 1), (1, 2), (0, 2), (2, 3)]
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        out = x[:, 0]
+        for i in np.random.choice(len(idx_sets), 2, replace=False):
+            out = out + x[:, list(idx_sets[i])].sum(1)
+        return out
+
+    x = torch.randn(3, 4)
+    st = _seeded_calls(f, x)
+    assert (st.records, st.breaks, st.hits) == (1, 0, 3)
+
+
+def test_manual_seed_then_randn() -> None:
+    def f(x: torch.Tensor) -> torch.Tensor:
+        torch.manual_seed(7)
+        return x + torch.randn(x.shape)
+
+    x = torch.randn(3)
+    _one_graph(f, x)
+    st = _seeded_calls(f, x)
+    assert (st.records, st.graphs, st.breaks, st.hits) == (1, 1, 0, 3)
+
+
+def test_manual_seed_after_a_random_op_is_a_break() -> None:
+    def f(x: torch.Tensor) -> torch.Tensor:
+        y = x + torch.rand(x.shape)
+        torch.manual_seed(7)
+        return y + torch.randn(x.shape)
+
+    x = torch.randn(3)
+    ex = magpy.explain(f)(x)
+    assert any("manual_seed" in r.reason for r in ex.break_reasons)
+    _seeded_calls(f, x)
+
+
+def test_branch_on_a_draw_misses_never_replays() -> None:
+    """Unseeded: the value drawn decides the branch; every call gives eager's result and leaves
+    the generator where eager leaves it (a different draw misses, it is never replayed)."""
+
+    def g(x: torch.Tensor) -> torch.Tensor:
+        if random.randint(0, 1):
+            return x + 1
+        return x - 1
+
+    x = torch.zeros(2)
+    cg = magpy.compile(g, backend="eager")
+    random.seed(3)
+    got = [cg(x) for _ in range(12)]
+    after = random.random()
+    random.seed(3)
+    want = [g(x) for _ in range(12)]
+    assert all(map(torch.equal, got, want)) and random.random() == after
+    st = magpy.stats(cg)
+    assert st.assumption_misses >= 1  # a draw that differs misses
+
+
+def test_branch_on_a_draw_hits_when_seeded() -> None:
+    def g(x: torch.Tensor) -> torch.Tensor:
+        if random.randint(0, 1):
+            return x + 1
+        return x - 1
+
+    st = _seeded_calls(g, torch.zeros(2))
+    assert (st.records, st.breaks, st.hits) == (1, 0, 3)
+
+
+def test_generator_from_outside() -> None:
+    rng = np.random.RandomState(5)
+    state = rng.get_state()
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return x * int(rng.randint(1, 9))
+
+    cf = magpy.compile(f, backend="eager")
+    x = torch.ones(2)
+    got = []
+    for _ in range(4):
+        rng.set_state(state)
+        got.append(cf(x))
+    rng.set_state(state)
+    want = f(x)
+    assert all(torch.equal(g, want) for g in got)
+    st = magpy.stats(cf)
+    assert (st.records, st.breaks, st.hits) == (1, 0, 3)
+
+
+def test_shuffle_and_unseeded_seed_stay_breaks() -> None:
+    def f(x: torch.Tensor) -> torch.Tensor:
+        xs = [1, 2, 3]
+        random.shuffle(xs)
+        return x * xs[0]
+
+    ex = magpy.explain(f)(torch.ones(2))
+    assert ex.graph_break_count >= 1
+
+
+@pytest.mark.parametrize("backend", ["inductor"])
+def test_manual_seed_inductor(backend: str) -> None:
+    def f(x: torch.Tensor) -> torch.Tensor:
+        torch.manual_seed(11)
+        return x + torch.rand(x.shape)
+
+    cf = magpy.compile(f, backend=backend)
+    x = torch.zeros(4)
+    got = [cf(x) for _ in range(3)]
+    want = f(x)
+    assert all(torch.equal(g, want) for g in got)
+
+
+def test_seeding_inside_the_call_is_replayed_in_order() -> None:
+    """``np.random.seed(0)`` then a draw, unseeded outside: every call draws the same value, so
+    every later call hits, and the generators end where eager leaves them."""
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        np.random.seed(0)
+        random.seed(1)
+        return x.repeat(np.random.randint(1, 5), random.randint(1, 3))
+
+    x = torch.ones(2, 2)
+    _one_graph(f, x)
+    cf = magpy.compile(f, backend="eager")
+    for _ in range(4):
+        torch.manual_seed(5)  # (torch's generator is not reseeded by f; _states draws from it)
+        got = (cf(x), _states())
+        torch.manual_seed(5)
+        want = (f(x), _states())
+        assert _same(got, want)
+    st = magpy.stats(cf)
+    assert (st.records, st.breaks, st.hits) == (1, 0, 3)
+
+
+class Sampler(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.rng = random.Random(0)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x[: self.rng.randint(1, 3)]
+
+
+def test_a_python_generator_from_outside_advances_as_in_eager() -> None:
+    m, ref = Sampler(), Sampler()
+    cm = magpy.compile(m, backend="eager")
+    x = torch.arange(4.0)
+    for _ in range(12):
+        assert torch.equal(cm(x), ref(x))
+    assert m.rng.getstate() == ref.rng.getstate()
+    other = random.Random(0)
+    m.rng = other  # another generator object: the guard misses, never a stale replay
+    ref.rng = random.Random(0)
+    assert torch.equal(cm(x), ref(x)) and other.getstate() == ref.rng.getstate()
