@@ -1,4 +1,5 @@
-"""Python that native code runs while the monitor models a call as a whole.
+"""Python that native code runs while the monitor models a call as a whole, and checks that
+native code answers from the object itself.
 
 A call modelled as a whole (a module built inside ``forward``, an operator of a library's
 class) runs natively; Python it starts is a library's (taken as the model says) or the
@@ -7,6 +8,12 @@ makes is code of no module (``eval`` in a namespace ``namedtuple_<name>``); it o
 tuple, so it is no program code whoever defines the class: ``torch.__version__ < "1.5"``
 (``packaging``'s ``_Version`` namedtuple) and a loss built with a deprecated argument (its
 warning noted through MagPy's ``WarnCall``) stay one graph.
+
+``isinstance(t, torch.FloatTensor)`` (a legacy tensor type: the tensor's dtype and device
+decide), ``isinstance(t, Variable)`` (any tensor) and ``isinstance(t, Parameter)`` of a tensor
+the run made are constants of the record: the record fixes its class, dtype and device (they
+were guarded as ``issubclass`` of its class, which answers otherwise, and missed on every
+call). The same checks of an argument are asked again of the argument by the guard.
 """
 
 from __future__ import annotations
@@ -89,3 +96,44 @@ def test_a_module_built_with_a_deprecated_argument_replays_its_warning(
     for got, want in zip(outs, wants, strict=True):
         H.assert_same(got, want)
     assert H.counters(compiled) == (1, 2, 0, 0)
+
+
+FLOAT_TYPES = torch.FloatTensor, torch.FloatTensor
+HALF_TYPES = torch.HalfTensor, torch.HalfTensor
+
+
+def _convert(val: Any, kinds: tuple[type, ...], to: Callable[[torch.Tensor], Any]) -> Any:
+    """EasyNLP's fp16 helpers: a conversion chosen by legacy tensor types."""
+    check = val
+    if isinstance(check, (nn.Parameter, torch.autograd.Variable)):
+        check = val.data
+    return to(val) if isinstance(check, kinds) else val
+
+
+class HalfModule(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4).half()
+
+    def forward(self, x: torch.Tensor) -> Any:
+        y = self.lin(_convert(x, FLOAT_TYPES, torch.Tensor.half))
+        return _convert(y, HALF_TYPES, torch.Tensor.float), isinstance(y, torch.DoubleTensor)
+
+
+def test_legacy_tensor_types_of_a_tensor_the_run_made_are_one_record() -> None:
+    H.assert_compiles_like_eager(HalfModule(), H.randn_inputs((2, 4)))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_legacy_tensor_types_follow_the_dtype(dtype: torch.dtype) -> None:
+    """Another dtype records again: of the argument (guarded on it) and of a tensor made from it."""
+
+    def pick(x: torch.Tensor) -> torch.Tensor:
+        made = isinstance(x * 1, torch.FloatTensor)
+        return x + 1 if made else x - 1 if isinstance(x, torch.FloatTensor) else x * 3
+
+    compiled = magpy.compile(pick, backend="eager")
+    for d in (dtype, dtype, torch.float16, dtype):
+        x = torch.ones(3, dtype=d)
+        H.assert_same(compiled(x), pick(x))
+    assert H.counters(compiled) == (2, 2, 0, 0)
