@@ -111,11 +111,17 @@ def test_a_module_built_in_forward_with_a_deterministic_tensor() -> None:
     assert magpy.stats(compiled).records == 2
 
 
+def graph_tensor_argument(x: torch.Tensor) -> torch.Tensor:
+    # (yoloair's ``nn.ReLU(self.shuf(x2))``: the module keeps a tensor of the graph)
+    return torch.nn.ReLU(x * 2).inplace + 1
+
+
 @pytest.mark.parametrize(
     ("fn", "reason"),
     [
         (shared, "SharedTable.disp: a tensor a module built inside forward keeps"),
         (noisy, "Noise draws random numbers when built inside forward"),
+        (graph_tensor_argument, "ReLU built inside forward from a tensor of the graph"),
     ],
 )
 def test_a_module_built_in_forward_with_other_tensors_breaks(fn: Any, reason: str) -> None:

@@ -54,6 +54,8 @@ def _program_code(globals_: dict[str, Any], code: types.CodeType) -> bool:
     name = globals_.get("__name__")
     if not isinstance(name, str):
         return True
+    if _namedtuple_new(globals_, name, code):
+        return False
     if name.split(".")[0] in _LIBRARY_ROOTS:
         return False
     module = sys.modules.get(name)
@@ -61,6 +63,18 @@ def _program_code(globals_: dict[str, Any], code: types.CodeType) -> bool:
     if not isinstance(filename, str):
         filename = code.co_filename
     return not _library_file(filename)
+
+
+def _namedtuple_new(globals_: dict[str, Any], name: str, code: types.CodeType) -> bool:
+    """The ``__new__`` that ``collections.namedtuple`` makes with ``eval`` (a lambda of
+    ``"<string>"`` in a namespace of its own, ``namedtuple_<typename>``): whoever defines the
+    class, it only builds the tuple, ``tuple.__new__(cls, (fields...))``."""
+    return (
+        name.startswith("namedtuple_")
+        and globals_.get("_tuple_new") is tuple.__new__
+        and code.co_filename == "<string>"
+        and code.co_names == ("_tuple_new",)
+    )
 
 
 @functools.lru_cache(maxsize=1024)

@@ -11,6 +11,7 @@ natively, so its results never depend on the monitor.
 
 from __future__ import annotations
 
+import os
 import types
 from collections.abc import Callable
 from typing import Any
@@ -123,7 +124,9 @@ class Monitor:
             return self._attach(self._callback(top, frame, p.callbacks[frame.f_code]))
         if p.opaque and (p.calls_back is None or not p.calls_back(frame)):
             return None
-        raise top.unsupported(f"unexpected call of {frame.f_code.co_qualname} from {p.inst}")
+        code = frame.f_code
+        where = f"{os.path.basename(code.co_filename)}:{code.co_firstlineno}"
+        raise top.unsupported(f"unexpected call of {code.co_qualname} ({where}) from {p.inst}")
 
     def _callback(self, top: FrameMonitor, frame: types.FrameType, fn_val: Val) -> FrameMonitor:
         """A Python callable called by native code: bind its arguments by identity (or as

@@ -1,6 +1,15 @@
 """``isinstance`` and ``issubclass``: a constant of the record, guarded by the object's type and
 the classes; a class whose metaclass answers the question itself (an ABC's ``register()``, a
-``runtime_checkable`` Protocol) has its answer asked again by the guard."""
+``runtime_checkable`` Protocol) has its answer asked again by the guard: of the object, or, for an
+object the run made, of its class.
+
+torch's metaclasses answer ``isinstance`` from the object itself: a legacy tensor type
+(``torch.FloatTensor``: the tensor's dtype, device and layout), ``Variable`` (any tensor),
+``Parameter`` (also a tensor flagged ``_is_param``). Asked of the object's class instead, they
+answer otherwise (``issubclass(torch.Tensor, torch.FloatTensor)`` is False): for an object the
+run made, whose class, dtype, device, layout and attributes the record fixes, their answer is a
+constant of the record. Any other metaclass's answer for such an object must be its class's, or
+the check is a break."""
 
 from __future__ import annotations
 
@@ -16,6 +25,11 @@ from ..core.values import Val
 from ..core.valuetypes import is_value_type
 
 __all__ = ["TypeCheck"]
+
+# metaclasses whose ``__instancecheck__`` reads only the object (see the module doc)
+_INTRINSIC_METAS = frozenset(
+    (type(torch.FloatTensor), type(torch.autograd.Variable), type(torch.nn.Parameter))
+)
 
 
 def _type_check(subclass: bool) -> BuiltinHandler:
@@ -38,11 +52,14 @@ def _isinstance(m: FrameMonitor, inst: Inst, pos: list[Val], subclass: bool) -> 
     cap.observe(cls)
     classes = cls.obj if isinstance(cls.obj, tuple) else (cls.obj,)
     hooks = ("__instancecheck__", "__subclasscheck__")
-    if any(
-        isinstance(k, type) and getattr(type(k), h, None) is not getattr(type, h)
+    own = [
+        k
         for k in classes
-        for h in hooks
-    ):
+        if isinstance(k, type)
+        and any(getattr(type(k), h, None) is not getattr(type, h) for h in hooks)
+    ]
+    made = not (obj.external and obj.node is not None)
+    if own and not (made and not subclass and all(type(k) in _INTRINSIC_METAS for k in own)):
         _check_again(m, inst, obj, cls, subclass)
         return
     m.expect_outputs(inst, 1, lambda real: [cap.const(real[0])])
@@ -96,6 +113,10 @@ def _check_again(m: FrameMonitor, inst: Inst, obj: Val, cls: Val, subclass: bool
     assert node is not None
 
     def make(real: list[Any]) -> list[Val]:
+        if node is not obj.node and check(type(obj.obj)) is not real[0]:
+            raise m.unsupported(
+                f"isinstance() answered from the object, not its class, by {cls.obj!r}"
+            )
         cap.graph.observe(node, GuardKind.CUSTOM, Outcome(check, real[0]))
         return [cap.const(real[0])]
 

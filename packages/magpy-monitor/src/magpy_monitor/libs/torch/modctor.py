@@ -107,6 +107,9 @@ def construct_module(
     cap = m.cap
     guard_class_attr(cap, cls, "__init__")  # (the one the class holds now)
     args = [*pos, *kwargs.values()]
+    if any(v.fx is not None for v in args):
+        # (its attribute would be another tensor on every call: no constant of the record)
+        raise m.unsupported(f"{cls.__name__} built inside forward from a tensor of the graph")
     for v in args:
         cap.observe(v)
     before = _rng_fingerprint()
