@@ -65,7 +65,7 @@ def main():
         info = magpy.load_cache_artifacts(Path(bundle).read_bytes(), key=key)
     torch.manual_seed(0)
     net = Net().eval()
-    compiled = {"net": magpy.compile(net, backend=backend), "fn": magpy.compile(fn, backend=backend)}
+    compiled = {n: magpy.compile(p, backend=backend) for n, p in (("net", net), ("fn", fn))}
     equal = True
     with torch.no_grad():
         for i in range(3):
