@@ -236,11 +236,21 @@ def test_a_bundle_of_other_versions_or_settings_is_ignored(
 
 
 def test_the_key_has_no_file_path(saved: Path) -> None:
-    """The entries' keys name module, qualified name and a digest of the code: no path."""
+    """Each bundled entry's key names module, qualified name and a digest of the code, and
+    no path of the checkout that made it."""
     body = saved.read_bytes()[len(_bundle.MAGIC) :].partition(b"\n")[2]
-    header = json.loads(body.partition(b"\n")[0])
-    assert [s["kind"] for s in header["sections"]].count("entry") == 2
-    assert str(saved.parent).encode() not in body.partition(b"\n")[0]
+    header_line, _, payload = body.partition(b"\n")
+    keys, at = [], 0
+    for section in json.loads(header_line)["sections"]:
+        part, at = payload[at : at + section["bytes"]], at + section["bytes"]
+        if section["kind"] == "entry":
+            read = _entryfiles.parse_entry(part)
+            assert not isinstance(read, str), read
+            keys.append(read[0]["key"])
+    assert sorted(k["qualname"] for k in keys) == ["Net", "fn"]
+    for key in keys:
+        assert key["module"] == "__main__" and {"file", "path"}.isdisjoint(key)
+        assert str(saved.parent) not in json.dumps(key)
 
 
 @pytest.mark.inductor
