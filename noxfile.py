@@ -386,8 +386,9 @@ def bench_overhead(session: nox.Session) -> None:
 @nox.session(python=PYTHON, default=False)
 def bench_warm_start(session: nox.Session) -> None:
     """Install everything and run ``python -m integration.bench_warm_start`` (arguments after
-    ``--``): a new process's first call, cold and on warm Inductor/AOTAutograd caches, MagPy
-    vs torch.compile vs eager, each in a fresh process."""
+    ``--``): a new process's first call, cold, on warm Inductor/AOTAutograd caches, from
+    persistent records and from a bundle (``save/load_cache_artifacts``), MagPy vs
+    torch.compile vs eager, each in a fresh process."""
     _install_all(session, "numpy")
     session.run("python", "-m", "integration.bench_warm_start", *session.posargs)
 

@@ -27,7 +27,13 @@ first call would otherwise hide), per mode:
   its own): a loaded record's graph is compiled by Inductor, from its warm caches;
 - ``magpy-records-nolib-bg``: those folders with ``MAGPY_BACKGROUND_COMPILE=1``: the loaded
   record serves its first calls with its graph run as is while Inductor loads the compiled
-  graph on MagPy's worker thread.
+  graph on MagPy's worker thread;
+- ``magpy-bundle``: another machine of the same kind (issue 38): an untimed process compiles
+  with a records folder and saves ``magpy.save_cache_artifacts()`` to a file; the timed one,
+  on an empty Inductor cache and without records folder, is timed from
+  ``magpy.load_cache_artifacts(bytes)`` (reading the file included) to its first call's end;
+- ``torch.compile-bundle``: the same with ``torch.compiler.save_cache_artifacts()`` /
+  ``load_cache_artifacts`` around ``torch.compile``.
 
 Models (``integration/models``, ``"small"`` sizes, eval mode, under ``torch.no_grad()``):
 ``resnet18``, ``transformer`` (the BERT-like encoder with a padding mask) and ``lstm`` (the
@@ -94,6 +100,9 @@ class Mode:
     warm: bool = False
     dirs: tuple[tuple[str, str], ...] = ()
     env: tuple[tuple[str, str], ...] = ()  # other environment variables of the child
+    # a bundle (``save_cache_artifacts``) an untimed process makes in caches of its own, which
+    # the timed child loads on its empty ``cache`` folder
+    bundle: bool = False
 
 
 MODES: dict[str, Mode] = {
@@ -104,6 +113,10 @@ MODES: dict[str, Mode] = {
     "torch.compile-warm": Mode(
         "torch.compile warm cache", "torch.compile", "torch.compile", warm=True
     ),
+    "torch.compile-bundle": Mode(
+        "torch.compile bundle", "torch.compile", "torch.compile-bundle", bundle=True
+    ),
+    "magpy-bundle": Mode("MagPy bundle", "magpy", "magpy-bundle", bundle=True),
 }
 if hasattr(magpy.config, "records_dir"):  # (persistent records: a column of their own)
     MODES["magpy-records"] = Mode(
@@ -136,6 +149,8 @@ def run_child(spec: dict[str, Any]) -> dict[str, Any]:
     # timed from the compile call: ``torch.compile(model)`` imports TorchDynamo (seconds) there,
     # MagPy imports Inductor on the first compile; both are the first call's latency
     start = time.perf_counter()
+    if spec.get("load"):  # (a bundle: reading and loading it are part of the first call's cost)
+        _load_bundle(compiler, Path(spec["load"]).read_bytes())
     if compiler == "magpy":
         fn: Callable[..., Any] = magpy.compile(model, backend="inductor")
     elif compiler == "torch.compile":
@@ -153,6 +168,8 @@ def run_child(spec: dict[str, Any]) -> dict[str, Any]:
     inductor = "torch._inductor.compile_fx" in sys.modules
     stats = magpy.stats(fn) if compiler == "magpy" else None
     libraries = None
+    if spec.get("save"):
+        Path(spec["save"]).write_bytes(_save_bundle(compiler))
     if stats is not None:
         magpy.wait_compiles()  # (untimed: a stored record's library, built on MagPy's worker)
         if magpy.config.records_dir:
@@ -174,6 +191,24 @@ def run_child(spec: dict[str, Any]) -> dict[str, Any]:
             "from_disk": getattr(stats, "from_disk", 0),  # (persistent records served)
         },
     }
+
+
+def _load_bundle(compiler: str, data: bytes) -> None:
+    if compiler == "magpy":
+        info = magpy.load_cache_artifacts(data)
+        if info.refused:
+            raise RuntimeError(f"the bundle was refused: {info.refused}")
+    else:
+        torch.compiler.load_cache_artifacts(data)
+
+
+def _save_bundle(compiler: str) -> bytes:
+    if compiler == "magpy":
+        return magpy.save_cache_artifacts()  # (waits for the libraries being built)
+    saved = torch.compiler.save_cache_artifacts()
+    if saved is None:
+        raise RuntimeError("torch.compiler.save_cache_artifacts() saved nothing")
+    return saved[0]
 
 
 def _counts(table: Any, prefix: str) -> dict[str, int]:
@@ -237,6 +272,11 @@ def run_round(
             env |= {var: str(base / sub) for var, sub in mode.dirs} | dict(mode.env)
             spec = {"model": model, "compiler": mode.compiler, "batch": args.batch}
             spec |= {"seed": args.seed, "threads": args.threads}
+            if mode.bundle:
+                spec = _make_bundle(args, spec, env, base / name, log)
+                if "load" not in spec:
+                    out.append({"model": model, "mode": name, "error": spec["error"]})
+                    continue
             if mode.warm and mode.cache not in filled:
                 log(f"{model} / {name}: priming its cache (untimed)")
                 primed = _spawn(spec, env, args.timeout)
@@ -251,6 +291,27 @@ def run_round(
             log(f"{model} / {name}: {_summary(result)}")
             out.append({"model": model, "mode": name} | result)
     return out
+
+
+def _make_bundle(
+    args: argparse.Namespace,
+    spec: dict[str, Any],
+    env: dict[str, str],
+    where: Path,
+    log: Callable[[str], None],
+) -> dict[str, Any]:
+    """``spec`` told to load the bundle an untimed process made in ``where`` (caches and a
+    records folder of its own: another machine's); with ``error`` instead where it failed."""
+    made = env | {"TORCHINDUCTOR_CACHE_DIR": str(where / "inductor")}
+    if spec["compiler"] == "magpy":
+        made["MAGPY_RECORDS_DIR"] = str(where / "records")
+    bundle = where / "bundle.bin"
+    log(f"{spec['model']} / {where.name}: making the bundle (untimed)")
+    result = _spawn(spec | {"save": str(bundle)}, made, args.timeout)
+    if "error" in result or not bundle.exists():
+        return {"error": f"the bundle was not made: {_summary(result)}"}
+    log(f"{spec['model']} / {where.name}: bundle of {bundle.stat().st_size / 1e6:.1f} MB")
+    return spec | {"load": str(bundle)}
 
 
 def _summary(r: dict[str, Any]) -> str:
@@ -287,9 +348,10 @@ def _of(results: list[dict[str, Any]], model: str, mode: str) -> list[dict[str, 
 def tables(results: list[dict[str, Any]], models: Sequence[str], modes: Sequence[str]) -> str:
     """First call (s), whole process (s) and the caches' counters, one row per model."""
     ratios = [("magpy-warm", "magpy-cold"), ("torch.compile-warm", "torch.compile-cold")]
+    ratios += [("magpy-bundle", "torch.compile-warm"), ("magpy-bundle", "torch.compile-bundle")]
     ratios = [(w, c) for w, c in ratios if w in modes and c in modes]
     header = ["model", *[MODES[m].label for m in modes]]
-    header += [f"{MODES[w].label} / cold" for w, _ in ratios]
+    header += [f"{MODES[w].label} / {_short(MODES[w], MODES[c])}" for w, c in ratios]
     first, process, caches = [], [], []
     for model in models:
         mids = {m: _median(_of(results, model, m), "first_call_s") for m in modes}
@@ -311,6 +373,10 @@ def tables(results: list[dict[str, Any]], models: Sequence[str], modes: Sequence
             + _markdown(header[: 1 + len(modes)], caches),
         ]
     )
+
+
+def _short(num: Mode, den: Mode) -> str:
+    return "cold" if den.label == num.label.replace("warm cache", "cold") else den.label
 
 
 def _cache_cell(results: list[dict[str, Any]]) -> str:

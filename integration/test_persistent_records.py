@@ -119,7 +119,10 @@ def _run(
         | {
             "MAGPY_RECORDS_DIR": str(records),
             "MAGPY_LOGS": "records",
-            "PYTHONPATH": str(program),
+            # (the caller's path after it: a run against a checkout's sources keeps them)
+            "PYTHONPATH": os.pathsep.join(
+                filter(None, [str(program), os.environ.get("PYTHONPATH")])
+            ),
             "OMP_NUM_THREADS": "1",
         }
         | (extra_env or {})

@@ -17,7 +17,7 @@ from ._background import (
     submit,
     wait_compiles,
 )
-from ._cbuild import NativeSettings
+from ._cbuild import NativeSettings, install_snapcheck, snapcheck_artifact
 from ._cbuild import configure as configure_native
 from ._generated import GeneratedCode, NameAllocator, forget_generated
 from ._guard import generate_guard
@@ -56,6 +56,7 @@ __all__ = [
     "forget_generated",
     "generate_guard",
     "generate_mock",
+    "install_snapcheck",
     "instrument",
     "load_native",
     "native_platform",
@@ -63,6 +64,7 @@ __all__ = [
     "pending_compiles",
     "resolve_backend",
     "shape_guard",
+    "snapcheck_artifact",
     "submit",
     "wait_compiles",
 ]

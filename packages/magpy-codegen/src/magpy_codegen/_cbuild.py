@@ -43,6 +43,7 @@ __all__ = [
     "CBuild",
     "NativeSettings",
     "configure",
+    "install_snapcheck",
     "load_disjoint",
     "load_snapcheck",
     "load_values_state",
@@ -50,6 +51,7 @@ __all__ = [
     "open_extension",
     "reason",
     "settings",
+    "snapcheck_artifact",
 ]
 
 _SOURCE = Path(__file__).with_name("_snapcheck.c")
@@ -207,8 +209,7 @@ def open_extension(given: NativeSettings, build: CBuild) -> tuple[Any, str | Non
     problem = _directory_problem(directory)
     if problem is not None:
         return None, problem
-    suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
-    target = directory / f"snapcheck-{build.key()}{suffix}"
+    target = _target(given, build)
     try:
         if not target.exists():
             _build(build, target)
@@ -228,6 +229,56 @@ def open_extension(given: NativeSettings, build: CBuild) -> tuple[Any, str | Non
     except Exception as exc:
         return None, f"{type(exc).__name__}: {exc}"
     return module, None
+
+
+def _target(given: NativeSettings, build: CBuild) -> Path:
+    suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+    return given.directory() / f"snapcheck-{build.key()}{suffix}"
+
+
+def snapcheck_artifact() -> tuple[str, bytes] | None:
+    """The extension built for this interpreter and compiler, as (file name, bytes), for a
+    bundle (``magpy.save_cache_artifacts``); None where none was built, or it fails the trust
+    checks or its recorded SHA-256."""
+    given = settings()
+    if given.snapcheck != "c" or not INTERP.c_snapshot_check:
+        return None
+    target = _target(given, CBuild.current())
+    if not target.exists() or _directory_problem(target.parent) is not None:
+        return None
+    problem, _ = _file_problem(target)
+    if problem is not None:
+        return None
+    data = target.read_bytes()
+    if hashlib.sha256(data).hexdigest() != _built_hash(target):
+        return None
+    return target.name, data
+
+
+def install_snapcheck(name: str, data: bytes) -> bool:
+    """Put a bundle's extension ``name`` (``snapcheck_artifact``'s, from a verified bundle)
+    where this process would build its own, so that it is loaded instead of compiled; whether
+    it was (not: another interpreter or compiler's, one is there already, or the check was
+    loaded or refused already)."""
+    given = settings()
+    if _MODULE or given.snapcheck != "c" or not INTERP.c_snapshot_check:
+        return False
+    target = _target(given, CBuild.current())
+    if name != target.name or target.exists() or _directory_problem(target.parent) is not None:
+        return False
+    fd, tmp = tempfile.mkstemp(suffix=target.suffix, dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as file:
+            file.write(data)
+        os.chmod(tmp, 0o700)
+        _write_private(
+            target.parent, _sidecar(target).name, hashlib.sha256(data).hexdigest().encode()
+        )
+        os.replace(tmp, target)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return True
 
 
 _MODULE: list[Any] = []  # the loaded extension, once it was tried (None: not available)

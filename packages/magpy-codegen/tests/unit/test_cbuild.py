@@ -132,3 +132,26 @@ def test_a_refusal_falls_back_to_the_python_check(
     monkeypatch.setattr(_cbuild, "reason", None)
     assert _cbuild.load_snapcheck() is None
     assert _cbuild.reason is not None and "writable by group or others" in _cbuild.reason
+
+
+def test_a_bundle_carries_the_build_to_another_cache(
+    cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``snapcheck_artifact`` gives the verified build (a bundle carries it);
+    ``install_snapcheck`` puts it in an empty cache of this interpreter (0700, its hash beside
+    it), where it loads; a name of another build, or a cache that has one, is left alone."""
+    monkeypatch.setattr(_cbuild, "_MODULE", [])
+    monkeypatch.setattr(_cbuild, "_SETTINGS", [_cbuild.NativeSettings(str(cache))])
+    artifact = _cbuild.snapcheck_artifact()
+    assert artifact is not None and artifact[0] == _built(cache).name
+    assert _cbuild.install_snapcheck(*artifact) is False  # (there is one already)
+    other = tmp_path / "other"
+    monkeypatch.setattr(_cbuild, "_SETTINGS", [_cbuild.NativeSettings(str(other))])
+    assert _cbuild.install_snapcheck("snapcheck-0000.so", artifact[1]) is False
+    assert _cbuild.install_snapcheck(*artifact) is True
+    assert _built(other).stat().st_mode & 0o077 == 0
+    module, why = _open(other)
+    assert module is not None and why is None
+    Path(f"{_built(cache)}.sha256").write_text("0" * 64)  # (the recorded hash no longer matches)
+    monkeypatch.setattr(_cbuild, "_SETTINGS", [_cbuild.NativeSettings(str(cache))])
+    assert _cbuild.snapcheck_artifact() is None

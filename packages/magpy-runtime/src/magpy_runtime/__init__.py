@@ -18,16 +18,19 @@ from ._api import (
     stats,
     wait_compiles,
 )
+from ._bundle import BundleInfo, load_cache_artifacts, save_cache_artifacts
 from ._cache import BreakReason
 from ._config import config
 from ._disable import disable
-from ._errors import FullGraphError, MagPyWarning, StanceError
+from ._errors import BundleError, FullGraphError, MagPyWarning, StanceError
 from ._torch_compile import TorchCompileRedirect, use_for_torch_compile
 
 __version__ = "0.1.0"
 
 __all__ = [
     "BreakReason",
+    "BundleError",
+    "BundleInfo",
     "CacheStats",
     "CompiledFunction",
     "CompiledModule",
@@ -41,7 +44,9 @@ __all__ = [
     "config",
     "disable",
     "explain",
+    "load_cache_artifacts",
     "reset",
+    "save_cache_artifacts",
     "set_stance",
     "stats",
     "use_for_torch_compile",

@@ -40,6 +40,7 @@ __all__ = [
     "directory_problem",
     "entry_files",
     "list_entries",
+    "parse_entry",
     "read_entry",
     "versions",
     "warn_once",
@@ -144,6 +145,14 @@ def read_entry(path: Path) -> tuple[dict[str, Any], bytes] | str:
         if problem is not None:
             return problem
         data = file.read(MAX_ENTRY_BYTES + 1)
+    return parse_entry(data)
+
+
+def parse_entry(data: bytes) -> tuple[dict[str, Any], bytes] | str:
+    """The header and content of an entry's bytes (a file's, or a bundle's), or why they are
+    refused: format and digest (nothing is unpickled)."""
+    if len(data) > MAX_ENTRY_BYTES:
+        return "the entry is too large"
     if not data.startswith(MAGIC):
         return "not an entry of this format"
     header_line, _, payload = data[len(MAGIC) :].partition(b"\n")

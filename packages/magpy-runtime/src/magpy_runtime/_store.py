@@ -3,7 +3,8 @@
 With ``config.records_dir`` set (``MAGPY_RECORDS_DIR``; off by default: loading generated code
 from disk is a decision to trust that directory), each whole-call record a compiled callable
 makes is also written there, as one entry file keyed by the code it came from (the class and
-its ``forward``, or the function; their file and a digest of their code), the backend
+its ``forward``, or the function: their module, qualified name and a digest of their code, not
+their file's path, so another checkout of the program finds them), the backend
 (a name, or Inductor's mode and options; a callable backend is never stored) and
 ``fullgraph``/``dynamic``. A process whose call no record of its own (nor a sibling's, see
 ``_pool``) serves reads the entries of that key once, and tries their guards before it
@@ -59,6 +60,7 @@ from ._entryfiles import (
     digest,
     directory_problem,
     entry_files,
+    parse_entry,
     read_entry,
     versions,
     warn_once,
@@ -77,7 +79,16 @@ from ._persist import (
     resolve_refs,
 )
 
-__all__ = ["attach", "clear_stored", "commit", "from_disk", "serve", "snapshot"]
+__all__ = [
+    "add_bundled",
+    "attach",
+    "clear_stored",
+    "commit",
+    "from_disk",
+    "serve",
+    "snapshot",
+    "used_entries",
+]
 
 
 # ----------------------------------------------------------------------------- keys
@@ -104,16 +115,17 @@ def _code_key(model: Any) -> dict[str, Any] | None:
         return None
     if "<" in qualname:
         return None  # a local function or class, or a lambda: not found again by name
-    file = target.__code__.co_filename
+    # (no file path: a checkout elsewhere, or a bundle loaded on another machine, finds the
+    # same module, name and code under another path)
     code = function_digest(target)
-    return {"kind": kind, "module": module, "qualname": qualname, "file": file, "code": code}
+    return {"kind": kind, "module": module, "qualname": qualname, "code": code}
 
 
 @attrs.define(eq=False)
 class _Slot:
     """A compiled callable's place in the store: its directory and key, and what it took."""
 
-    directory: str
+    directory: str | None  # (None: no records_dir; entries of loaded bundles only)
     key: dict[str, Any]
     key_hash: str
     from_disk: int = 0  # records it took from the store
@@ -125,9 +137,10 @@ _slots: weakref.WeakKeyDictionary[RecordOwner, _Slot] = weakref.WeakKeyDictionar
 
 def attach(state: RecordOwner, model: Any) -> None:
     """Give ``state``, the cache of ``model`` compiled, its key in the store (when
-    ``config.records_dir`` is set and its code and backend can be stored)."""
+    ``config.records_dir`` is set or a bundle was loaded, and its code and backend can be
+    stored)."""
     directory = config.records_dir
-    if not directory:
+    if not directory and not _bundled:
         return
     key = _code_key(model)
     backend = _backend_key(state.backend)
@@ -136,7 +149,8 @@ def attach(state: RecordOwner, model: Any) -> None:
         return
     key |= {"backend": backend, "fullgraph": state.fullgraph, "dynamic": state.dynamic}
     key_hash = hashlib.sha256(canonical(key)).hexdigest()[:24]
-    _slots[state] = _Slot(os.path.abspath(os.path.expanduser(directory)), key, key_hash)
+    where = os.path.abspath(os.path.expanduser(directory)) if directory else None
+    _slots[state] = _Slot(where, key, key_hash)
 
 
 def from_disk(state: RecordOwner) -> int:
@@ -161,7 +175,7 @@ def snapshot(state: RecordOwner, result: Any) -> Pending | None:
     """What ``state``'s new record from ``result`` would store (None: nothing: no store, or
     a graph with symbolic sizes, or example inputs that are not plain tensors)."""
     slot = _slots.get(state)
-    if slot is None:
+    if slot is None or slot.directory is None:
         return None
     try:
         graph = result.graph
@@ -224,6 +238,7 @@ def commit(state: RecordOwner, pending: Pending | None, epoch: int) -> None:
 
 def _commit(state: RecordOwner, pending: Pending) -> None:
     slot = pending.slot
+    assert slot.directory is not None  # (``snapshot`` made nothing without one)
     try:
         encoded = encode(pending.content)
     except Unstorable as exc:
@@ -264,6 +279,7 @@ def _commit(state: RecordOwner, pending: Pending) -> None:
 def _write(slot: _Slot, header: dict[str, Any], payload: bytes) -> str | None:
     """Write an entry of ``header`` (signed here) and ``payload``; its file name (None: it
     could not be written, said once)."""
+    assert slot.directory is not None
     header["sha256"] = digest(header, payload)
     name = f"{slot.key_hash}-{header['sha256'][:16]}{SUFFIX}"
     try:
@@ -285,6 +301,7 @@ def _add_library(
     data, made_for = library
     header = {k: v for k, v in entry[0].items() if k != "sha256"}
     header["native"] = {"bytes": len(data), "runner": "cpu", "platform": made_for}
+    assert slot.directory is not None
     if not (Path(slot.directory) / old).exists():
         return  # (cleared meanwhile)
     name = _write(slot, header, entry[1] + data)
@@ -309,7 +326,7 @@ class _Entry:
     broken: bool = False
 
 
-_loaded: dict[tuple[str, str], list[_Entry]] = {}
+_loaded: dict[tuple[str | None, str], list[_Entry]] = {}
 _load_lock = threading.Lock()
 _CONTENT = frozenset(
     {"plan", "graph", "grad_enabled", "ambient", "restore_rng", "restore_inputs", "undo"}
@@ -325,7 +342,10 @@ def serve(state: RecordOwner, fn: Any, args: tuple[Any, ...], kwargs: dict[str, 
     try:
         return _serve(slot, state, fn, args, kwargs)
     except Exception as exc:  # a failure of ours: the call is monitored, as without a store
-        warn_once(f"a stored record cannot be used: {type(exc).__name__}: {exc}", slot.directory)
+        warn_once(
+            f"a stored record cannot be used: {type(exc).__name__}: {exc}",
+            slot.directory or "bundle",
+        )
         return False
 
 
@@ -360,6 +380,20 @@ def _entries(slot: _Slot) -> list[_Entry]:
 
 
 def _load(slot: _Slot) -> list[_Entry]:
+    entries = _load_files(slot) if slot.directory is not None else []
+    have = {e.name for e in entries}
+    for name, data in sorted(_bundled.get(slot.key_hash, {}).items()):
+        if name not in have:  # (the same entry in the directory and a bundle: read once)
+            entry = _check_entry(name, parse_entry(data), slot, None)
+            if isinstance(entry, str):
+                warn_once(entry, f"bundled entry {name}")
+            else:
+                entries.append(entry)
+    return entries
+
+
+def _load_files(slot: _Slot) -> list[_Entry]:
+    assert slot.directory is not None
     files = entry_files(slot.directory, slot.key_hash + "-")
     if not files:
         return []
@@ -369,7 +403,7 @@ def _load(slot: _Slot) -> list[_Entry]:
         return []
     entries = []
     for path in files:
-        entry = _load_entry(path, slot)
+        entry = _check_entry(path.name, read_entry(path), slot, path)
         if isinstance(entry, str):
             warn_once(entry, str(path))
         else:
@@ -377,10 +411,13 @@ def _load(slot: _Slot) -> list[_Entry]:
     return entries
 
 
-def _load_entry(path: Path, slot: _Slot) -> _Entry | str:
-    """``path``'s entry, or why it is refused (checked in this order: the file, its digest,
-    versions and key, the objects it refers to; only then is it unpickled)."""
-    read = read_entry(path)
+def _check_entry(
+    name: str, read: tuple[dict[str, Any], bytes] | str, slot: _Slot, path: Path | None
+) -> _Entry | str:
+    """The entry ``read`` (``read_entry``'s or ``parse_entry``'s answer: the file and its
+    digest checked), or why it is refused (then checked in this order: versions and key, the
+    objects it refers to; only then is it unpickled). ``path``: its file, deleted when the
+    code it was made from changed (None: a bundle's entry)."""
     if isinstance(read, str):
         return read
     header, payload = read
@@ -397,7 +434,7 @@ def _load_entry(path: Path, slot: _Slot) -> _Entry | str:
     resolved = resolve_refs((m, q, f) for m, q, f in refs)
     if isinstance(resolved, tuple):
         reason, stale = resolved
-        if stale:
+        if stale and path is not None:
             path.unlink(missing_ok=True)  # (the code it was made from is gone)
         return reason
     try:
@@ -406,7 +443,7 @@ def _load_entry(path: Path, slot: _Slot) -> _Entry | str:
         return f"the content cannot be read: {type(exc).__name__}: {exc}"
     if not isinstance(content, dict) or set(content) != _CONTENT:
         return "the content is not a record's"
-    return _Entry(path.name, header, content, native)
+    return _Entry(name, header, content, native)
 
 
 def _valid_refs(refs: Any) -> TypeGuard[list[list[Any]]]:
@@ -488,6 +525,7 @@ def _record(entry: _Entry, state: RecordOwner, inputs: tuple[Any, ...]) -> Recor
         except Exception as exc:  # (the record is compiled as without the library)
             warn_once(f"its library cannot be used: {type(exc).__name__}: {exc}", entry.name)
     entry.native = None  # (not usable here: another platform, or it failed; the cache compiles)
+    _give_torch_its_artifacts()
     try:
         return _build(entry, state, state.backend, list(inputs))
     except Exception as exc:  # (MagPyError included: the call is then monitored, as without it)
@@ -500,12 +538,61 @@ def _record(entry: _Entry, state: RecordOwner, inputs: tuple[Any, ...]) -> Recor
 def clear_stored() -> int:
     """``magpy.reset()``: delete the stored entries (``config.records_dir``'s and those of the
     directories compiled callables use) and forget the entries read; how many were deleted."""
-    directories = {slot.directory for slot in list(_slots.values())}
+    directories = {slot.directory for slot in list(_slots.values()) if slot.directory}
     if config.records_dir:
         directories.add(os.path.abspath(os.path.expanduser(config.records_dir)))
     with _load_lock:
         _loaded.clear()
+        _bundled.clear()
+        _torch_parts.clear()
     for slot in list(_slots.values()):
         slot.used.clear()
         slot.from_disk = 0
     return sum(clear_entries(d) for d in sorted(directories))
+
+
+# ----------------------------------------------------------------------------- bundles
+_bundled: dict[str, dict[str, bytes]] = {}  # key hash -> entry name -> its bytes (``_bundle``)
+_torch_parts: list[bytes] = []  # torch's artifacts of loaded bundles, not yet given to torch
+
+
+def add_bundled(entries: list[tuple[str, bytes]], torch_part: bytes | None) -> None:
+    """Serve the entries of a verified bundle (``_bundle.load``) like the directory's; keep
+    ``torch_part`` (``torch.compiler.save_cache_artifacts()``'s bytes) for the first loaded
+    record that Inductor compiles: loading it imports Inductor, which a record running its
+    library never needs."""
+    with _load_lock:
+        for name, data in entries:
+            key_hash = name.partition("-")[0]
+            _bundled.setdefault(key_hash, {})[name] = data
+            for at in [at for at in _loaded if at[1] == key_hash]:
+                del _loaded[at]  # (read again, with the bundle's entries)
+        if torch_part:
+            _torch_parts.append(torch_part)
+
+
+def _give_torch_its_artifacts() -> None:
+    with _load_lock:
+        parts = list(_torch_parts)
+        _torch_parts.clear()
+    for part in parts:
+        try:
+            torch.compiler.load_cache_artifacts(part)
+        except Exception as exc:  # (torch's caches stay cold: Inductor compiles)
+            warn_once(f"torch's artifacts cannot be loaded: {type(exc).__name__}: {exc}", "bundle")
+
+
+def used_entries() -> list[tuple[str, bytes]]:
+    """The entries this process's compiled callables made or took (``magpy.
+    save_cache_artifacts``), each checked again (format and digest): (file name, bytes)."""
+    found: dict[str, bytes] = {}
+    for slot in list(_slots.values()):
+        for name in sorted(slot.used):
+            data = _bundled.get(slot.key_hash, {}).get(name)
+            if data is None and slot.directory is not None:
+                read = read_entry(Path(slot.directory) / name)
+                if not isinstance(read, str):  # (the bytes checked, as the file holds them)
+                    data = MAGIC + canonical(read[0]) + b"\n" + read[1]
+            if data is not None and not isinstance(parse_entry(data), str):
+                found[name] = data
+    return sorted(found.items())
