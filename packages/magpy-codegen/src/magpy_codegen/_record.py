@@ -18,7 +18,6 @@ from magpy_refgraph import BackendError, InternalError, MagPyError, Plan, Specul
 
 from ._backend import UNCOMPILED, Backend, compile_graph, shape_guard, update_rule
 from ._background import COMPILE_LOCK, CompileJob, compile_now, compiles_later, hold, submit
-from ._cguard import build_tree
 from ._generated import GeneratedCode, NameAllocator
 from ._guard import generate_guard
 from ._memo import classify
@@ -42,11 +41,6 @@ class Record:
     hits: int = 0
     # why the graph runs uncompiled, operation by operation (``_backend._compile_or_run``)
     uncompiled: str | None = None
-    # swaps ``guard`` for one whose checks run as a C++ guard tree (``_cguard``); None once
-    # done
-    upgrade: Callable[[], None] | None = None
-    # the generated source of the tree-backed guard, once it is in place
-    tree_guard_code: GeneratedCode | None = None
     # ``memoize(fn, args, kwargs)`` on a call the guard passed: swaps ``guard`` for one that
     # skips its stable part while nothing it depends on changed (``_memo``); None once tried
     memoize: Callable[[Any, Any, Any], None] | None = None
@@ -353,8 +347,7 @@ def _compile_later(
 
 
 def _arm(rec: Record, guard_options: dict[str, Any], anchor: str | None) -> None:
-    """Give ``rec`` its guard upgrades: the C++ tree, and the memo for root ``anchor``."""
-    rec.upgrade = _upgrader(rec, guard_options)
+    """Give ``rec`` its guard's memo for root ``anchor``."""
     if anchor is not None:
         rec.memoize = _memoizer(rec, guard_options, anchor)
 
@@ -367,9 +360,7 @@ def _fork(rec: Record, guard_options: dict[str, Any], anchor: str | None) -> Rec
         rec,
         guard=rec.guard_code.load()["__magpy_guard"],
         hits=0,
-        upgrade=None,
         memoize=None,
-        tree_guard_code=None,
         memo_guard_code=None,
         origin=rec.origin or rec,
     )
@@ -417,17 +408,3 @@ def collection_paused() -> Iterator[None]:
     finally:
         if was:
             gc.enable()
-
-
-def _upgrader(rec: Record, guard_options: dict[str, Any]) -> Callable[[], None]:
-    """``rec.upgrade``: build the C++ guard tree of ``rec``'s plan and put the guard that runs
-    it in place of the Python one (``_cguard``)."""
-
-    def upgrade() -> None:
-        tree = build_tree(rec.plan, guard_options["roots"])
-        code = generate_guard(rec.plan, NameAllocator(), tree=tree, **guard_options)
-        rec.guard = code.load()["__magpy_guard"]
-        rec.tree_guard_code = code
-        rec.upgrade = None
-
-    return upgrade

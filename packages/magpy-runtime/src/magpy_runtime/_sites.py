@@ -53,7 +53,7 @@ from ._logging import log_topic
 from ._sitestate import SiteState
 from ._stance import current as current_stance
 from ._stance import site_records, stance_records
-from ._tree import memoize_guard, upgrade_guard
+from ._tree import memoize_guard
 
 __all__ = [
     "HOST",
@@ -282,14 +282,11 @@ def _branch(layouts: list[Layout], layout: Layout) -> int:
 def _note_hit(
     state: Any, rec: Record, code: types.CodeType, f_locals: dict[str, Any], offset: int
 ) -> None:
-    """Count a site hit; the record's guard gets its memo on the first, its C++ tree after
-    ``guard_tree_after``."""
+    """Count a site hit; the record's guard gets its memo on the first."""
     state.hits += 1
     rec.hits += 1
     if rec.memoize is not None:
         _memoize_site(rec, code, f_locals)
-    if rec.hits == config.guard_tree_after and rec.upgrade is not None:
-        upgrade_guard(rec)
     log_topic("sites", "hit at %s offset %d", code.co_qualname, offset)
 
 
