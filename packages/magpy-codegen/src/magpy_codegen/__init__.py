@@ -31,6 +31,8 @@ from ._native import (
     native_problem,
 )
 from ._record import Record, build_record
+from ._trust import directory_problem as trusted_directory
+from ._trust import open_trusted
 
 __version__ = "0.1.0"
 
@@ -60,9 +62,11 @@ __all__ = [
     "load_native",
     "native_platform",
     "native_problem",
+    "open_trusted",
     "pending_compiles",
     "resolve_backend",
     "shape_guard",
     "submit",
+    "trusted_directory",
     "wait_compiles",
 ]
