@@ -21,6 +21,7 @@ from ._cbuild import NativeSettings
 from ._cbuild import configure as configure_native
 from ._generated import GeneratedCode, NameAllocator, forget_generated
 from ._guard import generate_guard
+from ._guards import Guard, MemoGuard, PythonGuard
 from ._instrument import Instrumented, Layout, instrument
 from ._mock import generate_mock
 from ._native import (
@@ -41,11 +42,14 @@ __all__ = [
     "CompileJob",
     "ConfiguredInductor",
     "GeneratedCode",
+    "Guard",
     "Instrumented",
     "Layout",
+    "MemoGuard",
     "NameAllocator",
     "NativeGraph",
     "NativeSettings",
+    "PythonGuard",
     "Record",
     "ShapeGuard",
     "build_record",

@@ -20,6 +20,7 @@ from ._backend import UNCOMPILED, Backend, compile_graph, shape_guard, update_ru
 from ._background import COMPILE_LOCK, CompileJob, compile_now, compiles_later, hold, submit
 from ._generated import GeneratedCode, NameAllocator
 from ._guard import generate_guard
+from ._guards import Guard, MemoGuard, PythonGuard
 from ._memo import classify
 from ._mock import PROGRAM_FAILED, generate_mock
 
@@ -28,10 +29,10 @@ __all__ = ["Record", "build_record"]
 
 @attrs.define(eq=False)
 class Record:
-    """One cache entry: ``guard(fn, args, kwargs) -> inputs | None`` and
+    """One cache entry: ``guard.check(fn, args, kwargs) -> inputs | None`` (a ``Guard``) and
     ``mock(fn, args, kwargs, inputs) -> result``; plus what produced them, for inspection."""
 
-    guard: Callable[..., Any]
+    guard: Guard
     mock: Callable[..., Any]
     plan: Plan
     guard_code: GeneratedCode
@@ -41,11 +42,9 @@ class Record:
     hits: int = 0
     # why the graph runs uncompiled, operation by operation (``_backend._compile_or_run``)
     uncompiled: str | None = None
-    # ``memoize(fn, args, kwargs)`` on a call the guard passed: swaps ``guard`` for one that
+    # ``memoize(fn, args, kwargs)`` on a call the guard passed: puts a new guard in place, one
     # skips its stable part while nothing it depends on changed (``_memo``); None once tried
     memoize: Callable[[Any, Any, Any], None] | None = None
-    # the generated source of the memoizing guard, once it is in place
-    memo_guard_code: GeneratedCode | None = None
     # ``fork()``: a twin for another compiled callable of the same code (``magpy_runtime``'s
     # ``_pool``): the same plan, mock and compiled graph, a guard (and memo) of its own
     fork: Callable[[], Record] | None = None
@@ -61,6 +60,12 @@ class Record:
         """``miss`` says the graph raised the program's own error (what it changed was put
         back): the call runs the program natively, which raises it as eager does."""
         return miss.check == PROGRAM_FAILED
+
+    @property
+    def memo_guard_code(self) -> GeneratedCode | None:
+        """The generated source of the memoizing guard, once it is in place."""
+        guard = self.guard
+        return guard.code if isinstance(guard, MemoGuard) else None
 
     @property
     def guard_source(self) -> str:
@@ -194,10 +199,9 @@ def _assemble(
         plan, gm, compiled, backend=backend, qualname=qualname, roots=roots,
         restore_rng=restore_rng, updated=updated,
     )  # fmt: skip
-    guard = guard_code.load()["__magpy_guard"]
     mock = mock_code.load()["__magpy_mock"]
     rec = Record(
-        guard=guard,
+        guard=PythonGuard.load(guard_code),
         mock=mock,
         plan=plan,
         guard_code=guard_code,
@@ -358,10 +362,9 @@ def _fork(rec: Record, guard_options: dict[str, Any], anchor: str | None) -> Rec
     call and turn it off), sharing the plan, the mock and its compiled graph."""
     twin = attrs.evolve(
         rec,
-        guard=rec.guard_code.load()["__magpy_guard"],
+        guard=PythonGuard.load(rec.guard_code),
         hits=0,
         memoize=None,
-        memo_guard_code=None,
         origin=rec.origin or rec,
     )
     _arm(twin, guard_options, anchor)
@@ -388,9 +391,8 @@ def _memoizer(
         memo = code.memo
         if memo is None:
             return
-        guard = code.load()["__magpy_guard"]
         memo.arm_first(fn, values)
-        rec.guard, rec.memo_guard_code = guard, code
+        rec.guard = MemoGuard.load(code)
 
     return memoize
 

@@ -189,7 +189,7 @@ class CacheState:
         assumed_wrong = False
         try:
             for i, rec in enumerate(records):
-                inputs = rec.guard(fn, args, kwargs)
+                inputs = rec.guard.check(fn, args, kwargs)
                 if inputs is None:
                     continue
                 if rec.memoize is not None:
