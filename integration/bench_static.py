@@ -185,10 +185,10 @@ def bench_model(
     graph = rec.mock_code.globals.get("__magpy_graph")
     if graph is None:
         raise SystemExit(f"{name}: MagPy's record has no graph")
-    graph_inputs = rec.guard(original, tuple(pos), kw)
+    graph_inputs = rec.guard.check(original, tuple(pos), kw)
     if graph_inputs is None:
         raise SystemExit(f"{name}: the guard rejects the inputs it was recorded with")
-    guard = rec.guard
+    guard = rec.guard.check
     pos_t = tuple(pos)  # what CacheState.call passes the guard
 
     variants: dict[str, Callable[[], Any]] = {

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import _integration_helpers as H
+import attrs
 import pytest
 import torch
 
@@ -247,7 +248,7 @@ def test_guard_evaluation_failure(
         def guard(*a: Any, **k: Any) -> Any:
             fault.fire()
 
-        rec.guard = guard
+        rec.guard = attrs.evolve(rec.guard, check=guard)
         return rec
 
     monkeypatch.setattr(runtime_cache, "build_record", build_record)

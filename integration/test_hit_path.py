@@ -21,7 +21,6 @@ from torch import nn
 
 import magpy
 from magpy._cli import load_models
-from magpy_runtime._config import config
 
 
 class _Deep(nn.Module):
@@ -73,8 +72,8 @@ def _hit(compiled: Callable[..., Any], x: torch.Tensor) -> list[Any]:
 
 
 def _compiled(depth: int) -> tuple[nn.Module, Callable[..., Any]]:
-    """The model compiled, recorded and warm: past the hits after which its guard becomes a
-    C++ guard tree (when that is on)."""
+    """The model compiled, recorded and warm: past the first hit, after which its guard keeps
+    a memo."""
     torch.manual_seed(0)
     model = _Deep(depth)
     compiled = magpy.compile(model, backend="eager")
@@ -95,30 +94,22 @@ def test_a_hit_runs_no_module_getattr() -> None:
     torch.testing.assert_close(compiled(x), model(x))
 
 
-@pytest.mark.parametrize("tree", [True, False], ids=["guard_tree", "python_guard"])
-def test_python_calls_per_hit_do_not_grow_with_depth(tree: bool) -> None:
+def test_python_calls_per_hit_do_not_grow_with_depth() -> None:
     """A 4-block and a 24-block model make the same Python calls on a hit: the guard's
-    per-module and per-tensor checks are inline, in one C++ tensor check, or (once the record
-    has served a few calls) all in the C++ guard tree."""
-    with config.patch(guard_tree_after=2 if tree else None):
-        _, small = _compiled(4)
-        _, large = _compiled(24)
-    for compiled in (small, large):
-        record = compiled._magpy_state.records[0]  # type: ignore[attr-defined]
-        assert (record.tree_guard_code is not None) is tree
+    per-module and per-tensor checks are inline, or in one C++ tensor check."""
+    _, small = _compiled(4)
+    _, large = _compiled(24)
     x = torch.randn(2, 8)
     n_small, n_large = len(_hit(small, x)), len(_hit(large, x))
     assert n_small == n_large, (n_small, n_large)
     assert n_large < 20, n_large
 
 
-def test_the_guard_tree_misses_what_the_python_guard_misses() -> None:
-    """After the swap, the tree still tells a changed model apart: another submodule type, a
-    parameter of another shape, a hook: each call equals eager and the stats count misses."""
-    with config.patch(guard_tree_after=2):
-        model, compiled = _compiled(3)
-    record = compiled._magpy_state.records[0]  # type: ignore[attr-defined]
-    assert record.tree_guard_code is not None
+def test_the_memo_guard_misses_what_the_python_guard_misses() -> None:
+    """Warm (the guard keeps its memo), the guard still tells a changed model apart: another
+    submodule type, a parameter of another shape, a hook: each call equals eager and the
+    stats count misses."""
+    model, compiled = _compiled(3)
     x = torch.randn(2, 8)
 
     def changed(change: Callable[[], Any]) -> None:
@@ -152,10 +143,9 @@ def test_guard_lines_per_module_are_bounded() -> None:
     assert ".dtype is" not in record.guard_source  # (static tensors are checked in C++)
 
 
-def test_site_records_in_split_mode_get_the_tree_too() -> None:
+def test_site_records_in_split_mode_serve_calls() -> None:
     """A loop with a graph break in its body runs as segments whose records are served at
-    sites; those that serve calls get their C++ guard tree as well, and the results stay
-    eager's."""
+    sites, again and again, and the results stay eager's."""
 
     def f(x: torch.Tensor, n: int) -> torch.Tensor:
         for i in range(n):
@@ -164,14 +154,13 @@ def test_site_records_in_split_mode_get_the_tree_too() -> None:
         return x
 
     compiled = magpy.compile(f, backend="eager")
-    with config.patch(guard_tree_after=2):
-        for _ in range(6):
-            x = torch.randn(3)
-            torch.testing.assert_close(compiled(x, 4), f(x, 4))
+    for _ in range(6):
+        x = torch.randn(3)
+        torch.testing.assert_close(compiled(x, 4), f(x, 4))
     state = compiled._magpy_state  # type: ignore[attr-defined]
     assert state.split and magpy.stats(compiled).hits >= 10
     served = [rec for rec in state.site_records if rec.hits >= 2]
-    assert served and all(rec.tree_guard_code is not None for rec in served)
+    assert served
 
 
 def _split_lstm() -> tuple[nn.Module, Callable[..., Any], list[Any]]:

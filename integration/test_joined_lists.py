@@ -17,7 +17,6 @@ import pytest
 import torch
 
 import magpy
-from magpy_runtime._config import config
 
 _LENGTHS = [3, 4, 5, 6, 7, 2, 1, 9]  # (8: max_records for one record per length)
 
@@ -153,15 +152,3 @@ def test_inductor_joins_a_list_of_changing_length() -> None:
         xs = tuple(torch.randn(2, 3) for _ in range(n))
         H.assert_same(compiled(xs), cat_last_then_sum(xs))
     assert magpy.stats(compiled).records <= 2
-
-
-def test_the_guard_tree_computes_the_joined_tensor() -> None:
-    """With the C++ guard tree on, the joined tensor is computed by one of its accessors."""
-    compiled = magpy.compile(stack_dim1_twice, backend="eager")
-    with config.patch(guard_tree_after=1):
-        for n in (3, 4, 5, 6, 7, 8):
-            xs = [torch.randn(2) for _ in range(n)]
-            H.assert_same(compiled(xs), stack_dim1_twice(xs))
-    records = compiled._magpy_state.records  # type: ignore[attr-defined]
-    assert any(rec.tree_guard_code is not None for rec in records)
-    assert magpy.stats(compiled).records <= 3

@@ -69,10 +69,6 @@ FUNCTION_IMPORTS_ALLOWED: dict[tuple[str, str], str] = {
     ("packages/magpy-codegen/src/magpy_codegen/_backend.py", "_inductor_settings"): (
         "mode/options of magpy.compile are checked against Inductor's config (seconds to import)"
     ),
-    ("packages/magpy-codegen/src/magpy_codegen/_cguard.py", "_Builder.__init__"): (
-        "the C++ guard tree needs TorchDynamo's GuardManagerType (importing torch._dynamo takes "
-        "seconds); only a record that has served calls gets a tree"
-    ),
     ("packages/magpy-monitor/src/magpy_monitor/core/shapes.py", "symbolic_shapes"): (
         "torch's symbolic_shapes (sympy) takes ~1 s to import; only dynamic sizes need it"
     ),

@@ -386,7 +386,7 @@ def _magpy_overhead_us(
     if state.eager_reason is not None or not state.records or split:
         return None
     record = state.records[0]
-    inputs = record.guard(model, args, {})
+    inputs = record.guard.check(model, args, {})
     namespace = getattr(record.mock, "__globals__", {})
     graph = namespace.get("__magpy_graph")
     if inputs is None or graph is None:

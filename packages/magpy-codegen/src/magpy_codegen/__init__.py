@@ -21,6 +21,7 @@ from ._cbuild import NativeSettings, install_snapcheck, snapcheck_artifact
 from ._cbuild import configure as configure_native
 from ._generated import GeneratedCode, NameAllocator, forget_generated
 from ._guard import generate_guard
+from ._guards import Guard, MemoGuard, PythonGuard
 from ._instrument import Instrumented, Layout, instrument
 from ._mock import generate_mock
 from ._native import (
@@ -31,6 +32,8 @@ from ._native import (
     native_problem,
 )
 from ._record import Record, build_record
+from ._trust import directory_problem as trusted_directory
+from ._trust import open_trusted
 
 __version__ = "0.1.0"
 
@@ -39,11 +42,14 @@ __all__ = [
     "CompileJob",
     "ConfiguredInductor",
     "GeneratedCode",
+    "Guard",
     "Instrumented",
     "Layout",
+    "MemoGuard",
     "NameAllocator",
     "NativeGraph",
     "NativeSettings",
+    "PythonGuard",
     "Record",
     "ShapeGuard",
     "build_record",
@@ -61,10 +67,12 @@ __all__ = [
     "load_native",
     "native_platform",
     "native_problem",
+    "open_trusted",
     "pending_compiles",
     "resolve_backend",
     "shape_guard",
     "snapcheck_artifact",
     "submit",
+    "trusted_directory",
     "wait_compiles",
 ]

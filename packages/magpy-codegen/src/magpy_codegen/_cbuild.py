@@ -26,7 +26,6 @@ import importlib.machinery
 import importlib.util
 import os
 import shlex
-import stat
 import subprocess
 import sys
 import sysconfig
@@ -38,6 +37,8 @@ from typing import Any, cast
 import attrs
 
 from magpy_monitor import INTERP
+
+from ._trust import directory_problem, open_trusted
 
 __all__ = [
     "CBuild",
@@ -119,39 +120,19 @@ def _uid() -> int:
 
 def _directory_problem(directory: Path) -> str | None:
     """Why the built files must not be kept in (or loaded from) ``directory`` (None: they
-    may); it is made user-only (0700) where missing. The checks of the record store's
-    directory (``magpy_runtime._entryfiles``): owned by this user, not writable by others."""
-    try:
-        if not directory.is_dir():
-            os.makedirs(directory, mode=0o700, exist_ok=True)
-        st = os.stat(directory)
-    except OSError as exc:
-        return f"the cache directory {directory} cannot be used: {exc.strerror}"
-    if not stat.S_ISDIR(st.st_mode):
-        return f"the cache directory {directory} is not a directory"
-    if st.st_uid != _uid():
-        return f"the cache directory {directory} belongs to another user"
-    if st.st_mode & 0o022:
-        return f"the cache directory {directory} is writable by group or others"
-    return None
+    may); it is made user-only (0700) where missing. The record store's checks (``_trust``):
+    owned by this user, not writable by others."""
+    return directory_problem(directory, f"the cache directory {directory}", uid=_uid(), create=True)
 
 
 def _file_problem(target: Path) -> tuple[str | None, str | None]:
     """(why the built file ``target`` must not be loaded, its SHA-256): checked on the open
-    file, so that what is checked is what was opened: a regular file of this user that
-    group and others cannot write."""
-    try:
-        fd = os.open(target, os.O_RDONLY | os.O_NOFOLLOW)
-    except OSError as exc:
-        return f"{target.name} cannot be opened: {exc.strerror}", None
-    with os.fdopen(fd, "rb") as file:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            return f"{target.name} is not a regular file", None
-        if st.st_uid != _uid():
-            return f"{target.name} belongs to another user", None
-        if st.st_mode & 0o022:
-            return f"{target.name} is writable by group or others", None
+    file, so that what is checked is what was opened (``_trust.open_trusted``): a regular file
+    of this user that group and others cannot write."""
+    opened = open_trusted(target, target.name, uid=_uid())
+    if isinstance(opened, str):
+        return opened, None
+    with opened[0] as file:
         return None, hashlib.sha256(file.read()).hexdigest()
 
 

@@ -484,25 +484,17 @@ _NAME = re.compile(r"\bv\d+\b")
 
 
 def _emit_entry_checks(
-    plan: Plan, pv: PathVars, body: list[str], ind: str, c: Any, tree: Any, memo: Any
+    plan: Plan, pv: PathVars, body: list[str], ind: str, c: Any, memo: Any
 ) -> Memo | None:
-    """The requirements and aliases: in Python (in two parts where ``memo``, a ``MemoPlan``,
-    says what is stable), or the C++ ``tree``'s one call (plus the storage offsets it does not
-    check)."""
+    """The requirements and aliases (in two parts where ``memo``, a ``MemoPlan``, says what is
+    stable)."""
     if any(isinstance(req.payload, ModuleCall) for req in plan.guards):
         body.append(f"{ind}if not ({_global_hooks_check(c)}): return None")
-    if tree is None and memo is not None:
+    if memo is not None:
         return _emit_memo(plan, pv, body, ind, c, memo)
-    if tree is None:
-        _emit_checks(((r, True) for r in plan.guards), pv, body, ind, c)
-        for a, b in plan.aliases:
-            body.append(f"{ind}if {pv.var(a)} is not {pv.var(b)}: return None")
-        return None
-    roots = "(fn, args, kwargs)" if pv.roots == "call" else "(L, S)"
-    body.append(f"{ind}if not {c(tree.check)}({roots}): return None")
-    offsets = [f"{pv.var(p)}.storage_offset() == {k}" for p, k in tree.offsets]
-    if offsets:
-        body.append(f"{ind}if not ({' and '.join(offsets)}): return None")
+    _emit_checks(((r, True) for r in plan.guards), pv, body, ind, c)
+    for a, b in plan.aliases:
+        body.append(f"{ind}if {pv.var(a)} is not {pv.var(b)}: return None")
     return None
 
 
@@ -550,7 +542,6 @@ def generate_guard(
     roots: str = "call",
     shape_check: Any = None,
     ambient: tuple[Any, Any] | None = None,
-    tree: Any = None,
     memo: MemoPlan | None = None,
 ) -> GeneratedCode:
     """The guard of ``plan`` as generated source (function ``__magpy_guard``).
@@ -561,8 +552,6 @@ def generate_guard(
     dynamic sizes the compiled graph relies on (see ``magpy_codegen.shape_guard``).
     ``ambient``: ``(state_fn, value)``: thread state the record was made under (autocast, the
     default dtype...), compared as ``state_fn() == value``.
-    ``tree``: the plan's ``GuardTree`` (``_cguard``): its C++ check stands for the requirements
-    and aliases, and the source reads what the graph needs.
     ``memo``: what ``_memo.classify`` found stable: the guard skips that part while its
     ``Memo`` (``GeneratedCode.memo``) holds and the memo's anchor (``fn``, or a site's local)
     is the object it was armed with.
@@ -572,7 +561,7 @@ def generate_guard(
     pv = PathVars(names, body, ind, roots)
     c = names.const
     body.append(f"{ind}if {c(torch.is_grad_enabled)}() is not {grad_enabled}: return None")
-    memo_obj = _emit_entry_checks(plan, pv, body, ind, c, tree, memo)
+    memo_obj = _emit_entry_checks(plan, pv, body, ind, c, memo)
     ret = _emit_inputs(plan, pv, body, ind, c, shape_check, memo_obj)
     if memo_obj is not None:
         _finish_memo(memo_obj, body, ret, ind)

@@ -71,6 +71,7 @@ from magpy_refgraph import (
 from ._cbuild import load_snapcheck, load_values_state, load_version
 from ._snapshot import (
     _ABSENT,
+    Frozen,
     _attr_step,
     _check,
     _entry,
@@ -198,7 +199,7 @@ class SnapshotCheck(NamedTuple):
     has one, vouches for an instance dict whose values a store changes without a new version
     (3.13), so that such a dict is checked whole rather than entry by entry."""
 
-    holds: Callable[[tuple[Any, ...], Any], bool]
+    holds: Callable[[Frozen, Any], bool]
     version: Callable[[Any], int]
     values_state: Callable[[Any], bytes] | None = None
 
@@ -233,16 +234,16 @@ class Memo:
         self.paths: list[Path] = []
         self.needed: list[int] = []
         self.distinct: list[Path] = []  # stable paths that must reach distinct objects
-        self.state: tuple[Any, ...] | None = None
+        self.state: Frozen | None = None
         self.arms = 0
         self.off: str | None = None  # why the memo is off for good
 
     def valid(self, fn: Any) -> tuple[Any, ...] | None:
         """The needed variables, where the snapshot holds; else None."""
         s = self.state
-        if s is None or fn is not s[0] or not _CHECK[0].holds(s, _ABSENT):
+        if s is None or fn is not s.fn or not _CHECK[0].holds(s, _ABSENT):
             return None
-        return s[19]
+        return s.kept
 
     def arm(self, fn: Any, values: tuple[Any, ...], ids: frozenset[int] | None = None) -> None:
         """The stable part passed with ``values`` (and ``ids``, those of the ``distinct``

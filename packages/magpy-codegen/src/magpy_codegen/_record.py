@@ -18,9 +18,9 @@ from magpy_refgraph import BackendError, InternalError, MagPyError, Plan, Specul
 
 from ._backend import UNCOMPILED, Backend, compile_graph, shape_guard, update_rule
 from ._background import COMPILE_LOCK, CompileJob, compile_now, compiles_later, hold, submit
-from ._cguard import build_tree
 from ._generated import GeneratedCode, NameAllocator
 from ._guard import generate_guard
+from ._guards import Guard, MemoGuard, PythonGuard
 from ._memo import classify
 from ._mock import PROGRAM_FAILED, generate_mock
 
@@ -29,10 +29,10 @@ __all__ = ["Record", "build_record"]
 
 @attrs.define(eq=False)
 class Record:
-    """One cache entry: ``guard(fn, args, kwargs) -> inputs | None`` and
+    """One cache entry: ``guard.check(fn, args, kwargs) -> inputs | None`` (a ``Guard``) and
     ``mock(fn, args, kwargs, inputs) -> result``; plus what produced them, for inspection."""
 
-    guard: Callable[..., Any]
+    guard: Guard
     mock: Callable[..., Any]
     plan: Plan
     guard_code: GeneratedCode
@@ -42,16 +42,9 @@ class Record:
     hits: int = 0
     # why the graph runs uncompiled, operation by operation (``_backend._compile_or_run``)
     uncompiled: str | None = None
-    # swaps ``guard`` for one whose checks run as a C++ guard tree (``_cguard``); None once
-    # done
-    upgrade: Callable[[], None] | None = None
-    # the generated source of the tree-backed guard, once it is in place
-    tree_guard_code: GeneratedCode | None = None
-    # ``memoize(fn, args, kwargs)`` on a call the guard passed: swaps ``guard`` for one that
+    # ``memoize(fn, args, kwargs)`` on a call the guard passed: puts a new guard in place, one
     # skips its stable part while nothing it depends on changed (``_memo``); None once tried
     memoize: Callable[[Any, Any, Any], None] | None = None
-    # the generated source of the memoizing guard, once it is in place
-    memo_guard_code: GeneratedCode | None = None
     # ``fork()``: a twin for another compiled callable of the same code (``magpy_runtime``'s
     # ``_pool``): the same plan, mock and compiled graph, a guard (and memo) of its own
     fork: Callable[[], Record] | None = None
@@ -67,6 +60,12 @@ class Record:
         """``miss`` says the graph raised the program's own error (what it changed was put
         back): the call runs the program natively, which raises it as eager does."""
         return miss.check == PROGRAM_FAILED
+
+    @property
+    def memo_guard_code(self) -> GeneratedCode | None:
+        """The generated source of the memoizing guard, once it is in place."""
+        guard = self.guard
+        return guard.code if isinstance(guard, MemoGuard) else None
 
     @property
     def guard_source(self) -> str:
@@ -200,10 +199,9 @@ def _assemble(
         plan, gm, compiled, backend=backend, qualname=qualname, roots=roots,
         restore_rng=restore_rng, updated=updated,
     )  # fmt: skip
-    guard = guard_code.load()["__magpy_guard"]
     mock = mock_code.load()["__magpy_mock"]
     rec = Record(
-        guard=guard,
+        guard=PythonGuard.load(guard_code),
         mock=mock,
         plan=plan,
         guard_code=guard_code,
@@ -353,8 +351,7 @@ def _compile_later(
 
 
 def _arm(rec: Record, guard_options: dict[str, Any], anchor: str | None) -> None:
-    """Give ``rec`` its guard upgrades: the C++ tree, and the memo for root ``anchor``."""
-    rec.upgrade = _upgrader(rec, guard_options)
+    """Give ``rec`` its guard's memo for root ``anchor``."""
     if anchor is not None:
         rec.memoize = _memoizer(rec, guard_options, anchor)
 
@@ -365,12 +362,9 @@ def _fork(rec: Record, guard_options: dict[str, Any], anchor: str | None) -> Rec
     call and turn it off), sharing the plan, the mock and its compiled graph."""
     twin = attrs.evolve(
         rec,
-        guard=rec.guard_code.load()["__magpy_guard"],
+        guard=PythonGuard.load(rec.guard_code),
         hits=0,
-        upgrade=None,
         memoize=None,
-        tree_guard_code=None,
-        memo_guard_code=None,
         origin=rec.origin or rec,
     )
     _arm(twin, guard_options, anchor)
@@ -397,9 +391,8 @@ def _memoizer(
         memo = code.memo
         if memo is None:
             return
-        guard = code.load()["__magpy_guard"]
         memo.arm_first(fn, values)
-        rec.guard, rec.memo_guard_code = guard, code
+        rec.guard = MemoGuard.load(code)
 
     return memoize
 
@@ -417,17 +410,3 @@ def collection_paused() -> Iterator[None]:
     finally:
         if was:
             gc.enable()
-
-
-def _upgrader(rec: Record, guard_options: dict[str, Any]) -> Callable[[], None]:
-    """``rec.upgrade``: build the C++ guard tree of ``rec``'s plan and put the guard that runs
-    it in place of the Python one (``_cguard``)."""
-
-    def upgrade() -> None:
-        tree = build_tree(rec.plan, guard_options["roots"])
-        code = generate_guard(rec.plan, NameAllocator(), tree=tree, **guard_options)
-        rec.guard = code.load()["__magpy_guard"]
-        rec.tree_guard_code = code
-        rec.upgrade = None
-
-    return upgrade

@@ -1,7 +1,7 @@
 """What a guard memo's verdict depends on (``_memo``): each step of a stable path read where
 it is stored once it is known to run no user code, with the state that decides it recorded in a
-``_Snapshot``; ``_Unsafe`` where that cannot be vouched for. ``holds_python`` checks a frozen
-snapshot (``_snapcheck.c`` does the same in C)."""
+``_Snapshot``; ``_Unsafe`` where that cannot be vouched for. ``_Snapshot.frozen`` gives a
+``Frozen`` snapshot, which ``holds_python`` checks (``_snapcheck.c`` does the same in C)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import itertools
 import operator
 import types
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import torch
 from torch._C._dynamo.guards import dict_version
@@ -33,7 +33,7 @@ from magpy_refgraph import (
     immutable_value,
 )
 
-__all__ = ["holds_python"]
+__all__ = ["Frozen", "holds_python"]
 
 _ABSENT = object()  # dict.get's default: the key must stay absent
 _HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class whose dict and bases can change
@@ -102,6 +102,35 @@ def _real_dict(cls: type) -> dict[str, Any]:
     if type(d) is not dict:
         raise _Unsafe(f"the namespace of {cls.__qualname__} is not a dict")
     return d
+
+
+class Frozen(NamedTuple):
+    """A memo's snapshot as its check reads it: parallel lists, one pair (or triple) per kind
+    of dependency (see ``_memo``), each element compared by identity unless said otherwise.
+    ``_snapcheck.c`` reads these fields by position, in this order (its ``holds`` refuses a
+    tuple of another length); a change here is a change there."""
+
+    fn: Any  # the memo's anchor object
+    item_dicts: list[Any]  # dict.get(item_dicts[i], item_keys[i], absent) is item_values[i]
+    item_keys: list[Any]
+    item_values: list[Any]
+    version_dicts: list[Any]  # the version of version_dicts[i] is versions[i] (==)
+    versions: list[int]
+    type_objs: list[Any]  # type(type_objs[i]) is types[i]
+    types: list[type]
+    owner_objs: list[Any]  # owner_objs[i]'s __dict__ (past any hook) is owner_dicts[i]
+    owner_dicts: list[Any]
+    mro_classes: list[type]  # mro_classes[i].__mro__ is mros[i]
+    mros: list[Any]
+    slot_objs: list[Any]  # getattr(slot_objs[i], slot_names[i]) is slot_values[i]
+    slot_names: list[str]
+    slot_values: list[Any]
+    # 3.13 with the C check: (instance dicts, their ``values_state``s, compared as bytes)
+    values: tuple[list[Any], list[bytes]] | None
+    cells: list[Any]  # cells[i].cell_contents is cell_values[i]
+    cell_values: list[Any]
+    empties: list[Any]  # each stays empty
+    kept: tuple[Any, ...]  # what the memo gives back while the snapshot holds
 
 
 class _Snapshot:
@@ -178,10 +207,10 @@ class _Snapshot:
             self.namespaces.add(id(inst))
         return inst
 
-    def frozen(self, fn: Any, values: tuple[Any, ...], check: Any = None) -> tuple[Any, ...]:
-        """The snapshot as ``holds`` reads it; ``check``: the ``SnapshotCheck`` whose dict
-        versions it compares (torch's ``dict_version`` for ``holds_python``, the default;
-        ``_snapcheck.c``'s own for the C check)."""
+    def frozen(self, fn: Any, values: tuple[Any, ...], check: Any = None) -> Frozen:
+        """The snapshot as ``holds`` reads it (``values``: what the memo keeps); ``check``: the
+        ``SnapshotCheck`` whose dict versions it compares (torch's ``dict_version`` for
+        ``holds_python``, the default; ``_snapcheck.c``'s own for the C check)."""
         version = dict_version if check is None else check.version
         items = list(self.items.values())
         slots = list(self.slots.values())
@@ -197,7 +226,7 @@ class _Snapshot:
             if values_state is None or not with_values
             else (with_values, list(map(values_state, with_values)))
         )
-        return (
+        return Frozen(
             fn,
             [d for d, _, _ in items],
             [k for _, k, _ in items],
@@ -473,17 +502,26 @@ def _entry(s: _Snapshot, base: Any, path: Path, fn: Any) -> Any:
     return _item_step(s, base, step.key, stored=step.kind is AccessKind.DICTITEM)
 
 
-def holds_python(s: tuple[Any, ...], absent: Any) -> bool:
+_repeat = itertools.repeat
+
+
+def holds_python(s: Frozen, absent: Any) -> bool:
     """Whether snapshot ``s`` holds (``_snapcheck.c`` computes the same in C)."""
     return (
-        all(map(_is, map(dict.get, s[1], s[2], itertools.repeat(absent)), s[3]))
-        and list(map(dict_version, s[4])) == s[5]
-        and all(map(_is, map(type, s[6]), s[7]))
-        and all(map(_is, map(object.__getattribute__, s[8], _DICT_NAMES), s[9]))
-        and all(map(_is, map(_getmro, s[10]), s[11]))
-        and all(map(_is, map(getattr, s[12], s[13]), s[14]))
-        and all(map(_is, map(_getcontents, s[16]), s[17]))
-        and not any(map(len, s[18]))
+        all(
+            map(
+                _is,
+                map(dict.get, s.item_dicts, s.item_keys, itertools.repeat(absent)),
+                s.item_values,
+            )
+        )
+        and list(map(dict_version, s.version_dicts)) == s.versions
+        and all(map(_is, map(type, s.type_objs), s.types))
+        and all(map(_is, map(object.__getattribute__, s.owner_objs, _DICT_NAMES), s.owner_dicts))
+        and all(map(_is, map(_getmro, s.mro_classes), s.mros))
+        and all(map(_is, map(getattr, s.slot_objs, s.slot_names), s.slot_values))
+        and all(map(_is, map(_getcontents, s.cells), s.cell_values))
+        and not any(map(len, s.empties))
     )
 
 

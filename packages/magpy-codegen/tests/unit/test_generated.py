@@ -102,7 +102,7 @@ class TestRecordSource:
     def test_generated_functions_carry_the_pseudo_filename(self, record_of: Any) -> None:
         """The guard and mock functions' code objects name their linecache entries."""
         rec, _ = record_of(lambda x: x - 1, torch.ones(2))
-        assert rec.guard.__code__.co_filename == rec.guard_code.filename
+        assert rec.guard.check.__code__.co_filename == rec.guard_code.filename
         assert rec.mock.__code__.co_filename == rec.mock_code.filename
 
     def test_mock_failure_traceback_shows_the_mock_line(self, record_of: Any) -> None:
@@ -119,7 +119,7 @@ class TestRecordSource:
 
         rec, _ = record_of(f, torch.ones(2), backend=exploding_backend)
         x = torch.ones(2)
-        inputs = rec.guard(f, (x,), {})
+        inputs = rec.guard.check(f, (x,), {})
         assert inputs is not None
         # (the graph run as it is does not raise: the error is the backend's, an internal
         # error chained to it; the cache then falls back to eager)

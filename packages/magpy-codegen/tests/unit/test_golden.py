@@ -138,7 +138,7 @@ def test_golden_case_record_hits_its_own_state(case: str, record_of: Any) -> Non
     """Each golden case's guard accepts the state it was recorded from."""
     fn, args, kwargs = CASES[case]()
     rec, _ = record_of(fn, *args, kwargs=kwargs)
-    assert rec.guard(fn, args, kwargs) is not None
+    assert rec.guard.check(fn, args, kwargs) is not None
 
 
 def test_describe_normalises_addresses() -> None:

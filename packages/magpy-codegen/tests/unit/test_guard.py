@@ -112,7 +112,7 @@ class TestHitAndMiss:
     def test_hit_returns_the_graph_inputs(self, net_record: Any) -> None:
         """On the recorded state the guard returns the input tuple (the very tensors)."""
         s = State()
-        inputs = s.call(net_record.guard)
+        inputs = s.call(net_record.guard.check)
         assert isinstance(inputs, tuple)
         assert all(
             a is b for a, b in zip(inputs, (s.x, s.net.lin.weight, s.net.lin.bias), strict=True)
@@ -124,7 +124,7 @@ class TestHitAndMiss:
         s.x = torch.randn(2, 3)
         s.cfg = dict(s.cfg)
         s.items = [7, 8]
-        assert s.call(net_record.guard) is not None
+        assert s.call(net_record.guard.check) is not None
 
     def test_unobserved_change_still_hits(self, net_record: Any) -> None:
         """Changing tensor *values* or list *items* (not read) keeps the guard passing."""
@@ -132,32 +132,32 @@ class TestHitAndMiss:
         with torch.no_grad():
             s.net.lin.weight.add_(1)
         s.items[0] = 100
-        assert s.call(net_record.guard) is not None
+        assert s.call(net_record.guard.check) is not None
 
     @pytest.mark.parametrize("mutate", list(MUTATIONS.values()), ids=list(MUTATIONS))
     def test_single_mutation_misses(self, net_record: Any, mutate: Callable[[State], None]) -> None:
         """One change to a guarded value makes the guard return None."""
         s = State()
-        assert s.call(net_record.guard) is not None
+        assert s.call(net_record.guard.check) is not None
         mutate(s)
-        assert s.call(net_record.guard) is None
+        assert s.call(net_record.guard.check) is None
 
     def test_global_module_hook_misses(self, net_record: Any) -> None:
         """A global forward hook registered on all modules makes the guard miss."""
         s = State()
         handle = module_hooks.register_module_forward_hook(lambda *a: None)
         try:
-            assert s.call(net_record.guard) is None
+            assert s.call(net_record.guard.check) is None
         finally:
             handle.remove()
-        assert s.call(net_record.guard) is not None
+        assert s.call(net_record.guard.check) is not None
 
     def test_grad_mode_switch_misses(self, net_record: Any) -> None:
         """A record made with grad enabled misses under torch.no_grad()."""
         s = State()
         with torch.no_grad():
-            assert s.call(net_record.guard) is None
-        assert s.call(net_record.guard) is not None
+            assert s.call(net_record.guard.check) is None
+        assert s.call(net_record.guard.check) is not None
 
     def test_record_made_under_no_grad_misses_with_grad(self, record_of: Any) -> None:
         """A record made under no_grad hits only under no_grad."""
@@ -168,8 +168,8 @@ class TestHitAndMiss:
         x = torch.ones(2)
         with torch.no_grad():
             rec, _ = record_of(f, x)
-            assert rec.guard(f, (x,), {}) is not None
-        assert rec.guard(f, (x,), {}) is None
+            assert rec.guard.check(f, (x,), {}) is not None
+        assert rec.guard.check(f, (x,), {}) is None
 
     def test_argument_layout_changes_miss(self, record_of: Any) -> None:
         """Another function, an extra positional or keyword argument all miss."""
@@ -182,11 +182,11 @@ class TestHitAndMiss:
 
         x = torch.ones(2)
         rec, _ = record_of(f, x)
-        assert rec.guard(f, (x,), {}) is not None
-        assert rec.guard(g, (x,), {}) is None
-        assert rec.guard(f, (x, 1), {}) is None
-        assert rec.guard(f, (x,), {"extra": 1}) is None
-        assert rec.guard(f, [x], {}) is None
+        assert rec.guard.check(f, (x,), {}) is not None
+        assert rec.guard.check(g, (x,), {}) is None
+        assert rec.guard.check(f, (x, 1), {}) is None
+        assert rec.guard.check(f, (x,), {"extra": 1}) is None
+        assert rec.guard.check(f, [x], {}) is None
 
     def test_rebinding_a_called_global_misses(
         self, record_of: Any, monkeypatch: pytest.MonkeyPatch
@@ -194,9 +194,9 @@ class TestHitAndMiss:
         """Replacing a global function the program called makes the guard miss."""
         x = torch.ones(2)
         rec, _ = record_of(_calls_helper, x)
-        assert rec.guard(_calls_helper, (x,), {}) is not None
+        assert rec.guard.check(_calls_helper, (x,), {}) is not None
         monkeypatch.setitem(globals(), "_helper", lambda t: t)
-        assert rec.guard(_calls_helper, (x,), {}) is None
+        assert rec.guard.check(_calls_helper, (x,), {}) is None
 
     def test_aliasing_of_inputs_is_guarded(self, record_of: Any) -> None:
         """A record of f(x, x) misses on f(x, y), and a record of f(x, y) misses on f(x, x)."""
@@ -207,10 +207,10 @@ class TestHitAndMiss:
         x, y = torch.ones(2), torch.zeros(2)
         same, _ = record_of(add, x, x)
         distinct, _ = record_of(add, x, y)
-        assert same.guard(add, (y, y), {}) is not None
-        assert same.guard(add, (x, y), {}) is None
-        assert distinct.guard(add, (y, x), {}) is not None
-        assert distinct.guard(add, (x, x), {}) is None
+        assert same.guard.check(add, (y, y), {}) is not None
+        assert same.guard.check(add, (x, y), {}) is None
+        assert distinct.guard.check(add, (y, x), {}) is not None
+        assert distinct.guard.check(add, (x, x), {}) is None
 
 
 def _helper(t: torch.Tensor) -> torch.Tensor:
@@ -226,7 +226,7 @@ class TestExceptionsAreMisses:
         """An AttributeError while reading a guarded attribute is a miss, not an error."""
         s = State()
         del s.net.k
-        assert s.call(net_record.guard) is None
+        assert s.call(net_record.guard.check) is None
 
     def test_missing_key_is_a_miss(self, record_of: Any) -> None:
         """A KeyError while reading a guarded item is a miss."""
@@ -236,7 +236,7 @@ class TestExceptionsAreMisses:
 
         x = torch.ones(2)
         rec, _ = record_of(f, x, {"a": 2})
-        assert rec.guard(f, (x, {"b": 2}), {}) is None
+        assert rec.guard.check(f, (x, {"b": 2}), {}) is None
 
     def test_raising_property_is_a_miss(self, record_of: Any) -> None:
         """A property that raises while the guard reads it gives a miss."""
@@ -255,14 +255,14 @@ class TestExceptionsAreMisses:
 
         x, box = torch.ones(2), Box()
         rec, _ = record_of(f, x, box)
-        assert rec.guard(f, (x, box), {}) is not None
+        assert rec.guard.check(f, (x, box), {}) is not None
         box.fail = True
-        assert rec.guard(f, (x, box), {}) is None
+        assert rec.guard.check(f, (x, box), {}) is None
 
     def test_garbage_arguments_are_a_miss(self, net_record: Any) -> None:
         """Arguments of the wrong shape entirely never raise out of the guard."""
-        assert net_record.guard(None, None, None) is None
-        assert net_record.guard(object(), (), {}) is None
+        assert net_record.guard.check(None, None, None) is None
+        assert net_record.guard.check(object(), (), {}) is None
 
 
 class TestGeneratedGuardSource:

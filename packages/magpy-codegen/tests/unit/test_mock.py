@@ -23,7 +23,7 @@ from magpy_refgraph import (
 
 
 def _run(rec: Any, fn: Any, *args: Any, **kwargs: Any) -> Any:
-    inputs = rec.guard(fn, args, kwargs)
+    inputs = rec.guard.check(fn, args, kwargs)
     assert inputs is not None
     return rec.mock(fn, args, kwargs, inputs)
 

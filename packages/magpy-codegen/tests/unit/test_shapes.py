@@ -125,11 +125,11 @@ class TestRecord:
         assert "is_contiguous" in rec.guard_source
         for shape in [(2, 4), (5, 6), (9, 2)]:
             x = torch.randn(*shape)
-            inputs = rec.guard(fn, (x,), {})
+            inputs = rec.guard.check(fn, (x,), {})
             assert inputs is not None, shape
             torch.testing.assert_close(rec.mock(fn, (x,), {}, inputs), fn(x))
-        assert rec.guard(fn, (torch.randn(1, 4),), {}) is None  # size 1 is specialised
-        assert rec.guard(fn, (torch.randn(3, 4, 1),), {}) is None
+        assert rec.guard.check(fn, (torch.randn(1, 4),), {}) is None  # size 1 is specialised
+        assert rec.guard.check(fn, (torch.randn(3, 4, 1),), {}) is None
 
 
 @pytest.mark.parametrize("n", [2, 7])

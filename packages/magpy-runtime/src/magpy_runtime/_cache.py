@@ -45,7 +45,7 @@ from ._pool import adopt
 from ._sites import ensure_entry_site, split_loops_of, user_function
 from ._stance import records_here
 from ._store import commit, snapshot
-from ._tree import memoize_guard, upgrade_guard
+from ._tree import memoize_guard
 
 __all__ = ["BreakReason", "CacheState", "all_states"]
 
@@ -189,7 +189,7 @@ class CacheState:
         assumed_wrong = False
         try:
             for i, rec in enumerate(records):
-                inputs = rec.guard(fn, args, kwargs)
+                inputs = rec.guard.check(fn, args, kwargs)
                 if inputs is None:
                     continue
                 if rec.memoize is not None:
@@ -204,8 +204,6 @@ class CacheState:
                     continue
                 self.hits += 1
                 rec.hits += 1
-                if rec.hits == config.guard_tree_after and rec.upgrade is not None:
-                    upgrade_guard(rec)
                 if i:
                     with self._lock:
                         if i < len(records) and records[i] is rec:

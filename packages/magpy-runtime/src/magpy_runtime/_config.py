@@ -30,7 +30,6 @@ VARIABLES: dict[str, str] = {
     "MAGPY_VERIFY": "verify",
     "MAGPY_SPECULATE": "speculate",
     "MAGPY_LOGS": "logs",
-    "MAGPY_GUARD_TREE": "guard_tree_after",
     "MAGPY_BACKGROUND_COMPILE": "background_compile",
     "MAGPY_RECORDS_DIR": "records_dir",
     "MAGPY_RECORDS_NATIVE": "records_native",
@@ -83,10 +82,7 @@ class Config:
     because a tensor value its graphs read into Python differed from the value a record
     assumed, before such reads become graph breaks there. ``logs``: topics printed by the
     ``magpy`` logger (``MAGPY_LOGS``, comma separated: guards, mocks, graphs, breaks, records,
-    sites). ``guard_tree_after``: hits after which a record's checks run as a C++ guard tree
-    (``magpy_codegen._cguard``; building the first one imports TorchDynamo's guard module);
-    None keeps every guard in Python, the default: measured, the tree is not yet faster than
-    the Python guard (``MAGPY_GUARD_TREE=N`` turns it on after N hits).
+    sites).
     ``background_compile``: a new record whose backend compiles (not ``"eager"``) first runs
     its fx graph as is (eager speed, eager results) while the backend compiles it on MagPy's
     worker thread, then switches to the compiled graph (``MAGPY_BACKGROUND_COMPILE=1``; per
@@ -113,7 +109,6 @@ class Config:
     speculate: bool = True
     max_assumption_misses: int = 3
     logs: frozenset[str] = frozenset()
-    guard_tree_after: int | None = None
     background_compile: bool = False
     records_dir: str | None = None
     records_native: bool = True
@@ -128,11 +123,6 @@ class Config:
             verify=environ("MAGPY_VERIFY") not in ("", "0"),
             speculate=environ("MAGPY_SPECULATE", "1") not in ("", "0"),
             logs=logs,
-            guard_tree_after=(
-                None
-                if environ("MAGPY_GUARD_TREE", "0").strip() in ("", "0")
-                else _positive_int("MAGPY_GUARD_TREE", 1)
-            ),
             background_compile=environ("MAGPY_BACKGROUND_COMPILE").strip() not in ("", "0"),
             records_dir=environ("MAGPY_RECORDS_DIR").strip() or None,
             records_native=environ("MAGPY_RECORDS_NATIVE", "1").strip() not in ("", "0"),

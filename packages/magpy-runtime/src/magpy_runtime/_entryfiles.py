@@ -19,7 +19,6 @@ import hashlib
 import importlib.metadata
 import json
 import os
-import stat
 import sys
 import tempfile
 import threading
@@ -27,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
+from magpy_codegen import open_trusted, trusted_directory
 
 from ._logging import log
 
@@ -95,22 +96,9 @@ def canonical(value: Any) -> bytes:
 
 # ----------------------------------------------------------------------------- the directory
 def directory_problem(directory: str, *, create: bool) -> str | None:
-    """Why ``directory`` must not be used (None: it may). ``create``: make it (0700)."""
-    try:
-        if create and not os.path.isdir(directory):
-            os.makedirs(directory, mode=0o700, exist_ok=True)
-        st = os.stat(directory)
-    except FileNotFoundError:
-        return "the directory does not exist"
-    except OSError as exc:
-        return f"the directory cannot be used: {exc.strerror}"
-    if not stat.S_ISDIR(st.st_mode):
-        return "not a directory"
-    if st.st_uid != _uid():
-        return "the directory belongs to another user"
-    if st.st_mode & 0o022:
-        return "the directory is writable by group or others"
-    return None
+    """Why ``directory`` must not be used (None: it may; ``magpy_codegen``'s trust checks).
+    ``create``: make it (0700)."""
+    return trusted_directory(directory, "the directory", uid=_uid(), create=create)
 
 
 def entry_files(directory: str, prefix: str = "") -> list[Path]:
@@ -121,29 +109,16 @@ def entry_files(directory: str, prefix: str = "") -> list[Path]:
     return sorted((p for p in found if p.name.startswith(prefix)), key=lambda p: p.name)
 
 
-def _file_problem(st: os.stat_result) -> str | None:
-    if not stat.S_ISREG(st.st_mode):
-        return "not a regular file"
-    if st.st_uid != _uid():
-        return "the entry belongs to another user"
-    if st.st_mode & 0o022:
-        return "the entry is writable by group or others"
-    if st.st_size > MAX_ENTRY_BYTES:
-        return "the entry is too large"
-    return None
-
-
 def read_entry(path: Path) -> tuple[dict[str, Any], bytes] | str:
     """An entry's header and content, or why it is refused: checked owner and permissions
     (on the open file: a file swapped meanwhile is what is checked), format and digest."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    except OSError as exc:
-        return f"the entry cannot be opened: {exc.strerror}"
-    with os.fdopen(fd, "rb") as file:
-        problem = _file_problem(os.fstat(fd))
-        if problem is not None:
-            return problem
+    opened = open_trusted(path, "the entry", uid=_uid())
+    if isinstance(opened, str):
+        return opened
+    file, st = opened
+    with file:
+        if st.st_size > MAX_ENTRY_BYTES:
+            return "the entry is too large"
         data = file.read(MAX_ENTRY_BYTES + 1)
     return parse_entry(data)
 

@@ -79,7 +79,7 @@ def adopt(state: RecordOwner, fn: Any, args: tuple[Any, ...], kwargs: dict[str, 
             if id(origin) in have or rec.fork is None:
                 continue
             twin = rec.fork()
-            if twin.guard(fn, args, kwargs) is None:
+            if twin.guard.check(fn, args, kwargs) is None:
                 have.add(id(origin))
                 continue
             state.adopted(twin)

@@ -53,7 +53,7 @@ from ._logging import log_topic
 from ._sitestate import SiteState
 from ._stance import current as current_stance
 from ._stance import site_records, stance_records
-from ._tree import memoize_guard, upgrade_guard
+from ._tree import memoize_guard
 
 __all__ = [
     "HOST",
@@ -76,7 +76,7 @@ def _served(cs: CodeState, state: Any, entry_locals: dict[str, Any]) -> bool:
     for rec, _layout, backend in site.records:
         if backend is state.backend:
             try:
-                if rec.guard(entry_locals, ()) is not None:
+                if rec.guard.check(entry_locals, ()) is not None:
                     return True
             except Exception:  # a local the guard reads is missing: not this record's input
                 continue
@@ -220,7 +220,7 @@ def _at_site(state: Any, key: tuple[int, int, int], stack: tuple[Any, ...]) -> t
         if rec_backend is not backend:
             continue
         mine += 1
-        inputs = rec.guard(f_locals, stack)
+        inputs = rec.guard.check(f_locals, stack)
         if inputs is None or not (branch := _branch(layouts, layout)):
             continue
         start = perf_counter()
@@ -299,14 +299,11 @@ def _branch(layouts: list[Layout], layout: Layout) -> int:
 def _note_hit(
     state: Any, rec: Record, code: types.CodeType, f_locals: dict[str, Any], offset: int
 ) -> None:
-    """Count a site hit; the record's guard gets its memo on the first, its C++ tree after
-    ``guard_tree_after``."""
+    """Count a site hit; the record's guard gets its memo on the first."""
     state.hits += 1
     rec.hits += 1
     if rec.memoize is not None:
         _memoize_site(rec, code, f_locals)
-    if rec.hits == config.guard_tree_after and rec.upgrade is not None:
-        upgrade_guard(rec)
     log_topic("sites", "hit at %s offset %d", code.co_qualname, offset)
 
 
@@ -529,7 +526,7 @@ class _Host:
             # follows the frame to its next break (so later segments of this call are still
             # found); otherwise record the new variant
             f_locals = frame.f_locals
-            dry = any(rec.guard(f_locals, stack) is not None for rec in mine)
+            dry = any(rec.guard.check(f_locals, stack) is not None for rec in mine)
             if not dry:
                 if len(mine) >= site.limit(state.limit(), f_locals):
                     return None

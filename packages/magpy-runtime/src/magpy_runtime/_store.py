@@ -488,7 +488,7 @@ def _probe(
             entry.broken = True
             warn_once(f"its record cannot be rebuilt: {type(exc).__name__}: {exc}", entry.name)
             return None
-    inputs = entry.probe.guard(fn, args, kwargs)  # (a generated guard never raises)
+    inputs = entry.probe.guard.check(fn, args, kwargs)  # (a generated guard never raises)
     if inputs is None or not _inputs_match(entry.header.get("inputs"), inputs):
         return None
     return tuple(inputs)

@@ -1,5 +1,5 @@
-"""When a record's guard becomes its memoizing form (``magpy_codegen._memo``: on its first hit)
-or its C++ guard tree (``magpy_codegen._cguard``: opt-in, after ``guard_tree_after`` hits)."""
+"""When a record's guard becomes its memoizing form (``magpy_codegen._memo``: on its first
+hit)."""
 
 from __future__ import annotations
 
@@ -11,22 +11,7 @@ from magpy_codegen import Record
 
 from ._logging import log_topic
 
-__all__ = ["memoize_guard", "upgrade_guard"]
-
-
-def upgrade_guard(rec: Record) -> None:
-    """Swap ``rec``'s guard for its C++ guard tree (``Record.upgrade``), once; where building
-    it fails the Python guard stays (as exact, slower), and the ``guards`` log says why."""
-    upgrade, rec.upgrade = rec.upgrade, None
-    try:
-        if upgrade is not None:
-            with torch._C.DisableTorchFunction():  # (MagPy's own tensors: not the program's)
-                upgrade()
-    except Exception as exc:
-        log_topic("guards", f"the guard stays in Python: {type(exc).__name__}: {exc}")
-        return
-    if rec.tree_guard_code is not None:  # (what it checks is the Python guard logged before)
-        log_topic("guards", "%s", rec.tree_guard_code.source)
+__all__ = ["memoize_guard"]
 
 
 def memoize_guard(rec: Record, fn: Any, args: Any, kwargs: Any) -> None:

@@ -250,21 +250,9 @@ class TestConfig:
         assert cfg.verify is True
         assert cfg.logs == frozenset({"guards", "graphs"})
 
-    @pytest.mark.parametrize(("text", "after"), [("", None), ("0", None), ("1", 1), ("3", 3)])
-    def test_guard_tree_variable(
-        self, monkeypatch: pytest.MonkeyPatch, text: str, after: int | None
-    ) -> None:
-        """MAGPY_GUARD_TREE: off when unset or 0, else the hits after which the tree is built;
-        anything else is refused with the variable's name."""
-        monkeypatch.setenv("MAGPY_GUARD_TREE", text)
-        assert Config.from_env().guard_tree_after == after
-        monkeypatch.setenv("MAGPY_GUARD_TREE", "-2")
-        with pytest.raises(ValueError, match="MAGPY_GUARD_TREE"):
-            Config.from_env()
-
     def test_defaults(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """Without variables: 8 records, no verification, no log topics."""
-        for name in ("MAGPY_MAX_RECORDS", "MAGPY_VERIFY", "MAGPY_LOGS", "MAGPY_GUARD_TREE"):
+        for name in ("MAGPY_MAX_RECORDS", "MAGPY_VERIFY", "MAGPY_LOGS"):
             monkeypatch.delenv(name, raising=False)
         assert Config.from_env() == Config(max_records=8, verify=False, logs=frozenset())
 
