@@ -42,6 +42,7 @@ from ..libs.torch import (
     modattrs,
     modctor,
     optim,
+    regions,
     tensorattrs,
     tensorctors,
     tensorrows,
@@ -96,7 +97,7 @@ LOADED = (
     # libs: stdlib < numpy < torch < transformers
     warn, pyenv, sleep, weakrefs, locks, ndarrays, numpy_rules,
     hooks, modattrs, modctor, tensorctors, autograd, tensorattrs, tensorrows, globalstate,
-    checkpoint, optim, hops, functions, dtensor,
+    checkpoint, optim, regions, hops, functions, dtensor,
     torch_rules,
     hf_outputs,
 )  # fmt: skip
