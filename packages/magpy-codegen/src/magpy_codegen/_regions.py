@@ -199,9 +199,9 @@ def _key(
     def norm(a: Any) -> Any:
         if isinstance(a, fx.Node):
             return index[a]
-        if type(a) in (list, tuple):
+        if isinstance(a, list | tuple):  # (fx's immutable_list, torch.Size: by type name)
             return (type(a).__name__, *map(norm, a))
-        if type(a) is dict:
+        if isinstance(a, dict):
             return ("dict", *((k, norm(v)) for k, v in a.items()))
         if type(a) is slice:
             return ("slice", norm(a.start), norm(a.stop), norm(a.step))
@@ -236,7 +236,9 @@ def _key(
     return ops, tuple(metas), tuple(index[n] for n in outputs)
 
 
-def _subgraph(nodes: list[fx.Node], inputs: list[fx.Node], outputs: list[fx.Node]) -> fx.GraphModule:
+def _subgraph(
+    nodes: list[fx.Node], inputs: list[fx.Node], outputs: list[fx.Node]
+) -> fx.GraphModule:
     graph = fx.Graph()
     env: dict[fx.Node, fx.Node] = {}
     for i, n in enumerate(inputs):
