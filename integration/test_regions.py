@@ -17,6 +17,7 @@ import torch
 import torch.fx as fx
 
 import magpy
+from magpy_runtime._persist import decode_graph, encode_graph
 
 WIDTH = 8
 
@@ -188,3 +189,15 @@ def test_region_returning_its_input_view_stays_inline() -> None:
         gm.meta["magpy_regions"]
         == [f"test_region_returning_its_input_view_stays_inline.<locals>.halves: {why}"] * 2
     )
+
+
+def test_stored_graph_keeps_the_marks() -> None:
+    """A record stored on disk keeps its nodes' marks: loaded, its graph outlines as before."""
+    torch.manual_seed(0)
+    model = Stack(MarkedBlock, n=2).eval()
+    f = magpy.compile(model, backend="eager")
+    _calls_equal_eager(f, model)
+    graph = _graph(f).graph
+    marks = [n.meta.get("magpy_region") for n in graph.nodes]
+    assert len({m[0] for m in marks if m}) == 2
+    assert [n.meta.get("magpy_region") for n in decode_graph(encode_graph(graph)).nodes] == marks
