@@ -201,3 +201,17 @@ def test_stored_graph_keeps_the_marks() -> None:
     marks = [n.meta.get("magpy_region") for n in graph.nodes]
     assert len({m[0] for m in marks if m}) == 2
     assert [n.meta.get("magpy_region") for n in decode_graph(encode_graph(graph)).nodes] == marks
+
+
+def test_symbolic_sizes_share_one_subgraph() -> None:
+    """With dynamic=True the subgraph takes symbolic sizes: one record for every batch size."""
+    torch.manual_seed(0)
+    model = Stack(MarkedBlock, n=3).eval()
+    f = magpy.compile(model, backend="aot_eager", dynamic=True)
+    for batch in (2, 3, 5, 7):
+        x = torch.randn(batch, WIDTH)
+        with torch.no_grad():
+            assert torch.allclose(f(x), model(x), atol=1e-5)
+    assert magpy.stats(f).records == 1
+    invokes = _invokes(_graph(f))
+    assert [n.args[0].target for n in invokes] == ["magpy_region_0"] * 3
