@@ -102,18 +102,25 @@ def measure(compiler: str, marked: bool, blocks: int, width: int, grad: bool) ->
         for x in inputs[1:]:
             if not torch.allclose(compiled(x), model(x), atol=1e-4, rtol=1e-4):
                 raise AssertionError(f"{compiler} marked={marked}: differs from eager")
-        later = []
+        later, later_cpu = [], []
         for _ in range(20):
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.process_time()
             compiled(inputs[1])
             later.append(time.perf_counter() - start)
+            later_cpu.append(time.process_time() - cpu)
     invokes = -1
     if compiler == "magpy":
         gm = compiled._magpy_state.records[0].graph_module
         hop = torch.ops.higher_order.invoke_subgraph
         invokes = sum(1 for n in gm.graph.nodes if n.target is hop)
-    later_s = statistics.median(later)
-    return {"first": first, "first_cpu": first_cpu, "later": later_s, "invokes": invokes}
+    later_s, later_cpu_s = statistics.median(later), statistics.median(later_cpu)
+    return {
+        "first": first,
+        "first_cpu": first_cpu,
+        "later": later_s,
+        "later_cpu": later_cpu_s,
+        "invokes": invokes,
+    }
 
 
 def _cpu_seconds() -> float:
