@@ -24,26 +24,24 @@ ShapeEnv's guards (relations between sizes the monitor or the compiler relied on
 from __future__ import annotations
 
 import difflib
-import functools
-import linecache
-import types
 import warnings
-import weakref
 from collections.abc import Callable
+from functools import partial
 from typing import Any, cast
 
 import torch
 import torch.fx as fx
 from torch._guards import TracingContext, tracing
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
-from torch.fx import graph_module as fx_graph_module
 from torch.fx.passes.shape_prop import _extract_tensor_metadata
 
 from magpy_monitor import FAKE, quiet_nodes, symbolic_shapes
 from magpy_refgraph import UnknownOptionError
 
 from ._fusable import nothing_to_fuse
+from ._fxsource import tie_fx_source
 from ._joint import compile_joint, runs_backward
+from ._regions import compile_outlined
 
 __all__ = [
     "BACKENDS",
@@ -234,9 +232,10 @@ def compile_graph(
     quiet_nodes(graph)  # (operations whose warnings the mock replays)
     gm = fx.GraphModule(torch.nn.Module(), graph)
     compiler = resolve_backend(backend)
-    _tie_fx_source(gm)
-    compiled = _compile(compiler, gm, example_inputs)
-    _tie_fx_source(gm)  # (a backend may have recompiled it)
+    tie_fx_source(gm)
+    outline = _is_torch_compiler(compiler) and not runs_backward(gm)  # (marked calls, once)
+    gm, compiled = compile_outlined(gm, example_inputs, partial(_compile, compiler), outline)
+    tie_fx_source(gm)  # (a backend may have recompiled it)
     drop_example_values(gm)
     return gm, compiled
 
@@ -283,28 +282,6 @@ def _tensor_meta(t: torch.Tensor) -> Any:
         return _extract_tensor_metadata(t)
     except Exception:  # (a tensor whose layout has no strides or memory format)
         return None
-
-
-# fx keeps the source of each GraphModule's ``forward`` for good: in its loader's cache and as a
-# lazy linecache entry, under a key that is the code's filename. Tied to the code object here, so
-# that both go when it does (a dropped record's graph takes them along).
-_fx_sources: dict[str, weakref.ref[types.CodeType]] = {}
-
-
-def _tie_fx_source(gm: fx.GraphModule) -> None:
-    code = getattr(getattr(type(gm), "forward", None), "__code__", None)
-    cache = getattr(getattr(fx_graph_module, "_loader", None), "eval_cache", None)
-    if not isinstance(code, types.CodeType) or not isinstance(cache, dict):
-        return
-    key = code.co_filename
-    if key in cache and key not in _fx_sources:
-        _fx_sources[key] = weakref.ref(code, functools.partial(_forget_fx_source, key, cache))
-
-
-def _forget_fx_source(key: str, cache: dict[str, Any], _ref: Any) -> None:
-    _fx_sources.pop(key, None)
-    cache.pop(key, None)
-    linecache.cache.pop(key, None)
 
 
 UNCOMPILED = "magpy_uncompiled"  # GraphModule meta: why the graph runs as is (see below)

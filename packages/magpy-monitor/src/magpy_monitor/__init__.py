@@ -8,6 +8,7 @@ from .core.calls import ORIGINAL_CODE, CodeOf, disabled_function
 from .core.capture import Capture
 from .core.scalars import scalar_tensor
 from .core.shapes import FAKE, dim_key, symbolic_shapes
+from .core.speculation import is_random
 from .core.undo import UPDATE_RULES
 from .core.values import Val
 from .core.valuetypes import FROZEN_MODULE_ROOTS, hooked_tensor_type
@@ -19,6 +20,7 @@ from .cpython.interp import Interpreter
 from .driver.api import CaptureResult, capture, entry, finish, prepare
 from .driver.segments import CodeInfo, Segment, SegmentHost, is_monitoring, start_segment
 from .libs.stdlib.warnspy import quiet_nodes
+from .libs.torch.regions import REGION
 
 __version__ = "0.1.0"
 
@@ -28,6 +30,7 @@ __all__ = [
     "INTERP",
     "NULL",
     "ORIGINAL_CODE",
+    "REGION",
     "TABLE",
     "UPDATE_RULES",
     "Annotation",
@@ -53,6 +56,7 @@ __all__ = [
     "finish",
     "hooked_tensor_type",
     "is_monitoring",
+    "is_random",
     "is_view",
     "prepare",
     "quiet_nodes",

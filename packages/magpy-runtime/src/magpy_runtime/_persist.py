@@ -34,7 +34,7 @@ import torch
 import torch.fx as fx
 
 import magpy_refgraph as rg
-from magpy_monitor import ORIGINAL_CODE, CodeOf, Defines
+from magpy_monitor import ORIGINAL_CODE, REGION, CodeOf, Defines
 from magpy_refgraph import Access, AccessKind, GuardKind, GuardReq, GuardSet, Path
 
 __all__ = [
@@ -450,7 +450,7 @@ def decode(payload: bytes, resolved: list[Any]) -> Any:
 
 # ----------------------------------------------------------------------------- fx graphs
 # node meta that codegen reads (the rest is the monitor's, or tensors of the recording call)
-_META = ("dyn_shape", "effect", "copied_view", "stack_trace")
+_META = ("dyn_shape", "effect", "copied_view", "stack_trace", REGION)  # (REGION: a tuple)
 Row = tuple[str, str, Any, Any, Any, dict[str, Any]]
 
 
@@ -461,7 +461,7 @@ def encode_graph(graph: fx.Graph) -> tuple[Row, ...]:
     rows: list[Row] = []
     for i, node in enumerate(graph.nodes):
         index[node] = i
-        meta = {k: node.meta[k] for k in _META if type(node.meta.get(k)) in (bool, str)}
+        meta = {k: node.meta[k] for k in _META if type(node.meta.get(k)) in (bool, str, tuple)}
         args, kwargs = _args(node.args, index), _args(node.kwargs, index)
         rows.append((node.op, node.name, node.target, args, kwargs, meta))
     return tuple(rows)

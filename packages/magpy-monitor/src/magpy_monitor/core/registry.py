@@ -289,6 +289,7 @@ CALL_RULE_ORDER: tuple[str, ...] = (
     "weak reference",  # libs/stdlib: ref() of an object the run knows
     "lru_cache wrapper",  # libs/stdlib: a cached function over plain values is a constant
     "torch-disabled wrapper",  # libs/torch: torch._disable_dynamo(fn): followed through
+    "compile region placeholder",  # libs/torch: nested_compile_region's call, nodes marked
     "torch graph_break hint",  # libs/torch: torch._dynamo.graph_break() in torch's own code
     "library call on a module being built",  # libs/torch: super().__init__() in a followed one
     "python function",  # core: followed into its frame

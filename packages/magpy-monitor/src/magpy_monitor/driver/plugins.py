@@ -42,6 +42,7 @@ from ..libs.torch import (
     modattrs,
     modctor,
     optim,
+    regions,
     seeding,
     tensorattrs,
     tensorctors,
@@ -97,7 +98,7 @@ LOADED = (
     # libs: stdlib < numpy < torch < transformers
     warn, pyenv, sleep, weakrefs, locks, draws, ndarrays, numpy_rules, randomstate, arrayindex,
     hooks, modattrs, modctor, tensorctors, autograd, tensorattrs, tensorrows, globalstate,
-    checkpoint, optim, hops, functions, dtensor, seeding,
+    checkpoint, optim, regions, hops, functions, dtensor, seeding,
     torch_rules,
     hf_outputs,
 )  # fmt: skip
