@@ -386,6 +386,15 @@ def bench_training(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON, default=False)
+def bench_tp(session: nox.Session) -> None:
+    """Install everything and run ``python -m integration.bench_tp`` (arguments after ``--``):
+    a tensor-parallel Llama-style block's forward and training step on 2 gloo ranks, one
+    thread each, eager vs torch.compile vs MagPy, per-call medians, noise and graphs."""
+    _install_all(session, "numpy")
+    session.run("python", "-m", "integration.bench_tp", *session.posargs)
+
+
+@nox.session(python=PYTHON, default=False)
 def bench_overhead(session: nox.Session) -> None:
     """Install everything (+ transformers) and run ``python -m integration.bench_overhead``:
     a cache hit's cost, MagPy vs TorchDynamo with a replay backend (arguments after ``--``)."""
