@@ -37,6 +37,7 @@ def _check(proc: object, cases: tuple[str, ...]) -> None:
             # one record serving every call after the first: a cache that never hits fails here
             want = {
                 "mlp": f"rank {rank} mlp: ok (1 records, 3 hits, 1 graphs, 0 breaks)",
+                "nograd": f"rank {rank} mlp-no-grad: ok (1 records, 3 hits, 1 graphs, 0 breaks)",
                 "llama": f"rank {rank} llama: ok (1 records, 3 hits, 1 graphs, 0 breaks)",
                 "guards": f"rank {rank} guards: ok (3 records, 2 hits, 3 graphs, 0 breaks)",
                 "sp": f"rank {rank} sequence-parallel: ok (1 records, 3 hits, 1 graphs, 0 breaks)",
@@ -46,7 +47,7 @@ def _check(proc: object, cases: tuple[str, ...]) -> None:
 
 def test_tp_mlp_is_one_graph_and_layouts_are_guarded_on_two_processes() -> None:
     proc = H.run_module("integration.tp_worker", "--calls", "4", timeout=300)
-    _check(proc, ("mlp", "guards"))
+    _check(proc, ("mlp", "guards", "nograd"))
 
 
 @pytest.mark.slow
@@ -54,7 +55,7 @@ def test_tp_mlp_is_one_graph_and_layouts_are_guarded_on_two_processes() -> None:
 def test_tp_llama_block_on_two_processes(backend: str) -> None:
     args = ("--calls", "4", "--llama", "--backend", backend)
     proc = H.run_module("integration.tp_worker", *args, timeout=480)
-    _check(proc, ("mlp", "guards", "llama", "sp"))
+    _check(proc, ("mlp", "guards", "nograd", "llama", "sp"))
 
 
 def _check_lines(proc: object, cases: tuple[str, ...]) -> None:
