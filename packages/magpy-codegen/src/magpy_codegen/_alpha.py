@@ -44,7 +44,7 @@ def _scaled(node: fx.Node) -> bool:
     if not function and not (node.op == "call_method" and node.target in _METHODS):
         return False
     alpha = node.kwargs.get("alpha", 1)
-    return len(node.args) == 2 and isinstance(node.args[1], fx.Node) and alpha != 1
+    return len(node.args) == 2 and isinstance(node.args[1], fx.Node) and bool(alpha != 1)
 
 
 def _rewrite(gm: fx.GraphModule) -> None:

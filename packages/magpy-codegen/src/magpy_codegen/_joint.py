@@ -120,10 +120,11 @@ def _unwrap(t: Any, flat: list[Any]) -> _Wrapped | None:
     """Append to ``flat`` ``t``'s plain tensors (``t`` itself unless it is a traceable
     wrapper subclass, whose inner tensors are taken apart recursively, detached); its
     layout (None for a plain value)."""
-    if not (isinstance(t, torch.Tensor) and is_traceable_wrapper_subclass(t)):
+    wrapper: Any = t  # (typed Any: torch types the protocol as a class no Tensor is)
+    if not (isinstance(t, torch.Tensor) and is_traceable_wrapper_subclass(wrapper)):
         flat.append(t)
         return None
-    names, ctx = t.__tensor_flatten__()  # type: ignore[attr-defined]
+    names, ctx = wrapper.__tensor_flatten__()
     inner: list[_Wrapped | _Held | None] = []
     for name in names:
         part = getattr(t, name)
