@@ -294,6 +294,17 @@ def integration_slow(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON, default=False)
+def distributed(session: nox.Session) -> None:
+    """Every distributed integration test, slow ones included (opt-in): DDP and FSDP2
+    (``integration/test_distributed.py``), tensor parallelism, its training steps through
+    AOTAutograd and Inductor, and 2-D FSDP2 x TP (``integration/test_tensor_parallel.py``);
+    2 gloo processes each, minutes on two cores. ``nox -s integration`` runs one of each."""
+    _install_all(session, "pytest", "hypothesis")
+    _pytest(session, "integration/test_distributed.py", "integration/test_tensor_parallel.py",
+            "-m", "not gpu")  # fmt: skip
+
+
+@nox.session(python=PYTHON, default=False)
 def integration_gpu(session: nox.Session) -> None:
     """GPU integration tests (opt-in); needs CUDA, installs triton via magpy[gpu]."""
     _integration_session(session, "-m", "gpu", extras="gpu")
@@ -372,6 +383,15 @@ def bench_training(session: nox.Session) -> None:
     and an LSTM, eager vs torch.compile vs ``magpy.compile(step)``, compiles timed."""
     _install_all(session, "numpy")
     session.run("python", "-m", "integration.bench_training", *session.posargs)
+
+
+@nox.session(python=PYTHON, default=False)
+def bench_tp(session: nox.Session) -> None:
+    """Install everything and run ``python -m integration.bench_tp`` (arguments after ``--``):
+    a tensor-parallel Llama-style block's forward and training step on 2 gloo ranks, one
+    thread each, eager vs torch.compile vs MagPy, per-call medians, noise and graphs."""
+    _install_all(session, "numpy")
+    session.run("python", "-m", "integration.bench_tp", *session.posargs)
 
 
 @nox.session(python=PYTHON, default=False)

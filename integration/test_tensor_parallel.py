@@ -9,7 +9,15 @@ a weight of the same layout hits, the same weight on another ``DeviceMesh`` (sam
 shape) and one with another placement miss; ``w.full_tensor()`` is one graph. The
 Llama-style block (q/k/v and gate/up colwise, o and down rowwise), with and without
 SequenceParallel, and AOTAutograd
-(``aot_eager``) run under ``slow`` (``nox -s integration_slow``).
+(``aot_eager``) run under ``slow`` (``nox -s integration_slow``, or ``nox -s distributed``).
+
+Training (``integration/tp_train_worker.py``): a whole TP training step compiled (forward,
+``loss.backward()``, the optimizer's step, ``zero_grad()``) equals eager's losses and
+parameters over 5 steps and, warm, each step is one hit of one record (one graph, no break,
+nothing run uncompiled). The MLP with SGD through AOTAutograd runs by default; Inductor, the
+Llama-style block with AdamW, and 2-D parallelism (FSDP2 on one mesh dimension, TP on the
+other, each block's forward compiled) are ``slow``. Two processes on this two-core machine
+make the 2-D meshes 1x2 and 2x1, not 2x2.
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ def _check(proc: object, cases: tuple[str, ...]) -> None:
             # one record serving every call after the first: a cache that never hits fails here
             want = {
                 "mlp": f"rank {rank} mlp: ok (1 records, 3 hits, 1 graphs, 0 breaks)",
+                "nograd": f"rank {rank} mlp-no-grad: ok (1 records, 3 hits, 1 graphs, 0 breaks)",
                 "llama": f"rank {rank} llama: ok (1 records, 3 hits, 1 graphs, 0 breaks)",
                 "guards": f"rank {rank} guards: ok (3 records, 2 hits, 3 graphs, 0 breaks)",
                 "sp": f"rank {rank} sequence-parallel: ok (1 records, 3 hits, 1 graphs, 0 breaks)",
@@ -38,7 +47,7 @@ def _check(proc: object, cases: tuple[str, ...]) -> None:
 
 def test_tp_mlp_is_one_graph_and_layouts_are_guarded_on_two_processes() -> None:
     proc = H.run_module("integration.tp_worker", "--calls", "4", timeout=300)
-    _check(proc, ("mlp", "guards"))
+    _check(proc, ("mlp", "guards", "nograd"))
 
 
 @pytest.mark.slow
@@ -46,4 +55,36 @@ def test_tp_mlp_is_one_graph_and_layouts_are_guarded_on_two_processes() -> None:
 def test_tp_llama_block_on_two_processes(backend: str) -> None:
     args = ("--calls", "4", "--llama", "--backend", backend)
     proc = H.run_module("integration.tp_worker", *args, timeout=480)
-    _check(proc, ("mlp", "guards", "llama", "sp"))
+    _check(proc, ("mlp", "guards", "nograd", "llama", "sp"))
+
+
+def _check_lines(proc: object, cases: tuple[str, ...]) -> None:
+    out = proc.stdout  # type: ignore[attr-defined]
+    lines = out.strip().splitlines()
+    assert len(lines) == 2 * len(cases), out
+    for rank in (0, 1):
+        for case in cases:
+            # (the worker checked values, records and hits; a line says "ok" only then)
+            assert any(line.startswith(f"rank {rank} {case}: ok (") for line in lines), out
+
+
+def test_tp_training_step_is_one_record_on_two_processes() -> None:
+    args = ("--cases", "mlp-step", "--backend", "aot_eager", "--steps", "5")
+    proc = H.run_module("integration.tp_train_worker", *args, timeout=300)
+    _check_lines(proc, ("mlp-step",))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("cases", "backend"),
+    [
+        ("mlp-step,llama-step", "inductor"),
+        ("llama-step", "aot_eager"),
+        ("fsdp-tp-1x2,fsdp-tp-2x1", "eager"),
+        ("fsdp-tp-1x2,fsdp-tp-2x1", "aot_eager"),
+    ],
+)
+def test_tp_training_steps_and_2d_fsdp_tp_on_two_processes(cases: str, backend: str) -> None:
+    args = ("--cases", cases, "--backend", backend, "--steps", "5")
+    proc = H.run_module("integration.tp_train_worker", *args, timeout=600)
+    _check_lines(proc, tuple(cases.split(",")))

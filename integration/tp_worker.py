@@ -9,7 +9,8 @@ Spawns ``--world`` processes (``torch.multiprocessing``, gloo, loopback only). E
   Linear and ``RowwiseParallel`` on the second (``parallelize_module``), compiled whole; every
   rank feeds the same inputs, ``--calls`` times. The output equals the unsharded model's, the
   forward is one graph (``from_local``, the sharded matmuls, the all-reduce of
-  ``redistribute`` inside it) and the later calls hit its record.
+  ``redistribute`` inside it) and the later calls hit its record; ``mlp-no-grad``: the same
+  under ``torch.no_grad()`` (DTensor's autograd Functions stay graph nodes there too).
 - ``guards``: ``F.linear(x, w)`` of DTensors compiled as a function: a weight of the same
   layout on the same mesh hits; the same weight on another mesh (same ranks, same shape) and
   one with another placement each miss and get a record of their own; each result equals
@@ -73,20 +74,22 @@ def _inputs(calls: int, *shape: int) -> list[torch.Tensor]:
     return [torch.randn(*shape, generator=gen) for _ in range(calls)]
 
 
-def _mlp_case(rank: int, mesh: DeviceMesh, backend: str, calls: int) -> str:
+def _mlp_case(rank: int, mesh: DeviceMesh, backend: str, calls: int, grad: bool = True) -> str:
     reference, model = _mlp(), _mlp()
     parallelize_module(model, mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
     compiled = magpy.compile(model, backend=backend)
+    name = "mlp" if grad else "mlp-no-grad"
     for i, x in enumerate(_inputs(calls, 6, 8)):
-        out, want = compiled(x), reference(x)
+        with torch.set_grad_enabled(grad):  # (no grad: DTensor's Functions are still nodes)
+            out, want = compiled(x), reference(x)
         # (eager hands back an AsyncCollectiveTensor, a graph of aot_eager a plain tensor:
         # either is the replicated output, as under torch.compile)
         if isinstance(out, DTensor) or not torch.allclose(out, want, atol=1e-5):
-            return f"rank {rank} mlp: output differs at call {i}"
+            return f"rank {rank} {name}: output differs at call {i}"
     st = magpy.stats(compiled)
     if not _served(st, calls):
-        return f"rank {rank} mlp: not one graph served by its record: {st}"
-    return f"rank {rank} mlp: ok ({_stats_line(st)})"
+        return f"rank {rank} {name}: not one graph served by its record: {st}"
+    return f"rank {rank} {name}: ok ({_stats_line(st)})"
 
 
 class _RMSNorm(torch.nn.Module):
@@ -261,6 +264,7 @@ def _worker(
         cases = [
             lambda: _mlp_case(rank, mesh, backend, calls),
             lambda: _guards_case(rank, mesh, backend),
+            lambda: _mlp_case(rank, mesh, backend, calls, grad=False),
         ]
         if llama:
             cases.append(lambda: _llama_case(rank, mesh, backend, calls))
@@ -296,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
         nprocs=args.world,
         start_method="spawn",
     )
-    per_rank = 4 if args.llama else 2
+    per_rank = 5 if args.llama else 3
     lines = sorted(results.get(timeout=60) for _ in range(per_rank * args.world))
     print("\n".join(lines))
     return 0 if all(": ok (" in line for line in lines) else 1

@@ -38,6 +38,7 @@ from torch.fx.passes.shape_prop import _extract_tensor_metadata
 from magpy_monitor import FAKE, quiet_nodes, symbolic_shapes
 from magpy_refgraph import UnknownOptionError
 
+from ._alpha import alpha_as_product
 from ._fusable import nothing_to_fuse
 from ._fxsource import tie_fx_source
 from ._joint import compile_joint, runs_backward
@@ -75,7 +76,7 @@ def _torch_compiler(name: str) -> Backend:
             from torch._inductor.compile_fx import compile_fx
 
             # without AOT-Inductor options compile_fx returns the compiled callable
-            return cast(Backend, compile_fx)
+            return alpha_as_product(cast(Backend, compile_fx))
         from torch._dynamo.backends.registry import lookup_backend
 
         return cast(Backend, lookup_backend(name))

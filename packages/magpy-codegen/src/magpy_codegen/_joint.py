@@ -8,6 +8,13 @@ graph next to the forward's (the joint graph, as AOTAutograd builds it, here wit
 own use of the gradients after it). That graph needs no autograd: it is compiled for
 inference (grad mode off) and run with grad mode off.
 
+Tensor subclasses that flatten into plain tensors (DTensor: its local shard) enter the trace as
+those tensors and are rebuilt inside it (``__tensor_unflatten__``, as AOTAutograd does): the
+traced graph then works on the shards themselves, with the collectives of the subclass's
+dispatch in it, and every shard it reads or updates in place is one of its inputs. Traced
+whole, the wrapper's dispatch would read each shard outside the tracer and bake it into the
+graph as a constant. Outputs of such a subclass come back flattened and are rebuilt.
+
 Outputs that required grad in eager (the loss a step returns) come back with a ``grad_fn``
 whose backward raises as eager does once the graph was freed (``_Freed``): the backward
 already ran, inside the record. A ``retain_graph=True`` backward whose outputs keep requiring
@@ -19,12 +26,13 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 import torch.fx as fx
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.nn.utils.stateless import _reparametrize_module
+from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
 from magpy_refgraph import BackendError
 
@@ -53,28 +61,93 @@ def compile_joint(
     if any(_retains(n) for n in gm.graph.nodes):
         raise BackendError("a backward with retain_graph=True in a compiled graph")
     needs_grad: list[bool] = []
+    flat_inputs: list[Any] = []
+    layouts = [_unwrap(t, flat_inputs) for t in inputs]
+    out_layouts: list[_Wrapped | None] = []
 
-    def step(*args: Any) -> Any:
-        out = gm(*args)
+    def step(*flat: Any) -> Any:
+        out = gm(*_rewrap_all(layouts, flat))
         needs_grad[:] = [isinstance(t, torch.Tensor) and t.requires_grad for t in out]
-        return out
+        flat_out: list[Any] = []
+        out_layouts[:] = [_unwrap(t, flat_out) for t in out]
+        return tuple(flat_out)
 
     _tensor_scalars(gm)
     _functional_modules(gm, inputs)
-    joint = make_fx(step, tracing_mode="fake")(*inputs)
-    plain = [t.detach() if isinstance(t, torch.Tensor) else t for t in inputs]
+    joint = make_fx(step, tracing_mode="fake")(*flat_inputs)
+    plain = [t.detach() if isinstance(t, torch.Tensor) else t for t in flat_inputs]
     with torch.no_grad():
         compiled = compiler(joint, plain)
     flags = tuple(needs_grad)
+    wrapped = any(w is not None for w in (*layouts, *out_layouts))
 
     def run(*args: Any) -> Any:
-        with torch.no_grad():
-            out = compiled(*args)
+        if wrapped:
+            flat: list[Any] = []
+            for t in args:
+                _unwrap(t, flat)
+            with torch.no_grad():
+                out = _rewrap_all(out_layouts, compiled(*flat))
+        else:
+            with torch.no_grad():
+                out = compiled(*args)
         if not any(flags):
             return out
         return type(out)(_Freed.apply(t) if f else t for t, f in zip(out, flags, strict=True))
 
     return run
+
+
+class _Wrapped(NamedTuple):
+    """How a tensor subclass flattens (``__tensor_flatten__``) and is built again."""
+
+    cls: type
+    names: list[str]
+    inner: list[_Wrapped | _Held | None]
+    ctx: Any
+    size: torch.Size
+    stride: tuple[int, ...]
+    requires_grad: bool
+
+
+class _Held(NamedTuple):
+    """An inner part of a subclass that is no tensor (DTensor's ``device_mesh``): kept as is."""
+
+    value: Any
+
+
+def _unwrap(t: Any, flat: list[Any]) -> _Wrapped | None:
+    """Append to ``flat`` ``t``'s plain tensors (``t`` itself unless it is a traceable
+    wrapper subclass, whose inner tensors are taken apart recursively, detached); its
+    layout (None for a plain value)."""
+    wrapper: Any = t  # (typed Any: torch types the protocol as a class no Tensor is)
+    if not (isinstance(t, torch.Tensor) and is_traceable_wrapper_subclass(wrapper)):
+        flat.append(t)
+        return None
+    names, ctx = wrapper.__tensor_flatten__()
+    inner: list[_Wrapped | _Held | None] = []
+    for name in names:
+        part = getattr(t, name)
+        held = not isinstance(part, torch.Tensor)
+        inner.append(_Held(part) if held else _unwrap(part.detach(), flat))
+    return _Wrapped(type(t), list(names), inner, ctx, t.size(), t.stride(), t.requires_grad)
+
+
+def _rewrap_all(layouts: list[_Wrapped | None], flat: Any) -> tuple[Any, ...]:
+    values = iter(flat)
+    return tuple(_rewrap(w, values) for w in layouts)
+
+
+def _rewrap(w: _Wrapped | _Held | None, values: Any) -> Any:
+    if w is None:
+        return next(values)
+    if isinstance(w, _Held):
+        return w.value
+    inner = {name: _rewrap(i, values) for name, i in zip(w.names, w.inner, strict=True)}
+    t = w.cls.__tensor_unflatten__(inner, w.ctx, w.size, w.stride)  # type: ignore[attr-defined]
+    if w.requires_grad and not t.requires_grad:
+        t.requires_grad_()  # (a leaf, as the input was to the trace)
+    return t
 
 
 # ``x.op(a, b, value=s)`` computes ``x + s * (a OP b)``: OP of each method taking a Scalar

@@ -33,6 +33,7 @@ from ...core.recorder import GraphConstant, held_whole
 from ...core.values import BoundMethod, Val
 
 __all__ = [
+    "dtensor_function",
     "graph_constant",
     "guard_layout",
     "layout_attribute",
@@ -107,6 +108,12 @@ def local_tensor_attribute(obj: Any, name: str) -> bool:
     """``obj._local_tensor`` of DTensor ``obj``: the shard it holds, a node of the graph (torch's
     own code reads it for its dtype or to compute on it without autograd)."""
     return name == "_local_tensor" and _is_dtensor(obj)
+
+
+def dtensor_function(cls: type) -> bool:
+    """``cls`` is one of DTensor's autograd Functions (``_FromTorchTensor``, ``Redistribute``):
+    a graph node whatever the grad mode (``libs/torch/functions``)."""
+    return cls.__module__.startswith("torch.distributed.tensor.")
 
 
 def _is_dtensor(obj: Any) -> bool:

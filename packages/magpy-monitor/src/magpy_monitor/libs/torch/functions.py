@@ -13,7 +13,10 @@ metadata). A context that leaves the run cannot be rebuilt: a break.
 
 Elsewhere the call stays one graph node (``libs/torch/rules``): grad mode on (the graph would
 need the Function's backward), a Function with ``setup_context`` (a ``forward`` without
-``ctx``), keyword arguments, functorch transforms active.
+``ctx``), keyword arguments, functorch transforms active, and DTensor's own Functions
+(``from_local``, ``to_local``, ``redistribute``: their forwards compute layouts in native
+helpers, and as one node each, with grad mode on or off, they hold their mesh and placements
+as graph constants, ``libs/torch/dtensor``).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from ...core.attributes import guard_class_attr
 from ...core.calls import _closure, _fresh, bind_args
 from ...core.frame import FrameMonitor, Inst, initial_fast
 from ...core.values import Val
+from .dtensor import dtensor_function
 
 __all__ = ["apply_forward", "follows_forward"]
 
@@ -43,6 +47,7 @@ def follows_forward(cls: Any, kwargs: dict[str, Val]) -> bool:
         and isinstance(getattr(cls, "forward", None), types.FunctionType)
         and getattr(cls, "setup_context", None) is _SETUP_CONTEXT
         and not torch._C._are_functorch_transforms_active()
+        and not dtensor_function(cls)
     )
 
 
