@@ -239,3 +239,20 @@ def test_a_python_generator_from_outside_advances_as_in_eager() -> None:
     m.rng = other  # another generator object: the guard misses, never a stale replay
     ref.rng = random.Random(0)
     assert torch.equal(cm(x), ref(x)) and other.getstate() == ref.rng.getstate()
+
+
+def test_manual_seed_after_torchdynamo_is_imported() -> None:
+    """Importing TorchDynamo wraps ``torch.manual_seed`` (a wrapper that turns TorchDynamo off
+    around it); the wrapper is the same reseeding."""
+    import torch._dynamo  # (the import replaces torch.manual_seed)
+
+    assert getattr(torch.manual_seed, "__wrapped__", None) is not None
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        torch.manual_seed(11)
+        return x + torch.randn(x.shape)
+
+    x = torch.randn(3)
+    _one_graph(f, x)
+    st = _seeded_calls(f, x)
+    assert (st.records, st.graphs, st.breaks, st.hits) == (1, 1, 0, 3)

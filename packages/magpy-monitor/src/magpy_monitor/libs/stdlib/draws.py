@@ -141,11 +141,25 @@ def _snapshot(obj: Any) -> Any:
 
 
 # ---------------------------------------------------------------------- the call rule
+def seed_function(fn: Any) -> tuple[Any, Any, GeneratorKind, Callable[[FrameMonitor], None]] | None:
+    """``SEED_FUNCTIONS``' entry of ``fn``, or of the function it wraps (importing TorchDynamo
+    replaces ``torch.manual_seed`` by a ``functools.wraps`` wrapper that only turns TorchDynamo
+    off around it)."""
+    for _ in range(4):
+        found = SEED_FUNCTIONS.get(id(fn))
+        if found is not None and found[0] is fn:
+            return found
+        fn = getattr(fn, "__wrapped__", None)
+        if fn is None:
+            return None
+    return None
+
+
 def _generator_of(c: Call) -> tuple[Any, GeneratorKind, bool] | None:
     """The generator ``c`` draws from, its kind, and whether it is ``c.pos[0]`` (a Python
     method the interpreter unbound: ``Random.randint(rng, a, b)``)."""
-    found = SEED_FUNCTIONS.get(id(c.fn))
-    if found is not None and found[0] is c.fn:
+    found = seed_function(c.fn)
+    if found is not None:
         return found[1], found[2], False
     name = getattr(c.fn, "__name__", None)
     if not isinstance(c.fn, types.MethodType | types.BuiltinMethodType) and c.pos:
@@ -172,7 +186,7 @@ def _random_draw(m: FrameMonitor, inst: Inst, c: Call) -> None:
     generator, kind, unbound = found
     if not cap.speculate:
         raise m.unsupported(f"{what} draws from a random generator (its values kept changing)")
-    seeded = SEED_FUNCTIONS.get(id(c.fn))
+    seeded = seed_function(c.fn)
     if seeded is not None:
         seeded[3](m)
     known = cap.known(generator)
