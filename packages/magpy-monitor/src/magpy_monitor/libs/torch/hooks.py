@@ -55,7 +55,12 @@ def _unsupported_hooks(mod: torch.nn.Module, grad_off: bool = False) -> str | No
         return "global module hooks"
     if mod._forward_hooks_always_called:  # (they run even when forward raises)
         return "forward hooks that are always called"
-    hooks = (*mod._forward_pre_hooks.values(), *mod._forward_hooks.values())
+    # torch.distributed's hooks that take the call's kwargs: FSDP2's (tensor parallelism's
+    # input and output hooks take none, and are followed)
+    hooks = [
+        h for k, h in mod._forward_pre_hooks.items() if k in mod._forward_pre_hooks_with_kwargs
+    ]
+    hooks += [h for k, h in mod._forward_hooks.items() if k in mod._forward_hooks_with_kwargs]
     if any(str(getattr(h, "__module__", "")).startswith("torch.distributed") for h in hooks):
         # (FSDP2's fully_shard: its hooks gather and free the parameters around each call;
         # compiling the module's forward leaves them to run as in eager)
