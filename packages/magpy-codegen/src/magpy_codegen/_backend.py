@@ -43,6 +43,7 @@ from magpy_monitor import FAKE, quiet_nodes, symbolic_shapes
 from magpy_refgraph import UnknownOptionError
 
 from ._fusable import nothing_to_fuse
+from ._inductor_passes import with_passes
 from ._joint import compile_joint, runs_backward
 
 __all__ = [
@@ -84,13 +85,16 @@ def _torch_compiler(name: str) -> Backend:
 
 
 def _inductor(gm: fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
-    compiler = _torch_compiler("inductor")  # (imports torch._inductor)
-    with torch._inductor.config.patch(fallback_random=True):
-        return compiler(gm, example_inputs)
+    return _run_inductor(gm, example_inputs, {"fallback_random": True})
 
 
 def _inductor_fast_random(gm: fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
-    return _torch_compiler("inductor")(gm, example_inputs)
+    return _run_inductor(gm, example_inputs, {})
+
+
+def _run_inductor(gm: fx.GraphModule, inputs: list[Any], patch: dict[str, Any]) -> Any:
+    compiler = _torch_compiler("inductor")  # (imports torch._inductor)
+    return with_passes(compiler, patch)(gm, inputs)  # (MagPy's passes in every compile)
 
 
 def _aot_eager(gm: fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
@@ -116,12 +120,8 @@ class ConfiguredInductor:
         self.mode, self.patch, self.fast_random = mode, patch, fast_random
 
     def __call__(self, gm: fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
-        compiler = _torch_compiler("inductor")
-        patch = dict(self.patch)
-        if not self.fast_random:
-            patch.setdefault("fallback_random", True)  # (see the module's docstring)
-        with torch._inductor.config.patch(patch):
-            return compiler(gm, example_inputs)
+        random = {} if self.fast_random else {"fallback_random": True}  # (module docstring)
+        return _run_inductor(gm, example_inputs, {**random, **self.patch})
 
     def __repr__(self) -> str:
         return f"ConfiguredInductor(mode={self.mode!r}, patch={self.patch!r})"
