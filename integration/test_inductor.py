@@ -142,3 +142,16 @@ def test_real_python_through_inductor(check: Callable[..., Any]) -> None:
         y, fn = compiled(x)
         H.assert_same((y, fn(x)), (torch.relu(x), x * torch.relu(x).sum()))
     assert magpy.stats(compiled).records == 1
+
+
+def scaled_matmul_updates(w: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    w.add_(a @ b, alpha=-0.1)  # (an SGD update whose gradient is a matrix product)
+    return torch.sub(w, torch.mm(a, b), alpha=3) + torch.add(w, a.mm(b), alpha=0.5)
+
+
+def test_alpha_of_an_add_of_a_matrix_product(check: Callable[..., Any]) -> None:
+    """``add(x, mm(a, b), alpha=s)`` (and ``sub``, in place or not) keeps its ``alpha``:
+    Inductor's own rewrite into ``addmm`` drops it (``torch.compile`` gives ``x + a @ b``);
+    MagPy applies ``alpha`` first (``magpy_codegen._inductor_passes``)."""
+    make = H.randn_inputs((4, 4), (4, 3), (3, 4))
+    check(scaled_matmul_updates, make, calls=3, backend="inductor")

@@ -38,9 +38,9 @@ from torch.fx.passes.shape_prop import _extract_tensor_metadata
 from magpy_monitor import FAKE, quiet_nodes, symbolic_shapes
 from magpy_refgraph import UnknownOptionError
 
-from ._alpha import alpha_as_product
 from ._fusable import nothing_to_fuse
 from ._fxsource import tie_fx_source
+from ._inductor_passes import with_passes
 from ._joint import compile_joint, runs_backward
 from ._regions import compile_outlined
 
@@ -76,20 +76,23 @@ def _torch_compiler(name: str) -> Backend:
             from torch._inductor.compile_fx import compile_fx
 
             # without AOT-Inductor options compile_fx returns the compiled callable
-            return alpha_as_product(cast(Backend, compile_fx))
+            return cast(Backend, compile_fx)
         from torch._dynamo.backends.registry import lookup_backend
 
         return cast(Backend, lookup_backend(name))
 
 
 def _inductor(gm: fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
-    compiler = _torch_compiler("inductor")  # (imports torch._inductor)
-    with torch._inductor.config.patch(fallback_random=True):
-        return compiler(gm, example_inputs)
+    return _run_inductor(gm, example_inputs, {"fallback_random": True})
 
 
 def _inductor_fast_random(gm: fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
-    return _torch_compiler("inductor")(gm, example_inputs)
+    return _run_inductor(gm, example_inputs, {})
+
+
+def _run_inductor(gm: fx.GraphModule, inputs: list[Any], patch: dict[str, Any]) -> Any:
+    compiler = _torch_compiler("inductor")  # (imports torch._inductor)
+    return with_passes(compiler, patch)(gm, inputs)  # (MagPy's passes in every compile)
 
 
 def _aot_eager(gm: fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
@@ -115,12 +118,8 @@ class ConfiguredInductor:
         self.mode, self.patch, self.fast_random = mode, patch, fast_random
 
     def __call__(self, gm: fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
-        compiler = _torch_compiler("inductor")
-        patch = dict(self.patch)
-        if not self.fast_random:
-            patch.setdefault("fallback_random", True)  # (see the module's docstring)
-        with torch._inductor.config.patch(patch):
-            return compiler(gm, example_inputs)
+        random = {} if self.fast_random else {"fallback_random": True}  # (module docstring)
+        return _run_inductor(gm, example_inputs, {**random, **self.patch})
 
     def __repr__(self) -> str:
         return f"ConfiguredInductor(mode={self.mode!r}, patch={self.patch!r})"

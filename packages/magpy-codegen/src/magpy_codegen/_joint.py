@@ -24,8 +24,9 @@ with a warning).
 
 from __future__ import annotations
 
+import contextlib
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 import torch
@@ -225,12 +226,10 @@ def _functional_modules(gm: fx.GraphModule, inputs: list[Any]) -> None:
             module, call = node.target._magpy_module, node.target
         else:
             continue
-        if isinstance(module, torch.nn.RNNBase):
-            continue  # (its traced mkldnn kernel does not run compiled: the graph runs as is)
         tensors = {**dict(module.named_parameters()), **dict(module.named_buffers())}
         if not tensors or not all(id(t) in by_id for t in tensors.values()):
             continue  # (then tracing fails, and the graph runs uncompiled)
-        run = _reparametrized(module, call or module, tuple(tensors))
+        run = _reparametrized(module, call or module, tuple(tensors), _kernels_of(module))
         with graph.inserting_before(node):
             held = [by_id[id(t)] for t in tensors.values()]
             new = graph.call_function(run, (held, *node.args), dict(node.kwargs))
@@ -240,9 +239,35 @@ def _functional_modules(gm: fx.GraphModule, inputs: list[Any]) -> None:
     gm.recompile()
 
 
-def _reparametrized(module: Any, call: Any, names: tuple[str, ...]) -> Callable[..., Any]:
+def _kernels_of(module: Any) -> Callable[[], contextlib.AbstractContextManager[None]]:
+    """The kernels a module's call is traced with. An RNN (``nn.LSTM``) on CPU runs oneDNN's
+    fused layer kernel (``mkldnn_rnn_layer``) whose fake-tensor output signature is not the
+    one the real kernel returns, so that a compiled graph calling it fails at run time (its
+    workspace output). Traced with oneDNN off, the RNN comes out as its cell arithmetic, step
+    by step (matrix products, sigmoid, tanh: what ``aten::lstm`` runs without oneDNN), which
+    Inductor compiles and differentiates like any other operation; the same values as eager,
+    up to rounding."""
+    return _without_onednn if isinstance(module, torch.nn.RNNBase) else contextlib.nullcontext
+
+
+@contextlib.contextmanager
+def _without_onednn() -> Iterator[None]:
+    was = torch._C._get_mkldnn_enabled()
+    torch._C._set_mkldnn_enabled(False)
+    try:
+        yield
+    finally:
+        torch._C._set_mkldnn_enabled(was)
+
+
+def _reparametrized(
+    module: Any,
+    call: Any,
+    names: tuple[str, ...],
+    kernels: Callable[[], contextlib.AbstractContextManager[None]],
+) -> Callable[..., Any]:
     def run(tensors: list[Any], *args: Any, **kwargs: Any) -> Any:
-        with _reparametrize_module(module, dict(zip(names, tensors, strict=True))):
+        with _reparametrize_module(module, dict(zip(names, tensors, strict=True))), kernels():
             return call(*args, **kwargs)
 
     run.__name__ = f"reparametrized_{type(module).__name__}"
