@@ -266,23 +266,85 @@ def still_volatile(x: torch.Tensor) -> torch.Tensor:
     return x if x.volatile else x * 2  # removed attribute: False, with a UserWarning
 
 
-def test_tensor_volatile_is_false_with_its_warning() -> None:
-    """``t.volatile`` (removed in PyTorch 0.4) is always False and warns: the warning is
-    replayed by the mock, at the program's line, on every hit."""
+class VolatileBranch(nn.Module):
+    """A ParityBench pattern (``NoisyLinear.forward``): ``x.volatile`` read in ``forward``."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = x * 3
+        if not x.volatile:
+            y = y + 1
+        return y
+
+
+def test_torch_warns_on_every_read_of_volatile() -> None:
+    """What the replay relies on (``warnspy.NATIVE_REPLAYED``): torch's ``volatile`` getter
+    warns on every read, not once per process, a UserWarning attributed to the reading line.
+    If torch changes that, this fails and the entry must go."""
+    from magpy_monitor.libs.stdlib import warnspy
+
+    assert "volatile was removed (Variable.volatile is always False)" in warnspy.NATIVE_REPLAYED
+    x = torch.randn(2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            assert x.volatile is False  # (this line)
+    assert len(caught) == 3
+    assert {(w.category, str(w.message), w.filename) for w in caught} == {
+        (UserWarning, "volatile was removed (Variable.volatile is always False)", __file__)
+    }
+    assert len({w.lineno for w in caught}) == 1
+
+
+@pytest.mark.parametrize("action", ["always", "default", "once", "module", "ignore"])
+@pytest.mark.parametrize(
+    "make", [lambda: still_volatile, VolatileBranch], ids=["function", "module"]
+)
+def test_tensor_volatile_is_false_with_its_warning(
+    recorded: Callable[[str], list[warnings.WarningMessage]],
+    action: str,
+    make: Callable[[], Any],
+) -> None:
+    """``t.volatile`` (removed in PyTorch 0.4) is always False and torch's native getter warns
+    on every read: the read is the constant False and the mock replays the warning from the
+    program's line, so each filter shows what eager shows, on every hit; one record."""
+    fn = make()
+    ex = H.explain_quietly(fn, torch.randn(3))
+    assert (ex.graph_count, ex.graph_break_count) == (1, 0), H.break_text(ex)
+    log = recorded(action)  # (setting a filter forgets what the registries saw)
+    xs = [torch.randn(3) for _ in range(3)]
+    wants = [fn(x) for x in xs]
+    expected = H.warnings_seen(log)
+    assert action == "ignore" or expected  # (eager does warn)
+    compiled = magpy.compile(fn, backend="eager")
+    log = recorded(action)
+    outs = [compiled(x) for x in xs]
+    assert H.warnings_seen(log) == expected
+    for got, want in zip(outs, wants, strict=True):
+        H.assert_same(got, want)
+    st = magpy.stats(compiled)
+    assert (st.records, st.hits, st.breaks) == (1, 2, 0), st
+
+
+def test_tensor_volatile_under_an_error_filter_raises_where_eager_raises(
+    recorded: Callable[[str], list[warnings.WarningMessage]],
+) -> None:
+    """With an "error" filter the read raises in eager; the record is guarded on the filters, so
+    the compiled function raises too, and serves the record again once the filter is gone."""
+    recorded("always")
     compiled = magpy.compile(still_volatile, backend="eager")
-    for _ in range(3):
-        x = torch.randn(3)
-        with warnings.catch_warnings(record=True) as got:
-            warnings.simplefilter("always")
-            out = compiled(x)
-        with warnings.catch_warnings(record=True) as want:
-            warnings.simplefilter("always")
-            H.assert_same(out, still_volatile(x))
-        assert [(str(w.message), w.lineno) for w in got] == [
-            (str(w.message), w.lineno) for w in want
-        ]
-        assert len(want) == 1 and "volatile" in str(want[0].message)
-    assert magpy.stats(compiled).hits == 2
+    compiled(torch.zeros(2))
+    compiled(torch.zeros(2))
+    recorded("error")
+    for fn in (still_volatile, compiled):
+        with pytest.raises(UserWarning, match="volatile was removed"):
+            fn(torch.zeros(2))
+    log = recorded("always")
+    H.assert_same(compiled(torch.zeros(2)), torch.zeros(2))
+    assert [str(w.message) for w in log] == [
+        "volatile was removed (Variable.volatile is always False)"
+    ]
+    st = magpy.stats(compiled)
+    assert (st.records, st.hits) == (1, 2), st
 
 
 # ---------------------------------------------------------------------- warnings.catch_warnings

@@ -37,6 +37,14 @@ frame) and passes it on one level up, so the warning is attributed exactly as wi
 (``calls``). The tracer replays the noted calls when every warning the filter saw is one of them
 and each names a frame of the recorded code; a warning from native code (``TORCH_WARN``, which
 may warn once per process) or any other leaves the instruction a break.
+
+Some warnings of torch's native code are issued on every execution, from the program's frame,
+whatever came before: the removed ``t.volatile`` (a getter that warns on each read). The
+handler of such an instruction replays the warning itself (``warn.record_warning``), also when
+the registry kept it from the filters; ``NATIVE_REPLAYED`` names each such text with the
+condition under which the handler is sure to replay it (``native_replayed``): then the
+instruction is no break. A test holds each entry to torch's behaviour (it warns on every read
+under ``"always"``).
 """
 
 from __future__ import annotations
@@ -45,14 +53,17 @@ import sys
 import threading
 import types
 import warnings
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 __all__ = [
+    "NATIVE_REPLAYED",
     "WATCHED",
     "WarnCall",
     "arm",
     "calls",
     "disarm",
+    "native_replayed",
     "note_replay",
     "quiet_call",
     "quiet_nodes",
@@ -69,6 +80,10 @@ WATCHED = frozenset(
     LOAD_ATTR LOAD_METHOD FORMAT_VALUE FORMAT_SIMPLE FORMAT_WITH_SPEC GET_ITER FOR_ITER
     """.split()
 )
+
+#: text of a warning native code issues on every execution -> whether the handler of the
+#: instruction (opname, argval, operands) replays it itself (registered by the library model)
+NATIVE_REPLAYED: dict[str, Callable[[str, Any, list[Any]], bool]] = {}
 
 _local = threading.local()
 _ORIGINAL_WARN = warnings.warn
@@ -222,6 +237,16 @@ def touches_filters(operands: list[Any], depth: int = 2) -> bool:
         elif getattr(obj, "__module__", None) == "warnings" or kind.__module__ == "warnings":
             return True
     return False
+
+
+def native_replayed(opname: str, argval: Any, operands: list[Any], seen: list[str]) -> bool:
+    """Whether every warning ``seen`` while the instruction ran natively is one its handler
+    replays on every hit (``NATIVE_REPLAYED``)."""
+    for text in seen:
+        replays = NATIVE_REPLAYED.get(text)
+        if replays is None or not replays(opname, argval, operands):
+            return False
+    return bool(seen)
 
 
 def note_replay() -> None:

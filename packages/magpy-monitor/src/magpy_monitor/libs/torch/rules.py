@@ -26,6 +26,7 @@ from ...core.values import BoundMethod, Val
 from ...core.valuetypes import is_value_type
 from ...pyobj.instances import lookup
 from ...pyobj.special import OPAQUE_FORWARDS, opaque_module_call
+from ..stdlib import warnspy
 from ..stdlib.warn import record_warning
 from .dtensor import layout_attribute, local_tensor_attribute
 from .functions import apply_forward, follows_forward
@@ -197,6 +198,20 @@ def _function_apply(m: FrameMonitor, inst: Inst, c: Call) -> None:
 
 # ---------------------------------------------------------------------- tensor attributes
 _VOLATILE_REMOVED = "volatile was removed (Variable.volatile is always False)"
+
+
+def _reads_volatile(opname: str, argval: Any, operands: list[Any]) -> bool:
+    """The instruction reads ``volatile`` of a plain tensor: ``_tensor_attribute`` replays its
+    warning (torch's getter warns on every read, from the reading frame)."""
+    return (
+        opname in ("LOAD_ATTR", "LOAD_METHOD")
+        and argval == "volatile"
+        and len(operands) == 1
+        and type(operands[0]) in (torch.Tensor, torch.nn.Parameter)
+    )
+
+
+warnspy.NATIVE_REPLAYED[_VOLATILE_REMOVED] = _reads_volatile
 
 
 @attr_rule("tensor attribute", lambda r: isinstance(r.obj, torch.Tensor))
