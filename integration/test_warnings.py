@@ -325,6 +325,28 @@ def test_tensor_volatile_is_false_with_its_warning(
     assert (st.records, st.hits, st.breaks) == (1, 2, 0), st
 
 
+def volatile_then_native_warning(x: torch.Tensor) -> torch.Tensor:
+    # (the call right after the read warns natively: one element, "degrees of freedom <= 0")
+    return torch.std(x[:1], 0, True, x.volatile) * 2
+
+
+def test_the_instruction_after_a_volatile_read_is_still_watched() -> None:
+    """The read's warning is replayed when its value is made, at the next instruction's event:
+    that instruction (here a call whose native code warns) is still watched, so it stays a
+    break and its warning comes from the program's line, not from the graph's code."""
+    compiled = magpy.compile(volatile_then_native_warning, backend="eager")
+    for _ in range(3):
+        x = torch.randn(3)
+        got, got_w = _warnings_of(compiled, x)
+        want, want_w = _warnings_of(volatile_then_native_warning, x)
+        H.assert_same(got, want)
+        assert got_w == want_w and len(want_w) == 2, (got_w, want_w)
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        reasons = _break_reasons(volatile_then_native_warning, torch.randn(3))
+    assert any("CALL issued a warning" in r for r in reasons), reasons
+
+
 def test_tensor_volatile_under_an_error_filter_raises_where_eager_raises(
     recorded: Callable[[str], list[warnings.WarningMessage]],
 ) -> None:

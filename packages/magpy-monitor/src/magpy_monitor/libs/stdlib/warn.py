@@ -171,9 +171,13 @@ def record_warning(
     category: type[Warning],
     target: types.FrameType,
     lineno: int | None = None,
+    *,
+    ran: bool = False,
 ) -> None:
     """The run issued ``message`` attributed to ``target`` (a monitored frame): the mock
-    replays it on every hit (see the module doc)."""
+    replays it on every hit (see the module doc). ``ran``: issued by the instruction whose
+    outputs are being made, which has already run natively (not the one being handled now,
+    which is then still watched: ``warnspy.note_replay``)."""
     cap = m.cap
     if cap in _BLOCKS:
         raise m.unsupported("a warning in a record with a `warnings.catch_warnings()` block")
@@ -196,7 +200,8 @@ def record_warning(
     target_fn = cap.root(Const(replay_warning), replay_warning)
     cap.writes.append(Write("callmethod", target_fn, "__call__", cap.new(fields, items=items)))
     _WARNED.add(cap)
-    warnspy.note_replay()  # (the warning the instruction issues natively is this one)
+    if not ran:
+        warnspy.note_replay()  # (the warning the instruction issues natively is this one)
 
 
 def _started_by(frame: types.FrameType, target: types.FrameType) -> bool:

@@ -244,6 +244,6 @@ def _tensor_attribute(m: FrameMonitor, r: Read) -> Val:
         cap.guard_meta(base, sizes=False)
         return cap.new(real, const=True)
     if name == "volatile" and real is False:  # removed: always False, with a warning
-        record_warning(m, _VOLATILE_REMOVED, UserWarning, m.frame)
+        record_warning(m, _VOLATILE_REMOVED, UserWarning, m.frame, ran=True)
         return cap.const(False)
     raise m.unsupported(f"tensor attribute {name!r} is not supported")
