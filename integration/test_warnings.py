@@ -369,6 +369,107 @@ def test_tensor_volatile_under_an_error_filter_raises_where_eager_raises(
     assert (st.records, st.hits) == (1, 2), st
 
 
+def by_entry_mask(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return x[mask] * 2  # (a uint8 mask: torch warns that it is deprecated)
+
+
+def by_own_mask(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return x[(x > 0).byte()] + mask.sum()
+
+
+def _masks() -> list[tuple[torch.Tensor, torch.Tensor]]:
+    gen = torch.Generator().manual_seed(3)
+    return [
+        (torch.randn(6, generator=gen), torch.randint(0, 3, (6,), generator=gen).byte())
+        for _ in range(3)
+    ]
+
+
+def test_torch_warns_on_every_uint8_mask_index() -> None:
+    """What the replay relies on (``warnspy.NATIVE_REPLAYED``): indexing by a uint8 mask warns
+    on every execution (``TORCH_WARN``, not once per process), a UserWarning attributed to the
+    indexing line, and selects what the mask as bool selects (any nonzero byte). If torch
+    changes that, this fails and the entry must go."""
+    from magpy_monitor.bytecode.subscripts import UINT8_INDEX_WARNING
+    from magpy_monitor.libs.stdlib import warnspy
+
+    assert UINT8_INDEX_WARNING in warnspy.NATIVE_REPLAYED
+    x, mask = torch.arange(4.0), torch.tensor([0, 2, 1, 0], dtype=torch.uint8)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            assert torch.equal(x[mask], x[mask.bool()])  # (this line)
+    assert len(caught) == 3 and len({w.lineno for w in caught}) == 1
+    assert all(w.category is UserWarning and w.filename == __file__ for w in caught)
+    assert all(str(w.message).startswith(UINT8_INDEX_WARNING) for w in caught)
+
+
+@pytest.mark.parametrize("action", ["always", "default", "once", "module", "ignore"])
+@pytest.mark.parametrize("fn", [by_entry_mask, by_own_mask], ids=lambda f: f.__name__)
+def test_a_uint8_mask_index_replays_its_warning(
+    recorded: Callable[[str], list[warnings.WarningMessage]],
+    action: str,
+    fn: Callable[..., Any],
+) -> None:
+    """``x[mask]`` with a uint8 mask: the graph indexes with the mask as bool and the mock
+    replays torch's warning from the program's line, so each filter shows what eager shows
+    on every hit; one record, no break."""
+    log = recorded(action)  # (setting a filter forgets what the registries saw)
+    inputs = _masks()
+    wants = [fn(*a) for a in inputs]
+    expected = H.warnings_seen(log)
+    assert action == "ignore" or expected  # (eager does warn)
+    compiled = magpy.compile(fn, backend="eager")
+    log = recorded(action)
+    outs = [compiled(*a) for a in inputs]
+    assert H.warnings_seen(log) == expected
+    for got, want in zip(outs, wants, strict=True):
+        H.assert_same(got, want)
+    st = magpy.stats(compiled)
+    assert (st.records, st.hits, st.breaks) == (1, 2, 0), st
+
+
+def test_a_uint8_mask_index_the_registry_kept_from_the_filters_breaks(
+    recorded: Callable[[str], list[warnings.WarningMessage]],
+) -> None:
+    """Under "default" a warning shown at this line before is kept from the filters by the
+    module's registry: the run does not see torch's text (it names torch's sources), so the
+    index is a break, and nothing is shown, as in eager."""
+    log = recorded("default")
+    inputs = _masks()
+    wants = [by_entry_mask(*a) for a in inputs]  # (shown once: the registry keeps it)
+    assert len(log) == 1
+    log.clear()
+    compiled = magpy.compile(by_entry_mask, backend="eager")
+    outs = [compiled(*a) for a in inputs]
+    assert log == []
+    for got, want in zip(outs, wants, strict=True):
+        H.assert_same(got, want)
+    st = magpy.stats(compiled)
+    assert st.breaks > 0 and st.graphs > 0, st  # (a break at the index, not a fallback)
+
+
+def test_a_uint8_mask_index_under_an_error_filter_raises_where_eager_raises(
+    recorded: Callable[[str], list[warnings.WarningMessage]],
+) -> None:
+    """The record is guarded on the filters: with an "error" filter the index raises, as in
+    eager, and the record serves again once the filter is gone."""
+    recorded("always")
+    inputs = _masks()
+    compiled = magpy.compile(by_entry_mask, backend="eager")
+    compiled(*inputs[0])
+    compiled(*inputs[1])
+    recorded("error")
+    for fn in (by_entry_mask, compiled):
+        with pytest.raises(UserWarning, match="uint8"):
+            fn(*inputs[2])
+    log = recorded("always")
+    H.assert_same(compiled(*inputs[2]), by_entry_mask(*inputs[2]))
+    assert len(log) == 2
+    st = magpy.stats(compiled)
+    assert (st.records, st.hits) == (1, 2), st
+
+
 # ---------------------------------------------------------------------- warnings.catch_warnings
 @pytest.fixture
 def filters_kept() -> Iterator[None]:

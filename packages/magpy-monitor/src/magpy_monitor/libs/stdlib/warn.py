@@ -72,6 +72,18 @@ def note_catch_warnings(m: FrameMonitor) -> None:
     _BLOCKS.add(m.cap)
 
 
+@registry.NATIVE_WARNING_REPLAYED.provide
+def replay_native_warning(m: FrameMonitor, prefix: str) -> None:
+    """The instruction of ``m`` that ran last issued, natively, the one warning starting with
+    ``prefix`` (a UserWarning of torch's ``TORCH_WARN``, issued on every execution from the
+    program's frame): the mock replays it. Its whole text is known only where the filters saw
+    it (``warnspy.last_seen``): one a registry kept from them leaves the instruction a break."""
+    texts = [t for t in warnspy.last_seen() if t.startswith(prefix)]
+    if len(texts) != 1:
+        raise m.unsupported(f"a native warning ({prefix!r}) the run did not see")
+    record_warning(m, texts[0], UserWarning, m.frame, ran=True)
+
+
 def replay_warning(args: tuple[Any, ...]) -> None:
     """Issue the warning ``warnings.warn`` issued at record time (called by the mock)."""
     message, category, filename, lineno, module, module_globals = args

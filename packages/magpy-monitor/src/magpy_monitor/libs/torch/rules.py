@@ -14,6 +14,7 @@ import torch
 from magpy_refgraph import Attr
 
 from ...bytecode.exceptions import GRAD_MODE_CLASSES, GradExit, grad_context, grad_exit
+from ...bytecode.subscripts import UINT8_INDEX_WARNING, uint8_mask_index
 from ...core.annotations import Kind, classify, tensor_attr_kind
 from ...core.attributes import Read, attr_rule, load_attr, static_lookup
 from ...core.calls import _as_op, inline, method_self
@@ -212,6 +213,14 @@ def _reads_volatile(opname: str, argval: Any, operands: list[Any]) -> bool:
 
 
 warnspy.NATIVE_REPLAYED[_VOLATILE_REMOVED] = _reads_volatile
+
+
+def _indexes_by_uint8(opname: str, argval: Any, operands: list[Any]) -> bool:
+    """``t[mask]`` with a uint8 mask: ``bytecode.subscripts`` replays its warning."""
+    return opname == "BINARY_SUBSCR" and len(operands) == 2 and uint8_mask_index(*operands)
+
+
+warnspy.NATIVE_REPLAYED[UINT8_INDEX_WARNING] = _indexes_by_uint8
 
 
 @attr_rule("tensor attribute", lambda r: isinstance(r.obj, torch.Tensor))
