@@ -266,23 +266,208 @@ def still_volatile(x: torch.Tensor) -> torch.Tensor:
     return x if x.volatile else x * 2  # removed attribute: False, with a UserWarning
 
 
-def test_tensor_volatile_is_false_with_its_warning() -> None:
-    """``t.volatile`` (removed in PyTorch 0.4) is always False and warns: the warning is
-    replayed by the mock, at the program's line, on every hit."""
-    compiled = magpy.compile(still_volatile, backend="eager")
+class VolatileBranch(nn.Module):
+    """A ParityBench pattern (``NoisyLinear.forward``): ``x.volatile`` read in ``forward``."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = x * 3
+        if not x.volatile:
+            y = y + 1
+        return y
+
+
+def test_torch_warns_on_every_read_of_volatile() -> None:
+    """What the replay relies on (``warnspy.NATIVE_REPLAYED``): torch's ``volatile`` getter
+    warns on every read, not once per process, a UserWarning attributed to the reading line.
+    If torch changes that, this fails and the entry must go."""
+    from magpy_monitor.libs.stdlib import warnspy
+
+    assert "volatile was removed (Variable.volatile is always False)" in warnspy.NATIVE_REPLAYED
+    x = torch.randn(2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            assert x.volatile is False  # (this line)
+    assert len(caught) == 3
+    assert {(w.category, str(w.message), w.filename) for w in caught} == {
+        (UserWarning, "volatile was removed (Variable.volatile is always False)", __file__)
+    }
+    assert len({w.lineno for w in caught}) == 1
+
+
+@pytest.mark.parametrize("action", ["always", "default", "once", "module", "ignore"])
+@pytest.mark.parametrize(
+    "make", [lambda: still_volatile, VolatileBranch], ids=["function", "module"]
+)
+def test_tensor_volatile_is_false_with_its_warning(
+    recorded: Callable[[str], list[warnings.WarningMessage]],
+    action: str,
+    make: Callable[[], Any],
+) -> None:
+    """``t.volatile`` (removed in PyTorch 0.4) is always False and torch's native getter warns
+    on every read: the read is the constant False and the mock replays the warning from the
+    program's line, so each filter shows what eager shows, on every hit; one record."""
+    fn = make()
+    ex = H.explain_quietly(fn, torch.randn(3))
+    assert (ex.graph_count, ex.graph_break_count) == (1, 0), H.break_text(ex)
+    log = recorded(action)  # (setting a filter forgets what the registries saw)
+    xs = [torch.randn(3) for _ in range(3)]
+    wants = [fn(x) for x in xs]
+    expected = H.warnings_seen(log)
+    assert action == "ignore" or expected  # (eager does warn)
+    compiled = magpy.compile(fn, backend="eager")
+    log = recorded(action)
+    outs = [compiled(x) for x in xs]
+    assert H.warnings_seen(log) == expected
+    for got, want in zip(outs, wants, strict=True):
+        H.assert_same(got, want)
+    st = magpy.stats(compiled)
+    assert (st.records, st.hits, st.breaks) == (1, 2, 0), st
+
+
+def volatile_then_native_warning(x: torch.Tensor) -> torch.Tensor:
+    # (the call right after the read warns natively: one element, "degrees of freedom <= 0")
+    return torch.std(x[:1], 0, True, x.volatile) * 2
+
+
+def test_the_instruction_after_a_volatile_read_is_still_watched() -> None:
+    """The read's warning is replayed when its value is made, at the next instruction's event:
+    that instruction (here a call whose native code warns) is still watched, so it stays a
+    break and its warning comes from the program's line, not from the graph's code."""
+    compiled = magpy.compile(volatile_then_native_warning, backend="eager")
     for _ in range(3):
         x = torch.randn(3)
-        with warnings.catch_warnings(record=True) as got:
-            warnings.simplefilter("always")
-            out = compiled(x)
-        with warnings.catch_warnings(record=True) as want:
-            warnings.simplefilter("always")
-            H.assert_same(out, still_volatile(x))
-        assert [(str(w.message), w.lineno) for w in got] == [
-            (str(w.message), w.lineno) for w in want
-        ]
-        assert len(want) == 1 and "volatile" in str(want[0].message)
-    assert magpy.stats(compiled).hits == 2
+        got, got_w = _warnings_of(compiled, x)
+        want, want_w = _warnings_of(volatile_then_native_warning, x)
+        H.assert_same(got, want)
+        assert got_w == want_w and len(want_w) == 2, (got_w, want_w)
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        reasons = _break_reasons(volatile_then_native_warning, torch.randn(3))
+    assert any("CALL issued a warning" in r for r in reasons), reasons
+
+
+def test_tensor_volatile_under_an_error_filter_raises_where_eager_raises(
+    recorded: Callable[[str], list[warnings.WarningMessage]],
+) -> None:
+    """With an "error" filter the read raises in eager; the record is guarded on the filters, so
+    the compiled function raises too, and serves the record again once the filter is gone."""
+    recorded("always")
+    compiled = magpy.compile(still_volatile, backend="eager")
+    compiled(torch.zeros(2))
+    compiled(torch.zeros(2))
+    recorded("error")
+    for fn in (still_volatile, compiled):
+        with pytest.raises(UserWarning, match="volatile was removed"):
+            fn(torch.zeros(2))
+    log = recorded("always")
+    H.assert_same(compiled(torch.zeros(2)), torch.zeros(2))
+    assert [str(w.message) for w in log] == [
+        "volatile was removed (Variable.volatile is always False)"
+    ]
+    st = magpy.stats(compiled)
+    assert (st.records, st.hits) == (1, 2), st
+
+
+def by_entry_mask(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return x[mask] * 2  # (a uint8 mask: torch warns that it is deprecated)
+
+
+def by_own_mask(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return x[(x > 0).byte()] + mask.sum()
+
+
+def _masks() -> list[tuple[torch.Tensor, torch.Tensor]]:
+    gen = torch.Generator().manual_seed(3)
+    return [
+        (torch.randn(6, generator=gen), torch.randint(0, 3, (6,), generator=gen).byte())
+        for _ in range(3)
+    ]
+
+
+def test_torch_warns_on_every_uint8_mask_index() -> None:
+    """What the replay relies on (``warnspy.NATIVE_REPLAYED``): indexing by a uint8 mask warns
+    on every execution (``TORCH_WARN``, not once per process), a UserWarning attributed to the
+    indexing line, and selects what the mask as bool selects (any nonzero byte). If torch
+    changes that, this fails and the entry must go."""
+    from magpy_monitor.bytecode.subscripts import UINT8_INDEX_WARNING
+    from magpy_monitor.libs.stdlib import warnspy
+
+    assert UINT8_INDEX_WARNING in warnspy.NATIVE_REPLAYED
+    x, mask = torch.arange(4.0), torch.tensor([0, 2, 1, 0], dtype=torch.uint8)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            assert torch.equal(x[mask], x[mask.bool()])  # (this line)
+    assert len(caught) == 3 and len({w.lineno for w in caught}) == 1
+    assert all(w.category is UserWarning and w.filename == __file__ for w in caught)
+    assert all(str(w.message).startswith(UINT8_INDEX_WARNING) for w in caught)
+
+
+@pytest.mark.parametrize("action", ["always", "default", "once", "module", "ignore"])
+@pytest.mark.parametrize("fn", [by_entry_mask, by_own_mask], ids=lambda f: f.__name__)
+def test_a_uint8_mask_index_replays_its_warning(
+    recorded: Callable[[str], list[warnings.WarningMessage]],
+    action: str,
+    fn: Callable[..., Any],
+) -> None:
+    """``x[mask]`` with a uint8 mask: the graph indexes with the mask as bool and the mock
+    replays torch's warning from the program's line, so each filter shows what eager shows
+    on every hit; one record, no break."""
+    log = recorded(action)  # (setting a filter forgets what the registries saw)
+    inputs = _masks()
+    wants = [fn(*a) for a in inputs]
+    expected = H.warnings_seen(log)
+    assert action == "ignore" or expected  # (eager does warn)
+    compiled = magpy.compile(fn, backend="eager")
+    log = recorded(action)
+    outs = [compiled(*a) for a in inputs]
+    assert H.warnings_seen(log) == expected
+    for got, want in zip(outs, wants, strict=True):
+        H.assert_same(got, want)
+    st = magpy.stats(compiled)
+    assert (st.records, st.hits, st.breaks) == (1, 2, 0), st
+
+
+def test_a_uint8_mask_index_the_registry_kept_from_the_filters_breaks(
+    recorded: Callable[[str], list[warnings.WarningMessage]],
+) -> None:
+    """Under "default" a warning shown at this line before is kept from the filters by the
+    module's registry: the run does not see torch's text (it names torch's sources), so the
+    index is a break, and nothing is shown, as in eager."""
+    log = recorded("default")
+    inputs = _masks()
+    wants = [by_entry_mask(*a) for a in inputs]  # (shown once: the registry keeps it)
+    assert len(log) == 1
+    log.clear()
+    compiled = magpy.compile(by_entry_mask, backend="eager")
+    outs = [compiled(*a) for a in inputs]
+    assert log == []
+    for got, want in zip(outs, wants, strict=True):
+        H.assert_same(got, want)
+    st = magpy.stats(compiled)
+    assert st.breaks > 0 and st.graphs > 0, st  # (a break at the index, not a fallback)
+
+
+def test_a_uint8_mask_index_under_an_error_filter_raises_where_eager_raises(
+    recorded: Callable[[str], list[warnings.WarningMessage]],
+) -> None:
+    """The record is guarded on the filters: with an "error" filter the index raises, as in
+    eager, and the record serves again once the filter is gone."""
+    recorded("always")
+    inputs = _masks()
+    compiled = magpy.compile(by_entry_mask, backend="eager")
+    compiled(*inputs[0])
+    compiled(*inputs[1])
+    recorded("error")
+    for fn in (by_entry_mask, compiled):
+        with pytest.raises(UserWarning, match="uint8"):
+            fn(*inputs[2])
+    log = recorded("always")
+    H.assert_same(compiled(*inputs[2]), by_entry_mask(*inputs[2]))
+    assert len(log) == 2
+    st = magpy.stats(compiled)
+    assert (st.records, st.hits) == (1, 2), st
 
 
 # ---------------------------------------------------------------------- warnings.catch_warnings

@@ -17,6 +17,7 @@ from __future__ import annotations
 import collections
 import operator
 import types
+from typing import Any, cast
 
 import torch
 
@@ -52,8 +53,7 @@ def subscr(m: FrameMonitor, inst: Inst, container: Val, key: Val) -> None:
     cap = m.cap
     obj = container.obj
     if isinstance(obj, torch.Tensor):
-        key = registry.ARRAY_INDEX.impl(cap, key) or key  # (numpy arrays in the key)
-        tensor_op(m, inst, operator.getitem, [container, key])
+        _tensor_item(m, inst, container, key)
         return
     getitem = getattr(type(obj), "__getitem__", None)
     replayed = BUILT_OBJECT.impl(container)
@@ -107,6 +107,45 @@ def subscr(m: FrameMonitor, inst: Inst, container: Val, key: Val) -> None:
         m.expect_outputs(inst, 1, lambda real: [cap.const(real[0])])
         return
     raise m.unsupported(f"subscript of a {type(obj).__name__}")
+
+
+#: the start of torch's warning for a uint8 mask as an index (then where in its sources)
+UINT8_INDEX_WARNING = "indexing with dtype torch.uint8 is now deprecated"
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+
+
+def uint8_mask_index(obj: object, key: object) -> bool:
+    """``obj[key]`` indexes a plain tensor by one plain uint8 tensor (a deprecated mask)."""
+    return (
+        type(obj) in _PLAIN and type(key) in _PLAIN and cast(torch.Tensor, key).dtype is torch.uint8
+    )
+
+
+def _uint8_mask_index(m: FrameMonitor, inst: Inst, container: Val, key: Val) -> None:
+    """``t[mask]`` with a uint8 mask: the same elements as with ``mask.bool()`` (a nonzero byte
+    selects), and torch warns on every such index (``TORCH_WARN``). The graph indexes with the
+    bool mask (no warning from the graph's code) and the mock replays the warning from the
+    program's line, as eager issues it."""
+    cap = m.cap
+
+    def make(real: list[Any]) -> list[Val]:
+        registry.NATIVE_WARNING_REPLAYED.impl(m, UINT8_INDEX_WARNING)
+        mask = cap.rec.call("call_method", "bool", (cap.tensor_node(key),), {})
+        node = cap.rec.call(
+            "call_function", operator.getitem, (cap.tensor_node(container), mask), {}
+        )
+        return [cap.op_result(real[0], node)]
+
+    m.expect_outputs(inst, 1, make)
+
+
+def _tensor_item(m: FrameMonitor, inst: Inst, container: Val, key: Val) -> None:
+    """``t[key]``: one graph node."""
+    if uint8_mask_index(container.obj, key.obj):
+        _uint8_mask_index(m, inst, container, key)
+        return
+    key = registry.ARRAY_INDEX.impl(m.cap, key) or key  # (numpy arrays in the key)
+    tensor_op(m, inst, operator.getitem, [container, key])
 
 
 def dict_item_read(cls: type) -> bool:

@@ -66,6 +66,7 @@ __all__ = [
     "METHOD_HANDLERS",
     "MISSING_ITEM",
     "MODELLED_MISSING",
+    "NATIVE_WARNING_REPLAYED",
     "NOTE_CATCH_WARNINGS",
     "NUMPY_ERROR_STATE",
     "OBSERVE_SET",
@@ -522,3 +523,8 @@ REFERENT: Hook[Callable[[Val], Val | None]] = Hook("referent")
 #: ``note_catch_warnings(m)``: the run entered ``warnings.catch_warnings()``; called by
 #: ``pyobj.contexts``; provided by libs.stdlib.warn
 NOTE_CATCH_WARNINGS: Hook[Callable[..., None]] = Hook("note_catch_warnings")
+#: ``replay_native_warning(m, prefix)``: the instruction whose outputs are being made issued,
+#: natively, the one warning starting with ``prefix`` that it issues on every execution; the
+#: mock replays it (a break where the run did not see it); ``bytecode.subscripts``; provided
+#: by libs.stdlib.warn
+NATIVE_WARNING_REPLAYED: Hook[Callable[..., None]] = Hook("replay_native_warning")

@@ -64,6 +64,7 @@ class Monitor:
         # that breaks, before it runs (None: capture stops and the program goes on natively)
         self.stop_at_break: Callable[[Unsupported], BaseException] | None = None
         self._watching: FrameMonitor | None = None  # whose instruction warnspy watches
+        self._operands: list[Any] = []  # (and its inputs)
 
     def _begin_compiling(self) -> None:
         if self._was_compiling is None:
@@ -216,7 +217,7 @@ class Monitor:
         if mon.stack and mon.last.opname == "FOR_ITER":
             operands.append(mon.stack[-1].obj)  # (the iterator stays on the stack)
         if not warnspy.touches_filters(operands):
-            self._watching = mon
+            self._watching, self._operands = mon, operands
             warnspy.arm()
 
     def _check_warnings(self) -> None:
@@ -230,6 +231,11 @@ class Monitor:
         replayed = bool(calls) and replay_library_warnings(mon, seen, calls)  # type: ignore[arg-type]
         # (the nodes the instruction's outputs make now run without those warnings)
         self.cap.rec.quiet = frozenset(c.message for c in calls) if replayed else None
+        last = mon.last if mon is not None else None
+        if not (replayed or calls) and last is not None:
+            # (native warnings issued on every execution that the handler replays itself)
+            replayed = warnspy.native_replayed(last.opname, last.argval, self._operands, seen)
+        self._operands = []
         if seen and mon is not None and not replayed:
             if mon.last is not None:
                 offset = mon.original_offset(mon.last.offset)

@@ -72,6 +72,18 @@ def note_catch_warnings(m: FrameMonitor) -> None:
     _BLOCKS.add(m.cap)
 
 
+@registry.NATIVE_WARNING_REPLAYED.provide
+def replay_native_warning(m: FrameMonitor, prefix: str) -> None:
+    """The instruction of ``m`` that ran last issued, natively, the one warning starting with
+    ``prefix`` (a UserWarning of torch's ``TORCH_WARN``, issued on every execution from the
+    program's frame): the mock replays it. Its whole text is known only where the filters saw
+    it (``warnspy.last_seen``): one a registry kept from them leaves the instruction a break."""
+    texts = [t for t in warnspy.last_seen() if t.startswith(prefix)]
+    if len(texts) != 1:
+        raise m.unsupported(f"a native warning ({prefix!r}) the run did not see")
+    record_warning(m, texts[0], UserWarning, m.frame, ran=True)
+
+
 def replay_warning(args: tuple[Any, ...]) -> None:
     """Issue the warning ``warnings.warn`` issued at record time (called by the mock)."""
     message, category, filename, lineno, module, module_globals = args
@@ -171,9 +183,13 @@ def record_warning(
     category: type[Warning],
     target: types.FrameType,
     lineno: int | None = None,
+    *,
+    ran: bool = False,
 ) -> None:
     """The run issued ``message`` attributed to ``target`` (a monitored frame): the mock
-    replays it on every hit (see the module doc)."""
+    replays it on every hit (see the module doc). ``ran``: issued by the instruction whose
+    outputs are being made, which has already run natively (not the one being handled now,
+    which is then still watched: ``warnspy.note_replay``)."""
     cap = m.cap
     if cap in _BLOCKS:
         raise m.unsupported("a warning in a record with a `warnings.catch_warnings()` block")
@@ -196,7 +212,8 @@ def record_warning(
     target_fn = cap.root(Const(replay_warning), replay_warning)
     cap.writes.append(Write("callmethod", target_fn, "__call__", cap.new(fields, items=items)))
     _WARNED.add(cap)
-    warnspy.note_replay()  # (the warning the instruction issues natively is this one)
+    if not ran:
+        warnspy.note_replay()  # (the warning the instruction issues natively is this one)
 
 
 def _started_by(frame: types.FrameType, target: types.FrameType) -> bool:

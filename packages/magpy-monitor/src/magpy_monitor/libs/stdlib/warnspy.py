@@ -37,6 +37,17 @@ frame) and passes it on one level up, so the warning is attributed exactly as wi
 (``calls``). The tracer replays the noted calls when every warning the filter saw is one of them
 and each names a frame of the recorded code; a warning from native code (``TORCH_WARN``, which
 may warn once per process) or any other leaves the instruction a break.
+
+Some warnings of torch's native code are issued on every execution, from the program's frame,
+whatever came before: the removed ``t.volatile`` (a getter that warns on each read) and
+``t[mask]`` with a uint8 mask (``TORCH_WARN``; the graph indexes with the mask as bool, which
+does not warn). The
+handler of such an instruction replays the warning itself (``warn.record_warning``) when it
+makes the instruction's outputs; ``NATIVE_REPLAYED`` names each such text (its start: torch
+appends where in its sources it warned) with the condition under which the handler is sure to
+replay it (``native_replayed``): then the instruction is no break. Where the whole text is
+needed (``last_seen``) and a registry kept the warning from the filters, the handler breaks.
+A test holds each entry to torch's behaviour (it warns on every execution under ``"always"``).
 """
 
 from __future__ import annotations
@@ -45,14 +56,18 @@ import sys
 import threading
 import types
 import warnings
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 __all__ = [
+    "NATIVE_REPLAYED",
     "WATCHED",
     "WarnCall",
     "arm",
     "calls",
     "disarm",
+    "last_seen",
+    "native_replayed",
     "note_replay",
     "quiet_call",
     "quiet_nodes",
@@ -69,6 +84,11 @@ WATCHED = frozenset(
     LOAD_ATTR LOAD_METHOD FORMAT_VALUE FORMAT_SIMPLE FORMAT_WITH_SPEC GET_ITER FOR_ITER
     """.split()
 )
+
+#: text (its start: torch appends where in its sources it warned) of a warning native code
+#: issues on every execution -> whether the handler of the instruction (opname, argval,
+#: operands) replays it itself (registered by the library model)
+NATIVE_REPLAYED: dict[str, Callable[[str, Any, list[Any]], bool]] = {}
 
 _local = threading.local()
 _ORIGINAL_WARN = warnings.warn
@@ -161,6 +181,7 @@ def disarm() -> list[str]:
     ``warnings.warn`` calls in ``calls()``)."""
     entry = getattr(_local, "entry", None)
     if entry is None:
+        _local.seen = []
         return []
     if warnings.warn is _spied_warn and not _others_armed():
         warnings.warn = _ORIGINAL_WARN
@@ -174,7 +195,7 @@ def disarm() -> list[str]:
         for i in reversed(stale):
             del filters[i]
     seen: list[str] = entry[1].seen
-    _local.calls = entry[1].calls
+    _local.calls, _local.seen = entry[1].calls, seen
     return seen
 
 
@@ -222,6 +243,23 @@ def touches_filters(operands: list[Any], depth: int = 2) -> bool:
         elif getattr(obj, "__module__", None) == "warnings" or kind.__module__ == "warnings":
             return True
     return False
+
+
+def native_replayed(opname: str, argval: Any, operands: list[Any], seen: list[str]) -> bool:
+    """Whether every warning ``seen`` while the instruction ran natively is one its handler
+    replays on every hit (``NATIVE_REPLAYED``)."""
+    for text in seen:
+        known = [p for start, p in NATIVE_REPLAYED.items() if text.startswith(start)]
+        if len(known) != 1 or not known[0](opname, argval, operands):
+            return False
+    return bool(seen)
+
+
+def last_seen() -> list[str]:
+    """The texts of the warnings of the last watched instruction (``disarm``); [] where the
+    instruction that ran last was not watched."""
+    seen: list[str] = getattr(_local, "seen", [])
+    return seen
 
 
 def note_replay() -> None:

@@ -14,6 +14,7 @@ import torch
 from magpy_refgraph import Attr
 
 from ...bytecode.exceptions import GRAD_MODE_CLASSES, GradExit, grad_context, grad_exit
+from ...bytecode.subscripts import UINT8_INDEX_WARNING, uint8_mask_index
 from ...core.annotations import Kind, classify, tensor_attr_kind
 from ...core.attributes import Read, attr_rule, load_attr, static_lookup
 from ...core.calls import _as_op, inline, method_self
@@ -26,6 +27,7 @@ from ...core.values import BoundMethod, Val
 from ...core.valuetypes import is_value_type
 from ...pyobj.instances import lookup
 from ...pyobj.special import OPAQUE_FORWARDS, opaque_module_call
+from ..stdlib import warnspy
 from ..stdlib.warn import record_warning
 from .dtensor import layout_attribute, local_tensor_attribute
 from .functions import apply_forward, follows_forward
@@ -199,6 +201,28 @@ def _function_apply(m: FrameMonitor, inst: Inst, c: Call) -> None:
 _VOLATILE_REMOVED = "volatile was removed (Variable.volatile is always False)"
 
 
+def _reads_volatile(opname: str, argval: Any, operands: list[Any]) -> bool:
+    """The instruction reads ``volatile`` of a plain tensor: ``_tensor_attribute`` replays its
+    warning (torch's getter warns on every read, from the reading frame)."""
+    return (
+        opname in ("LOAD_ATTR", "LOAD_METHOD")
+        and argval == "volatile"
+        and len(operands) == 1
+        and type(operands[0]) in (torch.Tensor, torch.nn.Parameter)
+    )
+
+
+warnspy.NATIVE_REPLAYED[_VOLATILE_REMOVED] = _reads_volatile
+
+
+def _indexes_by_uint8(opname: str, argval: Any, operands: list[Any]) -> bool:
+    """``t[mask]`` with a uint8 mask: ``bytecode.subscripts`` replays its warning."""
+    return opname == "BINARY_SUBSCR" and len(operands) == 2 and uint8_mask_index(*operands)
+
+
+warnspy.NATIVE_REPLAYED[UINT8_INDEX_WARNING] = _indexes_by_uint8
+
+
 @attr_rule("tensor attribute", lambda r: isinstance(r.obj, torch.Tensor))
 def _tensor_attribute(m: FrameMonitor, r: Read) -> Val:
     """``x.shape``, ``x.T``, ``x.grad``, ``x.add`` (bound), ``x.volatile`` of a tensor."""
@@ -229,6 +253,6 @@ def _tensor_attribute(m: FrameMonitor, r: Read) -> Val:
         cap.guard_meta(base, sizes=False)
         return cap.new(real, const=True)
     if name == "volatile" and real is False:  # removed: always False, with a warning
-        record_warning(m, _VOLATILE_REMOVED, UserWarning, m.frame)
+        record_warning(m, _VOLATILE_REMOVED, UserWarning, m.frame, ran=True)
         return cap.const(False)
     raise m.unsupported(f"tensor attribute {name!r} is not supported")
