@@ -303,7 +303,8 @@ def test_adam_clips_gradients() -> None:
 
 
 # ("sgd": plain SGD updates a Linear weight by ``p.add_(grad, alpha=-lr)`` with ``grad`` an
-# ``mm``; Inductor's mm+add fusion into addmm dropped that ``alpha``: magpy_codegen._inductor_passes)
+# ``mm``; Inductor's mm+add fusion into addmm dropped that ``alpha``: see
+# magpy_codegen._inductor_passes)
 @pytest.mark.parametrize("name", ["sgd", "sgd_nesterov", "adam"])
 def test_an_optimizer_step_through_inductor(name: str) -> None:
     _train(OPTIMIZERS[name], "inductor", steps=5)
