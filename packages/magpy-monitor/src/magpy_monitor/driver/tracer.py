@@ -248,6 +248,13 @@ class Monitor:
             on_exception(mon, arg[1])
 
     def _on_return(self, mon: FrameMonitor, value: Any) -> None:
+        try:
+            self._returned(mon, value)
+        finally:
+            if mon.kind is not FrameKind.GENERATOR:
+                mon.release()
+
+    def _returned(self, mon: FrameMonitor, value: Any) -> None:
         frames = self.cap.frames
         if not frames or frames[-1] is not mon:
             raise InternalError("monitored frames out of order at return")
