@@ -33,6 +33,7 @@ from magpy_refgraph import (
 from . import registry, scalars, shapes, undo, valuetypes
 from .ambient import ambient_state
 from .annotations import hands_back_unchanged
+from .identity import IdentityTable
 from .joined import refuse_joined_update, storage_key
 from .recorder import GraphRecorder
 from .shapes import (
@@ -74,8 +75,7 @@ class Capture:
         self.name = name
         self.graph = RefGraph(verify=verify)  # verify: check it after every mutation
         self.rec = GraphRecorder()
-        self.heap: dict[int, Val] = {}
-        self.keep: list[Any] = []
+        self.heap = IdentityTable()
         self.hooked = False  # a hooked tensor subclass was seen (``driver/tracer.py``)
         self.writes: list[Write] = []
         self.written: set[tuple[ShadowNode, Access]] = set()
@@ -185,8 +185,7 @@ class Capture:
         """A value created during the run (registered by identity if it is a heap object)."""
         v = Val(obj, **kw)
         if not is_value_type(obj):
-            self.heap[id(obj)] = v
-            self.keep.append(obj)
+            self.heap.add(obj, v, made=True)
             self._note_hooked(obj)
         return v
 
@@ -198,8 +197,7 @@ class Capture:
         """The ``Val`` of a heap object already seen, if any."""
         if is_value_type(obj):
             return None
-        v = self.heap.get(id(obj))
-        return v if v is not None and v.obj is obj else None
+        return self.heap.get(obj)
 
     def root(self, access: Access, obj: Any) -> Val:
         """A value read from SN#0 (argument, global, builtin, closure cell)."""
@@ -259,8 +257,7 @@ class Capture:
             before = src.meta.get("dict_keys") if access.key == "__dict__" else None
             node.meta["keys"] = before if before is not None else keys_in_order(obj)
         if not is_value_type(obj):
-            self.heap[id(obj)] = val
-            self.keep.append(obj)
+            self.heap.add(obj, val, made=False)
         return val
 
     def node_of(self, val: Val) -> ShadowNode:

@@ -159,6 +159,18 @@ class Pending:
         self.on_raise: Callable[[BaseException], None] | None = None
         self.raised: BaseException | None = None
 
+    def settled(self) -> None:
+        """Its outputs are made: drop the callables. They are closures that often hold the
+        ``Pending`` itself (a reference cycle), which would keep it, the callee's result and
+        the values they refer to alive until the GC runs, not until eager lets go of them."""
+        self.make = _settled
+        self.on_result = self.on_gen_return = self.on_raise = self.calls_back = None
+        self.expect = None
+
+
+def _settled(real: list[Any]) -> list[Val]:
+    raise InternalError("a settled pending instruction made its outputs again")
+
 
 # original code -> offsets of the instructions whose native run issued a warning: they run
 # natively from then on (``libs.stdlib.warnspy``; a warning shown once at a place under the
@@ -209,6 +221,21 @@ class FrameMonitor:
         self.block_sites: dict[int, int] = info.block_sites if info is not None else {}
         self.to_original: dict[int, int] | None = info.to_original if info is not None else None
         self.original = info.original if info is not None else self.code
+
+    def release(self) -> None:
+        """The frame returned for good (not a generator's, which resumes): drop its shadow
+        state. The monitor may stay reachable a while (closures of pending calls hold it in
+        reference cycles until the GC runs); what only its stack and locals held must die when
+        eager lets go of it, not when the capture ends. Its ``frame`` is gone too."""
+        self.stack = []
+        self.popped = []
+        self.pre = None
+        self.fast = []
+        self.entry_fast = []
+        self.pending = None
+        self.exhausted = None
+        # (a finished frame object owns its locals: it must not outlive the frame's callers)
+        del self.frame, self.view
 
     def in_chunk(self) -> bool:
         """At the site of a split loop's head whose chunk of iterations the segment has not
@@ -288,6 +315,7 @@ class FrameMonitor:
         n = p.n_out(lasti) if callable(p.n_out) else p.n_out
         real = [self.view.peek(i) for i in range(n - 1, -1, -1)]
         vals = p.make(real)
+        p.settled()
         if len(vals) != n:
             raise InternalError(f"{p.inst}: made {len(vals)} values for {n} outputs")
         if any(v.obj is not r for v, r in zip(vals, real, strict=True)):

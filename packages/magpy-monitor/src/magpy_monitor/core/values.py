@@ -105,7 +105,18 @@ class Val:
     function's closure, an iterator's state): one ``Payload``, read with ``payload(Kind)``.
     """
 
-    __slots__ = ("_items", "_payload", "attrs", "const", "expr", "external", "fx", "node", "obj")
+    __slots__ = (
+        "__weakref__",
+        "_items",
+        "_payload",
+        "attrs",
+        "const",
+        "expr",
+        "external",
+        "fx",
+        "node",
+        "obj",
+    )
 
     def __init__(
         self,

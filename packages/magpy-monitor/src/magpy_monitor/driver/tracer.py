@@ -184,31 +184,33 @@ class Monitor:
         self.cap.frames.append(mon)
         frame = mon.frame
 
-        def local(f: types.FrameType, event: str, arg: Any) -> TraceFn | None:
-            if self.failure is not None:
-                return None
-            try:
-                self._check_warnings()
-                replayed = warnspy.replays()
-                if self.cap.hooked or _modes():
-                    # (the monitor's own reads of tensors: no torch function mode or
-                    # subclass hook of the program may see them)
-                    with _NO_TORCH_FUNCTION():
-                        self._handle(mon, event, arg)
-                else:
-                    self._handle(mon, event, arg)
-                if mon.pending is not None and warnspy.replays() == replayed:
-                    self._watch(mon)  # (the instruction now runs natively)
-            except BaseException as exc:
-                self._fail(exc)
-                stop = self.stop_at_break
-                if stop is not None and event == "opcode" and isinstance(self.failure, Unsupported):
-                    raise stop(self.failure) from None  # (into the program, at this instruction)
-                return None
-            return local
-
+        local = _Local(self, mon)  # (not a closure: one returning itself is a cycle)
         opcode_trace_on(frame, local)
         return local
+
+    def _event(self, mon: FrameMonitor, event: str, arg: Any) -> bool:
+        """One trace event of ``mon``'s frame; False: stop following it."""
+        if self.failure is not None:
+            return False
+        try:
+            self._check_warnings()
+            replayed = warnspy.replays()
+            if self.cap.hooked or _modes():
+                # (the monitor's own reads of tensors: no torch function mode or
+                # subclass hook of the program may see them)
+                with _NO_TORCH_FUNCTION():
+                    self._handle(mon, event, arg)
+            else:
+                self._handle(mon, event, arg)
+            if mon.pending is not None and warnspy.replays() == replayed:
+                self._watch(mon)  # (the instruction now runs natively)
+        except BaseException as exc:
+            self._fail(exc)
+            stop = self.stop_at_break
+            if stop is not None and event == "opcode" and isinstance(self.failure, Unsupported):
+                raise stop(self.failure) from None  # (into the program, at this instruction)
+            return False
+        return True
 
     def _watch(self, mon: FrameMonitor) -> None:
         if mon.last is None or mon.last.opname not in warnspy.WATCHED:
@@ -254,6 +256,13 @@ class Monitor:
             on_exception(mon, arg[1])
 
     def _on_return(self, mon: FrameMonitor, value: Any) -> None:
+        try:
+            self._returned(mon, value)
+        finally:
+            if mon.kind is not FrameKind.GENERATOR:
+                mon.release()
+
+    def _returned(self, mon: FrameMonitor, value: Any) -> None:
         frames = self.cap.frames
         if not frames or frames[-1] is not mon:
             raise InternalError("monitored frames out of order at return")
@@ -330,3 +339,17 @@ class Monitor:
     def unsupported(self) -> Unsupported | None:
         """The reason capture stopped, when it is a graph break rather than a bug."""
         return self.failure if isinstance(self.failure, Unsupported) else None
+
+
+class _Local:
+    """The trace function of one followed frame. An object, not a closure: a closure that
+    returns itself refers to itself (a reference cycle), which would keep the monitor, its
+    capture and every value the run made alive until the GC runs."""
+
+    __slots__ = ("mon", "owner")
+
+    def __init__(self, owner: Monitor, mon: FrameMonitor) -> None:
+        self.owner, self.mon = owner, mon
+
+    def __call__(self, f: types.FrameType, event: str, arg: Any) -> TraceFn | None:
+        return self if self.owner._event(self.mon, event, arg) else None
