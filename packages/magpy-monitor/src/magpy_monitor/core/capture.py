@@ -193,11 +193,11 @@ class Capture:
         if type(obj) is not torch.Tensor and isinstance(obj, torch.Tensor):
             self.hooked = self.hooked or hooked_tensor_type(type(obj))
 
-    def known(self, obj: Any) -> Val | None:
-        """The ``Val`` of a heap object already seen, if any."""
+    def known(self, obj: Any, *, fresh: bool = False) -> Val | None:
+        """The ``Val`` of a heap object already seen, if any (``IdentityTable.get``)."""
         if is_value_type(obj):
             return None
-        return self.heap.get(obj)
+        return self.heap.get(obj, fresh=fresh)
 
     def root(self, access: Access, obj: Any) -> Val:
         """A value read from SN#0 (argument, global, builtin, closure cell)."""
@@ -477,7 +477,7 @@ class Capture:
             self.mutate_tensor(inplace_of, node)
             return inplace_of
         if isinstance(obj, torch.Tensor):
-            known = self.known(obj)
+            known = self.known(obj, fresh=True)
             if known is not None:
                 # the op handed back one of its arguments: an in-place update such as
                 # F.relu(x, inplace=True), or x.contiguous() returning x (then harmless)

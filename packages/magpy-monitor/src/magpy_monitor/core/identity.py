@@ -6,6 +6,10 @@ the sum of all its intermediates, far above eager's. A tensor made in the run is
 the shadows of the places that hold it (stack slots, locals, container items), like eager holds
 it; the table refers to it and to its ``Val`` weakly.
 
+The result of a graph operation is the exception: its node is its source, so a tensor an
+operation hands back after its shadow was dropped (a DTensor's local shard read again) is a new
+value of that node.
+
 An entry is trusted only while its weak reference still points to the very object asked about
 (an ``id()`` may be reused once its tensor died). A tensor made in the run that is still alive
 while its ``Val`` is gone (native code kept it where no shadow follows it, and hands it back
@@ -58,8 +62,12 @@ class IdentityTable:
         self._keep.append(obj)
         self._weak.pop(key, None)
 
-    def get(self, obj: Any) -> Val | None:
-        """The ``Val`` of ``obj``, if seen (a graph break where its shadow was dropped)."""
+    def get(self, obj: Any, *, fresh: bool = False) -> Val | None:
+        """The ``Val`` of ``obj``, if seen (a graph break where its shadow was dropped).
+
+        ``fresh``: ``obj`` is the result of a graph operation, whose node is its source: a
+        tensor whose shadow was dropped is then new (None) — it is none of the operation's
+        arguments, whose shadows live, so no other shadow stands for it."""
         key = id(obj)
         v = self._strong.get(key)
         if v is not None and v.obj is obj:
@@ -68,6 +76,9 @@ class IdentityTable:
         if entry is None or entry[0]() is not obj:
             return None
         v = entry[1]()
+        if (v is None or v.obj is not obj) and fresh:
+            del self._weak[key]
+            return None
         if v is None or v.obj is not obj:
             raise Unsupported(
                 f"a {type(obj).__name__} made during the run comes back after the run let go of it"
