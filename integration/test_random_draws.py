@@ -100,7 +100,7 @@ def test_numpy_choice_indexes_a_list() -> None:
     assert (st.records, st.breaks, st.hits) == (1, 0, 3)
 
 
-def test_manual_seed_then_randn() -> None:
+def _reseeds_then_draws() -> None:
     def f(x: torch.Tensor) -> torch.Tensor:
         torch.manual_seed(7)
         return x + torch.randn(x.shape)
@@ -109,6 +109,10 @@ def test_manual_seed_then_randn() -> None:
     _one_graph(f, x)
     st = _seeded_calls(f, x)
     assert (st.records, st.graphs, st.breaks, st.hits) == (1, 1, 0, 3)
+
+
+def test_manual_seed_then_randn() -> None:
+    _reseeds_then_draws()
 
 
 def test_manual_seed_after_a_random_op_is_a_break() -> None:
@@ -247,12 +251,4 @@ def test_manual_seed_after_torchdynamo_is_imported() -> None:
     import torch._dynamo  # (the import replaces torch.manual_seed)
 
     assert getattr(torch.manual_seed, "__wrapped__", None) is not None
-
-    def f(x: torch.Tensor) -> torch.Tensor:
-        torch.manual_seed(11)
-        return x + torch.randn(x.shape)
-
-    x = torch.randn(3)
-    _one_graph(f, x)
-    st = _seeded_calls(f, x)
-    assert (st.records, st.graphs, st.breaks, st.hits) == (1, 1, 0, 3)
+    _reseeds_then_draws()

@@ -25,7 +25,6 @@ device and strides).
 
 from __future__ import annotations
 
-import importlib
 import weakref
 from typing import Any
 
@@ -42,7 +41,7 @@ from ...core.registry import BUILTIN_HANDLERS, METHOD_HANDLERS
 from ...core.values import BoundMethod, Val
 from ...core.valuetypes import is_value_type
 from .errstate import check_error_state
-from .outside import check_outside, guard_outside, written_arrays
+from .outside import check_outside, guard_outside, np, written_arrays
 from .tensorarrays import array_method, numpy_call, operator_result, tensor_of_array
 
 __all__ = [
@@ -57,11 +56,6 @@ __all__ = [
     "outside_array",
     "store_array_item",
 ]
-
-try:
-    np: Any = importlib.import_module("numpy")
-except ImportError:  # numpy is optional
-    np = None
 
 MAX_CONSTANT_ELEMENTS = 1 << 16  # larger constants would make the graph's source huge
 _SCAN_DEPTH = 16
