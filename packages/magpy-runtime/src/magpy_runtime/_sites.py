@@ -334,19 +334,20 @@ def _warn_once(msg: str) -> None:
 
 
 # ---------------------------------------------------------------------- monitor callbacks
-# never instrumented: libraries the monitor models, the standard library, MagPy and the
-# libraries MagPy itself runs on (MagPy calls them while it works at a site)
+# never instrumented: libraries the monitor models, MagPy and the libraries MagPy itself runs
+# on. (The rest of the standard library is: ``contextlib``'s ``__exit__`` resumes the program's
+# generator. MagPy's own calls into an instrumented function never start a monitor, see
+# ``_called_by_magpy``.)
 _NOT_INSTRUMENTED = (
     FROZEN_MODULE_ROOTS
-    | frozenset(sys.stdlib_module_names)
     | _depth.OWN_ROOTS
     | frozenset({"attr", "attrs", "bytecode", "typing_extensions"})
 )
 
 
 def user_function(fn: types.FunctionType) -> bool:
-    """Only user code gets instrumented; torch's, the standard library's, MagPy's own and its
-    dependencies' stay untouched."""
+    """Only user code gets instrumented; torch's, MagPy's own and its dependencies' stay
+    untouched."""
     return (fn.__module__ or "").split(".")[0] not in _NOT_INSTRUMENTED
 
 
