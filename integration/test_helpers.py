@@ -60,16 +60,18 @@ def test_check_catches_user_code_running_on_a_hit() -> None:
 def test_check_catches_different_aliasing(monkeypatch: pytest.MonkeyPatch) -> None:
     """Returning a copy where eager returns the input object fails the aliasing check."""
     import magpy_runtime._cache as cache
+    from magpy_runtime._recordcache import Hit
 
-    real_hit = cache.CacheState.hit
+    real_lookup = cache.CacheState.lookup
 
     def copying_hit(self: Any, fn: Any, args: Any, kwargs: Any) -> Any:
-        out = real_hit(self, fn, args, kwargs)
-        if out is cache.MISS:
-            return out
-        return tuple(t.clone() for t in out)  # a "compiler" that breaks aliasing on hits
+        found = real_lookup(self, fn, args, kwargs)
+        if not isinstance(found, Hit):
+            return found
+        # a "compiler" that breaks aliasing on hits
+        return Hit(tuple(t.clone() for t in found.value), found.record, found.tag)
 
-    monkeypatch.setattr(cache.CacheState, "hit", copying_hit)
+    monkeypatch.setattr(cache.CacheState, "lookup", copying_hit)
 
     def returns_input(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return x, x * w

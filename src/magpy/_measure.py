@@ -382,7 +382,7 @@ def _magpy_overhead_us(
     compiled graph replaced by a stub that returns its precomputed outputs. None unless the
     program is one graph, in a record that accepts ``args``."""
     state = compiled._magpy_state
-    split = state.breaks or getattr(state, "site_records", None)  # several graphs per call
+    split = state.stats.breaks or getattr(state, "site_records", None)  # several graphs per call
     if state.eager_reason is not None or not state.records or split:
         return None
     record = state.records[0]

@@ -34,15 +34,12 @@ from magpy_monitor import finish, prepare
 
 from . import _depth
 from ._disable import disabled
+from ._recordcache import NATIVE, Hit, Then
 from ._sites import activate, deactivate
 from ._stance import current as current_stance
 from ._stance import under_stance
 
-__all__ = ["AGAIN", "MISS", "NATIVE", "entry", "run"]
-
-MISS = object()  # no record served the call
-NATIVE = object()  # a record's graph raised the program's error: this call runs natively
-AGAIN = object()  # another thread added a record since this call missed: look again
+__all__ = ["entry", "run"]
 
 
 def run(state: Any, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
@@ -57,24 +54,21 @@ def run(state: Any, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
     start = perf_counter()
     # (split loops: earlier whole-call records serve their trip counts, other calls run split)
     if state.eager_reason is None and (state.records or not state.split):
-        seen = state.added
-        found = state.hit(fn, args, kwargs)
-        if found is not MISS and found is not NATIVE:
-            state.time_total += perf_counter() - start
-            return found
-        split = found is NATIVE or state.split
-        last = None if split else state.missed(fn, args, kwargs, seen, stance)
-        while last is AGAIN:  # rare: another thread's record came meanwhile, it may serve
+        then = Then.AGAIN
+        while then is Then.AGAIN:  # (again: a record came meanwhile, it may serve)
             seen = state.added
-            found = state.hit(fn, args, kwargs)
-            if found is not MISS and found is not NATIVE:
-                state.time_total += perf_counter() - start
-                return found
-            last = None if found is NATIVE else state.missed(fn, args, kwargs, seen, stance)
-        if last is not None:  # monitor this call, and record it
+            found = state.lookup(fn, args, kwargs)
+            if found.__class__ is Hit:
+                state.stats.time_total += perf_counter() - start
+                return found.value
+            if found is NATIVE or state.split:
+                then = Then.NATIVE
+            else:
+                then = state.missed(fn, args, kwargs, seen, stance)
+        if then is not Then.NATIVE:  # monitor this call, and record it
             epoch = state.epoch
             try:
-                mon = prepare(entry_fn=entry, **state.capture_options(last))
+                mon = prepare(entry_fn=entry, **state.capture_options(then))
                 _depth.grow(_depth.MONITORED)
                 try:
                     mon.trace_on()
@@ -91,8 +85,9 @@ def run(state: Any, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
     _depth.grow(_depth.NATIVE)
     # (a call that runs natively while another thread records, or that records segments of
     # its own, is compile time: not counted)
+    stats = state.stats
     counted = state.split or state.eager_reason is not None
-    in_graphs, segments = state.graph_time, state.segments_started
+    in_graphs, segments = stats.graph_time, stats.segments_started
     try:
         if state.split:  # the program runs on its instrumented code (see ``_sites``)
             activate(state)
@@ -103,8 +98,8 @@ def run(state: Any, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
         return fn(*args, **kwargs)
     finally:
         _depth.shrink(_depth.NATIVE)
-        if counted and state.segments_started == segments:
-            state.ran_natively(perf_counter() - start, state.graph_time - in_graphs)
+        if counted and stats.segments_started == segments:
+            state.ran_natively(perf_counter() - start, stats.graph_time - in_graphs)
 
 
 def entry(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

@@ -27,23 +27,24 @@ from magpy_monitor import ambient_state
 from magpy_refgraph import (
     InternalError,
     MagPyError,
-    SpeculationMiss,
     StateNotReady,
     Unsupported,
     dump,
 )
 
 from . import _depth
-from ._boundary_importlib_bootstrap import AGAIN, MISS, NATIVE, run
+from ._boundary_importlib_bootstrap import run
 from ._config import background_compile, config, graph_backend, record_limit
 from ._dynamic import as_locals, changed_on_miss, changed_scalars, promote_all
 from ._errors import FullGraphError, MagPyWarning
 from ._logging import log_topic
 from ._owner import RecordOwner
 from ._ownstate import OwnState, changed, own_state
-from ._pool import adopt
+from ._recordcache import MISSED, NATIVE, Hit, Miss, Native, RecordCache, Then
 from ._sites import ensure_entry_site, split_loops_of, user_function
+from ._sources import adopt
 from ._stance import records_here
+from ._stats import Stats
 from ._store import commit, snapshot
 from ._tree import memoize_guard
 
@@ -97,11 +98,8 @@ class CacheState:
     fullgraph: bool = False
     max_records: int | None = None
     background_compile: bool | None = None  # its own option (None: ``config``'s)
-    records: list[Record] = attrs.field(factory=list)
-    hits: int = 0
-    misses: int = 0
-    breaks: int = 0
-    fallbacks: int = 0
+    records: list[Record] = attrs.field(factory=list)  # (``own`` tries them)
+    stats: Stats = attrs.field(factory=Stats)
     break_reasons: list[BreakReason] = attrs.field(factory=list)
     eager_reason: str | None = None
     split: bool = False
@@ -116,8 +114,6 @@ class CacheState:
     last_refgraph: str = ""
     trip_records: int = 0  # whole-call records of runs that iterated over a range()
     speculate: bool = True  # assume the values of tensors read into Python (see _speculation)
-    eager_sites: int = 0  # sites from which no record could start (their code runs natively)
-    assumption_misses: int = 0  # calls no record served because an assumed value differed
     # graphs of callee pieces cut out of a segment by a break deeper in the chain; each is
     # compiled at the callee's entry site from the next call on (shown by ``magpy.explain``)
     pending_graphs: list[tuple[Any, Any, dict[str, Any]]] = attrs.field(factory=list)
@@ -125,18 +121,7 @@ class CacheState:
     uncompiled_reasons: list[str] = attrs.field(factory=list)
     # reset() count: a call that began before a reset records nothing
     epoch: int = 0
-    # wall time of the calls served (monitored calls left out), the part of it the program's
-    # own code ran natively, outside compiled graphs, and the time in site records' graphs
-    # (split mode); calls that ran the program natively (see ``run``)
-    time_total: float = 0.0
-    time_outside: float = 0.0
-    graph_time: float = 0.0
-    native_calls: int = 0
-    segments_started: int = 0  # segments monitored in split mode (their calls are not timed)
     _warned_outside: bool = False
-    # calls that ran natively because another thread was monitoring a call of this callable
-    # (one thread records at a time: concurrent first calls make one record, not one each)
-    busy: int = 0
     _recorder: int | None = None  # the thread monitoring a call now
     added: int = 0  # records added so far (a call that missed retries if one came meanwhile)
     _recording: int = 0  # its monitored calls in progress (a recursive call nests)
@@ -149,8 +134,11 @@ class CacheState:
     first_example: dict[Any, Any] | None = None
     # caches of this callable for backends a stance forces (``set_stance(force_backend=)``)
     forced_states: dict[Any, CacheState] = attrs.field(factory=dict)
+    # the hit loop over ``records`` (the same list, reordered under the same lock)
+    own: RecordCache = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
+        self.own = RecordCache(self.records, lock=self._lock, memoize=_memoize_call)
         with _states_lock:
             _states.add(self)
 
@@ -159,12 +147,11 @@ class CacheState:
         with self._lock:
             self.epoch += 1
             self.records.clear()
-            self.hits = self.misses = self.breaks = self.fallbacks = self.busy = 0
+            self.stats.clear()
             self.split = False
             self.second_chance, self.retrying, self.first_state = True, None, None
             self.trip_records = 0
             self.speculate = True
-            self.assumption_misses = 0
             self.dynamic_paths.clear()
             self.site_records.clear()
             self.pending_graphs.clear()
@@ -172,8 +159,6 @@ class CacheState:
             self.break_reasons.clear()
             self.eager_reason = None
             self._warned = self._warned_outside = False
-            self.time_total = self.time_outside = self.graph_time = 0.0
-            self.native_calls = self.eager_sites = 0
             self.first_example = None
 
     # ------------------------------------------------------------------ the call path
@@ -182,85 +167,71 @@ class CacheState:
         ``_boundary_importlib_bootstrap.run``, which uses the steps below)."""
         return run(self, fn, *args, **kwargs)
 
-    def hit(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """The result of the first record whose guard passes, or ``MISS``; ``NATIVE`` where a
-        record's graph raised the program's own error (this call then runs natively)."""
-        records = self.records
-        assumed_wrong = False
+    def lookup(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Hit | Miss | Native:
+        """The first of its records that serves this call (``RecordCache.lookup``), counted;
+        an exception in a record makes the callable run eagerly from now on (a ``Miss``)."""
         try:
-            for i, rec in enumerate(records):
-                inputs = rec.guard.check(fn, args, kwargs)
-                if inputs is None:
-                    continue
-                if rec.memoize is not None:
-                    memoize_guard(rec, fn, args, kwargs)
-                try:
-                    result = rec.mock(fn, args, kwargs, inputs)
-                except SpeculationMiss as miss:
-                    if rec.program_failed(miss):  # the program's error: eager raises it
-                        self.misses += 1
-                        return NATIVE
-                    assumed_wrong = True  # the graph ran, nothing was written: try on
-                    continue
-                self.hits += 1
-                rec.hits += 1
-                if i:
-                    with self._lock:
-                        if i < len(records) and records[i] is rec:
-                            records.insert(0, records.pop(i))
-                return result
+            found = self.own.lookup((fn, args, kwargs))
         except Exception as exc:  # a broken record must not break the program
             self._go_eager(f"internal error in a record: {type(exc).__name__}: {exc}", warn=True)
-            return MISS
+            return MISSED
+        stats = self.stats
+        if found.__class__ is Hit:
+            stats.hits += 1
+            return found
+        if found is NATIVE:  # (a record's graph raised the program's error)
+            stats.misses += 1
+            return found
         if not self.split:  # (a call of split loops that no whole-call record serves runs split)
-            self.misses += 1
-        if assumed_wrong:
+            stats.misses += 1
+        if found.assumed_wrong:  # type: ignore[union-attr]
             self._assumption_missed()
-        return MISS
+        return found
 
     def missed(
         self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], seen: int, stance: Any
-    ) -> bool | object | None:
-        """After a miss: whether this call is the last one recorded (then it is monitored), or
-        None when it runs natively (the cache went eager, or split into segments, or another
-        thread is recording, or the compiler's ``stance`` makes no record of it), or ``AGAIN``
-        when another thread added a record since the call looked (``seen``: ``added`` then),
-        which may serve it."""
+    ) -> Then:
+        """After a miss, what this call does: ``RECORD`` or ``RECORD_LAST`` (the last record
+        the limit allows: its capture promotes everything dynamic), both monitored;
+        ``NATIVE`` (the cache went eager, or split into segments, or another thread is
+        recording, or the compiler's ``stance`` makes no record of it); ``AGAIN`` when a
+        record was added since the call looked (``seen``: ``added`` then: a sibling's, a stored
+        one, another thread's), which may serve it."""
         if self.eager_reason is not None:
-            return None
+            return Then.NATIVE
         if stance is not None and not records_here(stance, self, args, kwargs):
-            return None
+            return Then.NATIVE
         records = self.records
         if self.dynamic is not False and records:
             self.dynamic_paths |= changed_on_miss(
                 records, {"fn": fn, "args": args, "kwargs": kwargs}
             )
         if self._splits_now() and self._split_loops(fn):
-            return None  # the loops run in chunks of iterations from now on
+            return Then.NATIVE  # the loops run in chunks of iterations from now on
         limit, source = self.limit_and_source()
         if len(records) < limit and adopt(self, fn, args, kwargs):
-            self.misses -= 1
-            return AGAIN  # a sibling's record serves it
+            self.stats.misses -= 1
+            return Then.AGAIN  # a sibling's record serves it
         if len(records) >= limit:
             self._go_eager(
                 f"more than {limit} records (the limit {source} sets); the inputs keep changing",
                 warn=True,
             )
-            return None
+            return Then.NATIVE
         with self._lock:
             me = get_ident()
             if self._recorder not in (None, me):
-                self.busy += 1  # another thread records: this call runs as in eager
-                return None
+                self.stats.busy += 1  # another thread records: this call runs as in eager
+                return Then.NATIVE
             if self.added != seen:
-                self.misses -= 1
-                return AGAIN
+                self.stats.misses -= 1
+                return Then.AGAIN
             self._recorder = me
             self._recording += 1
             first = self._recording == 1 and self.second_chance and not self.records
         if first and not self.split:  # (what the first call writes of it: see _retry_whole)
             self.first_state = own_state(fn)
-        return len(self.records) + 1 >= limit > 1
+        return Then.RECORD_LAST if len(self.records) + 1 >= limit > 1 else Then.RECORD
 
     def release(self) -> None:
         """A monitored call that ``missed`` let in has ended (recorded or raised)."""
@@ -270,7 +241,8 @@ class CacheState:
                 self._recorder = None
                 self.first_state = None  # (the values it holds are let go)
 
-    def capture_options(self, last: bool) -> dict[str, Any]:
+    def capture_options(self, then: Then) -> dict[str, Any]:
+        last = then is Then.RECORD_LAST
         return {
             "name": self.qualname,
             "dynamic_paths": frozenset(self.dynamic_paths),
@@ -348,7 +320,8 @@ class CacheState:
             log_topic("graphs", "%s", rec.graph_module.code)
 
     def adopted(self, rec: Record) -> None:
-        """Add ``rec``, the twin of a sibling's record (``_pool.adopt``)."""
+        """Add ``rec``, found by a record source (``_sources.adopt``): a sibling's twin, a
+        stored record."""
         with self._lock:
             self.records.insert(0, rec)
             self.added += 1
@@ -356,7 +329,7 @@ class CacheState:
     def confirmed_enough(self, calls: int) -> bool:
         """Whether a record that assumes tensor values has served enough calls to be compiled:
         more than calls of this callable missed an assumption (none missed: the first)."""
-        return calls > self.assumption_misses
+        return calls > self.stats.assumption_misses
 
     def _splits_now(self) -> bool:
         """Whether a miss splits the function's range() loops: once records came for
@@ -387,8 +360,8 @@ class CacheState:
         """No record served a call because values its graph read differed from the records'
         assumptions: after ``config.max_assumption_misses`` such calls, stop assuming (the
         reads become graph breaks) and drop the records that assume."""
-        self.assumption_misses += 1
-        if self.speculate and self.assumption_misses >= config.max_assumption_misses:
+        self.stats.assumption_misses += 1
+        if self.speculate and self.stats.assumption_misses >= config.max_assumption_misses:
             self.speculate = False
             with self._lock:
                 self.records[:] = [r for r in self.records if not r.plan.speculative]
@@ -400,7 +373,7 @@ class CacheState:
         again, self.retrying = reason == self.retrying, None
         if again:
             return  # (the same break, met again by the second whole capture: counted once)
-        self.breaks += 1
+        self.stats.breaks += 1
         self.break_reasons.append(reason)
         log_topic("breaks", "graph break in %s: %s", self.qualname, reason)
 
@@ -514,17 +487,18 @@ class CacheState:
         """A call ran the program's code natively for ``elapsed`` seconds, ``in_graphs`` of
         them in compiled graphs (site hits); once most of the time of several calls is
         outside graphs, one warning says so (a break that leaves the model uncompiled)."""
-        self.native_calls += 1
-        self.time_total += elapsed
-        self.time_outside += max(elapsed - in_graphs, 0.0)
-        share = self.time_outside / self.time_total
+        stats = self.stats
+        stats.native_calls += 1
+        stats.time_total += elapsed
+        stats.time_outside += max(elapsed - in_graphs, 0.0)
+        share = stats.time_outside / stats.time_total
         if (
             share > OUTSIDE_WARN_SHARE
             and self.break_reasons
-            and self.native_calls >= 5
-            and self.time_outside
-            > self.native_calls
-            * (OUTSIDE_WARN_SECONDS if self.eager_sites else OUTSIDE_BREAK_SECONDS)
+            and stats.native_calls >= 5
+            and stats.time_outside
+            > stats.native_calls
+            * (OUTSIDE_WARN_SECONDS if stats.eager_sites else OUTSIDE_BREAK_SECONDS)
             and not (self._warned_outside or self._warned)
         ):
             self._warned_outside = True
@@ -537,7 +511,7 @@ class CacheState:
             )
 
     def _go_eager(self, reason: str, *, warn: bool) -> None:
-        self.fallbacks += 1
+        self.stats.fallbacks += 1
         self.eager_reason = reason
         if warn and not self._warned:
             self._warned = True
@@ -546,3 +520,8 @@ class CacheState:
                 MagPyWarning,
                 stacklevel=_depth.user_level(),
             )
+
+
+def _memoize_call(rec: Record, roots: tuple[Any, ...]) -> None:
+    """A whole-call record's guard gets its memo on its first hit, before its mock."""
+    memoize_guard(rec, roots[0], roots[1], roots[2])

@@ -52,7 +52,8 @@ def state_of(compiled: Any) -> CacheState:
 
 def outside_share_of(state: CacheState) -> float:
     """The share of the served calls' run time spent outside compiled graphs."""
-    return state.time_outside / state.time_total if state.time_total else 0.0
+    stats = state.stats
+    return stats.time_outside / stats.time_total if stats.time_total else 0.0
 
 
 @attrs.define
@@ -122,9 +123,9 @@ class ExplainOutput:
         state = state_of(compiled)
         original = getattr(compiled, "_magpy_original", compiled)
         out = _explain_output(state, python_function(original))
-        if state.native_calls or state.time_total:
+        if state.stats.native_calls or state.stats.time_total:
             out.outside_share = outside_share_of(state)
-            timed = state.native_calls
+            timed = state.stats.native_calls
             out.outside_note = (
                 f"over the program's own calls, {timed} of them timed in split mode"
                 if timed
@@ -182,7 +183,7 @@ def _explain_output(state: CacheState, function: types.FunctionType | None) -> E
     return ExplainOutput(
         graphs=graphs,
         graph_count=len(graphs),
-        graph_break_count=state.breaks,
+        graph_break_count=state.stats.breaks,
         break_reasons=list(state.break_reasons),
         op_count=sum(len(o) for o in ops),
         ops_per_graph=ops,

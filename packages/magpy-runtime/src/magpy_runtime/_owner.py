@@ -1,10 +1,10 @@
 """What the record sources see of a compiled callable: ``RecordOwner``.
 
 ``_cache.CacheState`` holds a compiled callable's records and counters and asks the record
-sources (``_pool``: siblings' records; ``_store``: records on disk; ``_libraries``: their
-native libraries) for records. Those modules see the state only through this Protocol, so that
-they import nothing from ``_cache`` (which imports them): the layering is
-``_owner < _libraries < _store < _pool < _cache``, without a circle.
+sources (``_sources``: ``_pool``, siblings' records; ``_store``, records on disk and in loaded
+bundles; ``_libraries``: their native libraries) for records. Those modules see the state only
+through this Protocol, so that they import nothing from ``_cache`` (which imports them): the
+layering is ``_owner < _libraries < _store < _pool < _sources < _cache``, without a circle.
 """
 
 from __future__ import annotations

@@ -23,7 +23,8 @@ backend by identity), ``fullgraph``, ``dynamic`` and ``max_records``. The pool h
 members weakly; ``magpy.reset()`` empties every member, and with them what can be adopted.
 
 After the siblings' records, a miss tries the records stored on disk for the same code and
-settings by an earlier process (``_store``, when ``config.records_dir`` is set).
+settings by an earlier process (``_store``, when ``config.records_dir`` is set): the order of
+the record sources is ``_sources.SOURCES``.
 """
 
 from __future__ import annotations
@@ -35,12 +36,12 @@ from typing import Any
 
 import torch
 
-from magpy_codegen import ConfiguredInductor
+from magpy_codegen import ConfiguredInductor, Record
 
 from ._owner import RecordOwner
-from ._store import attach, serve
+from ._store import attach
 
-__all__ = ["adopt", "join"]
+__all__ = ["SIBLINGS", "join"]
 
 _pools: dict[Hashable, weakref.WeakSet[RecordOwner]] = {}
 _lock = threading.Lock()
@@ -63,28 +64,36 @@ def join(state: RecordOwner, model: Any) -> None:
     state.siblings = pool
 
 
-def adopt(state: RecordOwner, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-    """Add to ``state`` the twin of the first sibling record whose guard passes for this call
-    (a record already adopted, or recorded here, is not tried again), else a stored record
-    whose guard passes (``_store.serve``); whether one was."""
-    pool = state.siblings
-    if pool is None:
-        return serve(state, fn, args, kwargs)
-    have = {id(rec.origin or rec) for rec in state.records}
-    for sibling in list(pool):
-        if sibling is state or sibling.eager_reason is not None:
-            continue
-        for rec in list(sibling.records):
-            origin = rec.origin or rec
-            if id(origin) in have or rec.fork is None:
+class Siblings:
+    """The record source of the pool (``_sources``): a twin of a sibling's record."""
+
+    name = "siblings"
+
+    def find(
+        self, state: RecordOwner, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Record | None:
+        """The twin of the first sibling record whose guard passes for this call (a record
+        already adopted, or recorded here, is not tried again); None: none does."""
+        pool = state.siblings
+        if pool is None:
+            return None
+        have = {id(rec.origin or rec) for rec in state.records}
+        for sibling in list(pool):
+            if sibling is state or sibling.eager_reason is not None:
                 continue
-            twin = rec.fork()
-            if twin.guard.check(fn, args, kwargs) is None:
-                have.add(id(origin))
-                continue
-            state.adopted(twin)
-            return True
-    return serve(state, fn, args, kwargs)  # (then a record stored by an earlier process)
+            for rec in list(sibling.records):
+                origin = rec.origin or rec
+                if id(origin) in have or rec.fork is None:
+                    continue
+                twin = rec.fork()
+                if twin.guard.check(fn, args, kwargs) is None:
+                    have.add(id(origin))
+                    continue
+                return twin
+        return None
+
+
+SIBLINGS = Siblings()
 
 
 def _key(model: Any, state: RecordOwner) -> Hashable | None:

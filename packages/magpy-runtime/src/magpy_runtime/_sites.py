@@ -27,7 +27,6 @@ import sys
 import threading
 import types
 import warnings
-from time import perf_counter
 from typing import Any
 
 import torch
@@ -41,7 +40,7 @@ from magpy_monitor import (
     is_monitoring,
     start_segment,
 )
-from magpy_refgraph import SpeculationMiss, Unsupported
+from magpy_refgraph import Unsupported
 
 from . import _depth
 from ._codes import ENTRY, REGISTRY, CodeState, installed, uninstalled
@@ -50,6 +49,7 @@ from ._disable import disabled
 from ._dynamic import changed_on_miss, changed_scalars
 from ._errors import MagPyWarning, StanceError
 from ._logging import log_topic
+from ._recordcache import NATIVE, Hit
 from ._sitestate import SiteState
 from ._stance import current as current_stance
 from ._stance import site_records, stance_records
@@ -73,13 +73,12 @@ def _served(cs: CodeState, state: Any, entry_locals: dict[str, Any]) -> bool:
     site = cs.sites.get(ENTRY)
     if site is None:
         return False
-    for rec, _layout, backend in site.records:
-        if backend is state.backend:
-            try:
-                if rec.guard.check(entry_locals, ()) is not None:
-                    return True
-            except Exception:  # a local the guard reads is missing: not this record's input
-                continue
+    for rec in site.mine(state.backend):
+        try:
+            if rec.guard.check(entry_locals, ()) is not None:
+                return True
+        except Exception:  # a local the guard reads is missing: not this record's input
+            continue
     return False
 
 
@@ -127,7 +126,7 @@ def forget_backend(backend: Any) -> None:
     with REGISTRY.lock:
         for st in list(REGISTRY.by_code.values()):
             for site in st.sites.values():
-                site.records = [r for r in site.records if r[2] is not backend]
+                site.forget(backend)
 
 
 # ---------------------------------------------------------------------- activation
@@ -173,7 +172,7 @@ def _give_up(site: Any, state: Any) -> None:
     if not site.eager:
         site.eager = True
         if state is not None:
-            state.eager_sites += 1
+            state.stats.eager_sites += 1
 
 
 # ---------------------------------------------------------------------- the site function
@@ -200,7 +199,7 @@ def site_entry(key: tuple[int, int, int], stack: tuple[Any, ...]) -> tuple[int, 
         if site is not None:
             _give_up(site, state)
         if state is not None:
-            state.fallbacks += 1
+            state.stats.fallbacks += 1
         _warn_once(f"site {key} failed: {type(exc).__name__}: {exc}")
         return _miss(stack)
 
@@ -214,41 +213,28 @@ def _at_site(state: Any, key: tuple[int, int, int], stack: tuple[Any, ...]) -> t
     f_locals = frame.f_locals
     layouts = cs.variants.get(key[2], {}).get(key[1], [])
     backend = state.backend
-    mine = 0
-    assumed_wrong = False
-    for rec, layout, rec_backend in site.records:
-        if rec_backend is not backend:
-            continue
-        mine += 1
-        inputs = rec.guard.check(f_locals, stack)
-        if inputs is None or not (branch := _branch(layouts, layout)):
-            continue
-        start = perf_counter()
-        try:
-            out = rec.mock(f_locals, stack, inputs)
-        except SpeculationMiss as miss:
-            state.graph_time += perf_counter() - start
-            if rec.program_failed(miss):  # the program's error: the frame runs on natively
-                state.misses += 1
-                return _miss(stack)
-            assumed_wrong = True  # the graph ran, nothing was written: try on
-            continue
-        state.graph_time += perf_counter() - start
-        _note_hit(state, rec, cs.original, f_locals, key[1])
-        return (branch, out)
-    state.misses += 1
-    if assumed_wrong:
-        state.assumption_misses += 1
+    stats = state.stats
+    cache = site.cache_of(backend)
+    layout_of = site.layout_of
+    found = cache.lookup(
+        (f_locals, stack), lambda rec: _branch(layouts, layout_of[rec]), stats
+    )  # (the branch: this generation of the code must know the record's layout)
+    if found.__class__ is Hit:
+        _note_hit(state, found.record, cs.original, f_locals, key[1])
+        return (found.tag, found.value)
+    stats.misses += 1
+    if found is NATIVE:  # the program's error: the frame runs on natively
+        return _miss(stack)
+    if found.assumed_wrong:  # type: ignore[union-attr]
+        stats.assumption_misses += 1
         site.assumption_misses += 1
         if site.speculate and site.assumption_misses >= config.max_assumption_misses:
             site.speculate = False  # value reads are breaks here from now on
-            site.records[:] = [r for r in site.records if not r[0].plan.speculative]
-            mine = sum(1 for r in site.records if r[2] is backend)
+            site.keep(lambda r: not r.plan.speculative)
+    mine = len(cache.records)
     log_topic("sites", "miss at %s offset %d (%d records)", cs.original.co_qualname, key[1], mine)
     if state.dynamic is not False and mine:
-        site.dynamic_paths |= changed_on_miss(
-            [r for r, _, b in site.records if b is backend], {"L": f_locals, "S": stack}
-        )
+        site.dynamic_paths |= changed_on_miss(cache.records, {"L": f_locals, "S": stack})
     per_instance, source = state.limit_and_source()
     limit = site.limit(per_instance, f_locals)
     if mine >= limit:
@@ -262,7 +248,7 @@ def _at_site(state: Any, key: tuple[int, int, int], stack: tuple[Any, ...]) -> t
     if not site_records(current_stance()) or _called_by_magpy(frame):
         return _miss(stack)
     _monitoring_headroom()
-    state.segments_started += 1  # (this call records: compile time, not run time)
+    stats.segments_started += 1  # (this call records: compile time, not run time)
     start_segment(HOST, frame, key[1], stack)
     return _miss(stack)
 
@@ -300,8 +286,7 @@ def _note_hit(
     state: Any, rec: Record, code: types.CodeType, f_locals: dict[str, Any], offset: int
 ) -> None:
     """Count a site hit; the record's guard gets its memo on the first."""
-    state.hits += 1
-    rec.hits += 1
+    state.stats.hits += 1
     if rec.memoize is not None:
         _memoize_site(rec, code, f_locals)
     log_topic("sites", "hit at %s offset %d", code.co_qualname, offset)
@@ -398,8 +383,7 @@ class _Host:
             known = [k for k in site.layouts if k == layout]
             layout = known[0] if known else layout  # the site's own object (see _branch)
             if state.dynamic is not False:
-                mine = [r for r, _, b in site.records if b is state.backend]
-                site.dynamic_paths |= changed_scalars(rec.plan, mine)
+                site.dynamic_paths |= changed_scalars(rec.plan, site.mine(state.backend))
             site.add(rec, layout, state.backend)
             if seg.site == ENTRY and state.pending_graphs:  # pieces this record now serves
                 state.pending_graphs[:] = [
@@ -467,7 +451,7 @@ class _Host:
             if s is not None:
                 _give_up(s, state)
         if state is not None:
-            state.fallbacks += 1
+            state.stats.fallbacks += 1
         _warn_once(f"{code.co_qualname} at offset {site} runs eagerly: {type(exc).__name__}: {exc}")
 
     def dynamic_for(self, code: types.CodeType, site: int) -> tuple[frozenset[Any], bool]:
@@ -519,7 +503,7 @@ class _Host:
         if state is None or site.eager or is_monitoring() or not stance_records():
             return None
         _monitoring_headroom()
-        mine = [rec for rec, _, b in site.records if b is state.backend]
+        mine = list(site.mine(state.backend))
         dry = False
         if mine:
             # this frame runs an older generation of the code, without the site's block: where

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -9,16 +10,20 @@ import attrs
 from magpy_codegen import Layout, Record
 from magpy_refgraph import IterLen
 
+from ._recordcache import RecordCache
+
 __all__ = ["SiteState"]
 
 
 @attrs.define(eq=False)
 class SiteState:
-    """Records of one site, most recently used first."""
+    """Records of one site, most recently made first, one ``RecordCache`` per backend (the
+    compiled callables of several backends may run the same function)."""
 
     offset: int
     depth: int
-    records: list[tuple[Record, Layout, Any]] = attrs.field(factory=list)
+    caches: list[tuple[Any, RecordCache]] = attrs.field(factory=list)  # (backend, its records)
+    layout_of: dict[Record, Layout] = attrs.field(factory=dict)  # (by identity)
     layouts: list[Layout] = attrs.field(factory=list)
     eager: bool = False
     dynamic_paths: set[Any] = attrs.field(factory=set)
@@ -39,8 +44,44 @@ class SiteState:
             self.selves.add(id(this))
         return per_instance * max(1, len(self.selves)) + 2 * max(0, len(self.chunks) - 1)
 
+    @property
+    def records(self) -> list[tuple[Record, Layout, Any]]:
+        """Every record of the site with its layout and backend (grouped by backend)."""
+        return [(r, self.layout_of[r], b) for b, cache in self.caches for r in cache.records]
+
+    def cache_of(self, backend: Any) -> RecordCache:
+        """The records of ``backend`` at this site (the hit loop over them)."""
+        for known, cache in self.caches:
+            if known is backend:
+                return cache
+        cache = RecordCache([], move_to_front=False)
+        self.caches.append((backend, cache))
+        return cache
+
+    def mine(self, backend: Any) -> list[Record]:
+        """The records of ``backend`` at this site (the list itself: do not change it)."""
+        for known, cache in self.caches:
+            if known is backend:
+                return cache.records
+        return []
+
+    def keep(self, keep: Callable[[Record], bool]) -> None:
+        """Drop the records for which ``keep`` is false."""
+        for _backend, cache in self.caches:
+            cache.records[:] = [r for r in cache.records if keep(r)]
+        self.layout_of = {r: layout for r, layout in self.layout_of.items() if keep(r)}
+
+    def forget(self, backend: Any) -> None:
+        """Drop every record of ``backend``."""
+        for known, cache in self.caches:
+            if known is backend:
+                for r in cache.records:
+                    del self.layout_of[r]
+        self.caches = [(b, c) for b, c in self.caches if b is not backend]
+
     def add(self, rec: Record, layout: Layout, backend: Any) -> None:
-        self.records.insert(0, (rec, layout, backend))
+        self.cache_of(backend).records.insert(0, rec)
+        self.layout_of[rec] = layout
         chunk = tuple(g.payload for g in rec.plan.guards if isinstance(g.payload, IterLen))
         if chunk:
             self.chunks.add(chunk)

@@ -333,12 +333,14 @@ _CONTENT = frozenset(
 )
 
 
-def serve(state: RecordOwner, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-    """Add to ``state`` the record of the first stored entry of its key whose guard passes
-    for this call; whether one did (the entries are read once per process)."""
+def serve(
+    state: RecordOwner, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Record | None:
+    """The record of the first stored entry of ``state``'s key whose guard passes for this
+    call, taken (each entry once; the entries are read once per process), or None."""
     slot = _slots.get(state)
     if slot is None:
-        return False
+        return None
     try:
         return _serve(slot, state, fn, args, kwargs)
     except Exception as exc:  # a failure of ours: the call is monitored, as without a store
@@ -346,12 +348,12 @@ def serve(state: RecordOwner, fn: Any, args: tuple[Any, ...], kwargs: dict[str, 
             f"a stored record cannot be used: {type(exc).__name__}: {exc}",
             slot.directory or "bundle",
         )
-        return False
+        return None
 
 
 def _serve(
     slot: _Slot, state: RecordOwner, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> bool:
+) -> Record | None:
     for entry in _entries(slot):
         if entry.broken or entry.name in slot.used:
             continue
@@ -364,10 +366,9 @@ def _serve(
         slot.used.add(entry.name)
         slot.from_disk += 1
         state.note_uncompiled(rec)
-        state.adopted(rec)
         log_topic("records", "record of %s loaded from %s", state.qualname, entry.name)
-        return True
-    return False
+        return rec
+    return None
 
 
 def _entries(slot: _Slot) -> list[_Entry]:

@@ -1,0 +1,144 @@
+"""The hit loop: ``RecordCache.lookup(roots) -> Hit | Miss | Native``.
+
+One loop serves both kinds of record: a compiled callable's whole-call records (roots
+``(fn, args, kwargs)``, ``_cache.CacheState.lookup``) and a site's segment records for one
+backend (roots ``(L, S)``: the frame's locals and stack, ``_sites._at_site``). A record is
+tried in order (most recently used first): its guard's ``check(*roots)`` gives the graph's
+inputs or None (the next record); a passing record's mock runs ``mock(*roots, inputs)``.
+
+- ``Hit``: the mock's result (and the record, and what ``accept`` said of it).
+- ``Miss``: no record served the call; ``assumed_wrong`` where a record's guard passed but its
+  graph found a value it assumed (a tensor read into Python) differed: nothing was written.
+- ``NATIVE``: a record's graph raised the program's own error (``Record.program_failed``): the
+  call runs natively, which raises it as eager does.
+
+What happens around a lookup stays with its caller: the counters (``_stats``), the memo of a
+site's guard (anchored on the frame's first argument, after the mock), a site's branch for a
+record's layout (``accept``), and what an exception in a record means (the callable goes eager;
+the site gives up). The whole call's memo comes before its first mock (``memoize``).
+"""
+
+from __future__ import annotations
+
+import enum
+import threading
+from collections.abc import Callable
+from time import perf_counter
+from typing import Any, Final, Protocol
+
+from magpy_codegen import Record
+from magpy_refgraph import SpeculationMiss
+
+__all__ = ["MISSED", "NATIVE", "Hit", "Miss", "Native", "RecordCache", "Then", "Timer"]
+
+
+class Hit:
+    """A record served the call: ``value`` is its result."""
+
+    __slots__ = ("record", "tag", "value")
+
+    def __init__(self, value: Any, record: Record, tag: int) -> None:
+        self.value = value
+        self.record = record
+        self.tag = tag  # what ``accept`` returned for it (a site's branch; 1 for a call)
+
+
+class Miss:
+    """No record served the call (``assumed_wrong``: one failed an assumed value)."""
+
+    __slots__ = ("assumed_wrong",)
+
+    def __init__(self, assumed_wrong: bool) -> None:
+        self.assumed_wrong = assumed_wrong
+
+
+class Native:
+    """A record's graph raised the program's own error: the call runs natively."""
+
+    __slots__ = ()
+
+
+MISSED: Final = Miss(False)
+ASSUMED_WRONG: Final = Miss(True)
+NATIVE: Final = Native()
+
+
+class Then(enum.Enum):
+    """What a whole call that missed does next (``CacheState.missed``)."""
+
+    NATIVE = "native"  # it runs natively (eager, split, busy, a stance, the limit)
+    RECORD = "record"  # it is monitored and becomes a record
+    RECORD_LAST = "record_last"  # the same, the last record the limit allows
+    AGAIN = "again"  # a record came since it looked (a sibling's, a stored one): look again
+
+
+class Timer(Protocol):
+    """What counts the seconds spent in records' mocks (``_stats.Stats.graph_time``)."""
+
+    graph_time: float
+
+
+class RecordCache:
+    """Records tried in order, most recently used first, and the loop that tries them.
+
+    ``records`` is the list itself (the owner's: a ``CacheState``'s ``records``, a site's
+    records of one backend); ``lock`` guards its reordering against another thread adding a
+    record. ``move_to_front``: a hit moves its record to the front (whole calls; a site keeps
+    its order). ``memoize(rec, roots)``: called on a record's first passing check, before its
+    mock (None: the caller memoizes after the hit).
+    """
+
+    __slots__ = ("lock", "memoize", "move_to_front", "records")
+
+    def __init__(
+        self,
+        records: list[Record],
+        *,
+        lock: threading.Lock | None = None,
+        move_to_front: bool = True,
+        memoize: Callable[[Record, tuple[Any, ...]], None] | None = None,
+    ) -> None:
+        self.records = records
+        self.lock = lock if lock is not None else threading.Lock()
+        self.move_to_front = move_to_front
+        self.memoize = memoize
+
+    def lookup(
+        self,
+        roots: tuple[Any, ...],
+        accept: Callable[[Record], int] | None = None,
+        timer: Timer | None = None,
+    ) -> Hit | Miss | Native:
+        """The first record whose guard passes for ``roots`` (and that ``accept`` takes:
+        nonzero), run; ``timer`` adds the time of each mock run. An exception of a record's
+        guard or mock propagates: the caller decides what it means."""
+        records = self.records
+        assumed_wrong = False
+        for i, rec in enumerate(records):
+            inputs = rec.guard.check(*roots)
+            if inputs is None:
+                continue
+            tag = 1 if accept is None else accept(rec)
+            if not tag:
+                continue
+            if rec.memoize is not None and self.memoize is not None:
+                self.memoize(rec, roots)
+            start = perf_counter() if timer is not None else 0.0
+            try:
+                value = rec.mock(*roots, inputs)
+            except SpeculationMiss as miss:
+                if timer is not None:
+                    timer.graph_time += perf_counter() - start
+                if rec.program_failed(miss):  # the program's error: eager raises it
+                    return NATIVE
+                assumed_wrong = True  # the graph ran, nothing was written: try on
+                continue
+            if timer is not None:
+                timer.graph_time += perf_counter() - start
+            rec.hits += 1
+            if i and self.move_to_front:
+                with self.lock:
+                    if i < len(records) and records[i] is rec:
+                        records.insert(0, records.pop(i))
+            return Hit(value, rec, tag)
+        return ASSUMED_WRONG if assumed_wrong else MISSED
