@@ -41,6 +41,7 @@ from ._logging import log_topic
 from ._owner import RecordOwner
 from ._ownstate import OwnState, changed, own_state
 from ._recordcache import MISSED, NATIVE, Hit, Miss, Native, RecordCache, Then
+from ._settings import Settings
 from ._sites import ensure_entry_site, split_loops_of, user_function
 from ._sources import adopt
 from ._stance import records_here
@@ -318,6 +319,10 @@ class CacheState:
         log_topic("mocks", "%s", rec.mock_source)
         if rec.graph_module is not None:
             log_topic("graphs", "%s", rec.graph_module.code)
+
+    def settings(self) -> Settings:
+        """Its settings that records depend on (``_pool``, ``_store`` key records by them)."""
+        return Settings(self.backend, self.fullgraph, self.dynamic, self.max_records)
 
     def adopted(self, rec: Record) -> None:
         """Add ``rec``, found by a record source (``_sources.adopt``): a sibling's twin, a

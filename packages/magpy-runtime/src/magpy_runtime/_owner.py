@@ -14,6 +14,8 @@ from typing import Any, Protocol
 
 from magpy_codegen import Record
 
+from ._settings import Settings
+
 __all__ = ["RecordOwner"]
 
 
@@ -30,6 +32,10 @@ class RecordOwner(Protocol):
     eager_reason: str | None  # why it runs eagerly from now on (None: it does not)
     epoch: int  # reset() count: a record made before a reset is not stored
     siblings: weakref.WeakSet[RecordOwner] | None  # callables sharing records (``_pool``)
+
+    def settings(self) -> Settings:
+        """What it is compiled with, that its records depend on."""
+        ...
 
     def adopted(self, rec: Record) -> None:
         """Take ``rec`` (a sibling's record, or one loaded from disk) as a record of its own."""

@@ -18,8 +18,9 @@ guard and memo of its own, is added to the callable's records. Records of a func
 shared only between compilations of that very function object: another function with the same
 code may hold other closure cells or globals, which its guard would not read.
 
-Settings that must agree: the backend (a name; Inductor's ``mode``/``options``; a callable
-backend by identity), ``fullgraph``, ``dynamic`` and ``max_records``. The pool holds its
+Settings that must agree (``_settings.Settings.key``): the backend (a name; Inductor's
+``mode``/``options``; a callable backend by identity), ``fullgraph``, ``dynamic`` and
+``max_records``. The pool holds its
 members weakly; ``magpy.reset()`` empties every member, and with them what can be adopted.
 
 After the siblings' records, a miss tries the records stored on disk for the same code and
@@ -36,7 +37,7 @@ from typing import Any
 
 import torch
 
-from magpy_codegen import ConfiguredInductor, Record
+from magpy_codegen import Record
 
 from ._owner import RecordOwner
 from ._store import attach
@@ -104,25 +105,12 @@ def _key(model: Any, state: RecordOwner) -> Hashable | None:
         if getattr(func, "__code__", None) is None:
             return None
         target = ("function", func)
-    backend = _backend_key(state.backend)
-    if backend is None:
+    settings = state.settings().key()
+    if settings is None:
         return None
-    key = (target, backend, state.fullgraph, state.dynamic, state.max_records)
+    key = (target, settings)
     try:
         hash(key)
     except TypeError:
         return None
     return key
-
-
-def _backend_key(backend: Any) -> Hashable | None:
-    if isinstance(backend, str):
-        return backend
-    if isinstance(backend, ConfiguredInductor):
-        patch = tuple(sorted((str(k), repr(v)) for k, v in backend.patch.items()))
-        return ("inductor", backend.mode, patch, backend.fast_random)
-    try:
-        hash(backend)
-    except TypeError:
-        return None
-    return ("callable", backend)

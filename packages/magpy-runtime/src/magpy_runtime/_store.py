@@ -47,7 +47,7 @@ import attrs
 import torch
 import torch.fx as fx
 
-from magpy_codegen import ConfiguredInductor, Record, build_record
+from magpy_codegen import Record, build_record
 from magpy_monitor import FAKE, UPDATE_RULES, ambient_state
 
 from ._config import background_compile, config
@@ -92,15 +92,6 @@ __all__ = [
 
 
 # ----------------------------------------------------------------------------- keys
-def _backend_key(backend: Any) -> Any:
-    if isinstance(backend, str):
-        return backend
-    if isinstance(backend, ConfiguredInductor):
-        options = sorted((str(k), repr(v)) for k, v in backend.patch.items())
-        return {"mode": backend.mode, "options": options, "fast_random": backend.fast_random}
-    return None  # a callable of the program's: its records are never stored
-
-
 def _code_key(model: Any) -> dict[str, Any] | None:
     if isinstance(model, torch.nn.Module):
         cls = type(model)
@@ -143,11 +134,11 @@ def attach(state: RecordOwner, model: Any) -> None:
     if not directory and not _bundled:
         return
     key = _code_key(model)
-    backend = _backend_key(state.backend)
-    if key is None or backend is None:
+    settings = state.settings().stored_key()  # (the backend, fullgraph, dynamic)
+    if key is None or settings is None:
         log_topic("records", "%s: records not stored (no stable key)", state.qualname)
         return
-    key |= {"backend": backend, "fullgraph": state.fullgraph, "dynamic": state.dynamic}
+    key |= settings
     key_hash = hashlib.sha256(canonical(key)).hexdigest()[:24]
     where = os.path.abspath(os.path.expanduser(directory)) if directory else None
     _slots[state] = _Slot(where, key, key_hash)
