@@ -33,7 +33,7 @@ from ._native import (
 )
 from ._record import Record, build_record
 from ._trust import directory_problem as trusted_directory
-from ._trust import open_trusted
+from ._trust import open_trusted, write_private
 
 __version__ = "0.1.0"
 
@@ -75,4 +75,5 @@ __all__ = [
     "submit",
     "trusted_directory",
     "wait_compiles",
+    "write_private",
 ]

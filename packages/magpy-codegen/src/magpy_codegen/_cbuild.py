@@ -38,7 +38,7 @@ import attrs
 
 from magpy_monitor import INTERP
 
-from ._trust import directory_problem, open_trusted
+from ._trust import directory_problem, open_trusted, write_private
 
 __all__ = [
     "CBuild",
@@ -149,18 +149,6 @@ def _built_hash(target: Path) -> str | None:
     return text if len(text) == 64 else None
 
 
-def _write_private(directory: Path, name: str, data: bytes) -> None:
-    """``directory/name`` holds ``data`` (0600) at once or not at all."""
-    fd, tmp = tempfile.mkstemp(prefix=".part-", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as file:
-            file.write(data)
-        os.replace(tmp, directory / name)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-
-
 def _build(build: CBuild, target: Path) -> None:
     """Compile the extension into ``target`` (0700) and record its SHA-256 beside it."""
     fd, tmp = tempfile.mkstemp(suffix=target.suffix, dir=target.parent)
@@ -172,7 +160,7 @@ def _build(build: CBuild, target: Path) -> None:
             raise RuntimeError(f"{' '.join(cmd)} failed: {done.stderr.strip()[-500:]}")
         os.chmod(tmp, 0o700)  # (the compiler makes it with the umask's permissions)
         built = hashlib.sha256(Path(tmp).read_bytes()).hexdigest()
-        _write_private(target.parent, _sidecar(target).name, built.encode())
+        write_private(target.parent, _sidecar(target).name, built.encode())
         os.replace(tmp, target)
     finally:
         if os.path.exists(tmp):
@@ -252,7 +240,7 @@ def install_snapcheck(name: str, data: bytes) -> bool:
         with os.fdopen(fd, "wb") as file:
             file.write(data)
         os.chmod(tmp, 0o700)
-        _write_private(
+        write_private(
             target.parent, _sidecar(target).name, hashlib.sha256(data).hexdigest().encode()
         )
         os.replace(tmp, target)

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import os
 import stat
+import tempfile
+from pathlib import Path
 from typing import BinaryIO
 
-__all__ = ["directory_problem", "open_trusted", "stat_problem"]
+__all__ = ["directory_problem", "open_trusted", "stat_problem", "write_private"]
 
 
 def stat_problem(st: os.stat_result, what: str, *, uid: int, directory: bool) -> str | None:
@@ -62,3 +64,16 @@ def open_trusted(
         file.close()
         return problem
     return file, st
+
+
+def write_private(directory: Path, name: str, data: bytes) -> None:
+    """``directory/name`` holds ``data`` (0600: ``mkstemp``'s mode) at once or not at all: it
+    is written to a temporary file beside it and renamed into place."""
+    fd, temporary = tempfile.mkstemp(prefix=".part-", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as file:
+            file.write(data)
+        os.replace(temporary, directory / name)
+    except BaseException:
+        os.unlink(temporary)
+        raise

@@ -20,14 +20,13 @@ import importlib.metadata
 import json
 import os
 import sys
-import tempfile
 import threading
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from magpy_codegen import open_trusted, trusted_directory
+from magpy_codegen import open_trusted, trusted_directory, write_private
 
 from ._logging import log
 
@@ -148,15 +147,8 @@ def digest(header: dict[str, Any], payload: bytes) -> str:
 
 
 def write_entry(directory: Path, name: str, data: bytes) -> None:
-    """``directory/name`` holds ``data`` at once or not at all (0600)."""
-    fd, temporary = tempfile.mkstemp(prefix=".part-", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as file:
-            file.write(data)
-        os.replace(temporary, directory / name)
-    except BaseException:
-        os.unlink(temporary)
-        raise
+    """``directory/name`` holds ``data`` at once or not at all (0600; ``write_private``)."""
+    write_private(directory, name, data)
 
 
 def clear_entries(directory: str) -> int:
