@@ -59,19 +59,18 @@ def test_check_catches_user_code_running_on_a_hit() -> None:
 
 def test_check_catches_different_aliasing(monkeypatch: pytest.MonkeyPatch) -> None:
     """Returning a copy where eager returns the input object fails the aliasing check."""
-    import magpy_runtime._cache as cache
-    from magpy_runtime._recordcache import Hit
+    from magpy_runtime._recordcache import Hit, RecordCache
 
-    real_lookup = cache.CacheState.lookup
+    real_lookup = RecordCache.lookup
 
-    def copying_hit(self: Any, fn: Any, args: Any, kwargs: Any) -> Any:
-        found = real_lookup(self, fn, args, kwargs)
+    def copying_hit(self: Any, *args: Any, **kwargs: Any) -> Any:
+        found = real_lookup(self, *args, **kwargs)
         if not isinstance(found, Hit):
             return found
         # a "compiler" that breaks aliasing on hits
-        return Hit(tuple(t.clone() for t in found.value), found.record, found.tag)
+        return Hit((tuple(t.clone() for t in found.value), found.record, found.tag))
 
-    monkeypatch.setattr(cache.CacheState, "lookup", copying_hit)
+    monkeypatch.setattr(RecordCache, "lookup", copying_hit)
 
     def returns_input(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return x, x * w

@@ -40,7 +40,7 @@ from ._errors import FullGraphError, MagPyWarning
 from ._logging import log_topic
 from ._owner import RecordOwner
 from ._ownstate import OwnState, changed, own_state
-from ._recordcache import MISSED, NATIVE, Hit, Miss, Native, RecordCache, Then
+from ._recordcache import NATIVE, Hit, Miss, Native, RecordCache, Then
 from ._settings import Settings
 from ._sites import ensure_entry_site, split_loops_of, user_function
 from ._sources import adopt
@@ -88,6 +88,9 @@ OUTSIDE_BREAK_SECONDS = 5e-3
 # whole-call records of runs over a range() of different trip counts before a miss may split the
 # function's loops (``CacheState._splits_now``): fewer is not yet a loop whose count keeps changing
 SPLIT_AFTER = 3
+
+# a lookup in which a record raised (not the program's error): the callable went eager
+BROKEN = Miss(False)
 
 
 @attrs.define(eq=False)
@@ -169,36 +172,54 @@ class CacheState:
         return run(self, fn, *args, **kwargs)
 
     def lookup(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Hit | Miss | Native:
-        """The first of its records that serves this call (``RecordCache.lookup``), counted;
-        an exception in a record makes the callable run eagerly from now on (a ``Miss``)."""
+        """The first of its records that serves this call (``RecordCache.lookup``), a hit
+        counted (``run`` inlines this on its first look)."""
         try:
             found = self.own.lookup((fn, args, kwargs))
         except Exception as exc:  # a broken record must not break the program
-            self._go_eager(f"internal error in a record: {type(exc).__name__}: {exc}", warn=True)
-            return MISSED
-        stats = self.stats
+            return self.broken(exc)
         if found.__class__ is Hit:
-            stats.hits += 1
-            return found
+            self.stats.hits += 1
+        return found
+
+    def broken(self, exc: Exception) -> Miss:
+        """A record raised ``exc`` (not the program's error): the callable runs eagerly
+        from now on (one warning); the call is a miss that is not counted."""
+        self._go_eager(f"internal error in a record: {type(exc).__name__}: {exc}", warn=True)
+        return BROKEN
+
+    def _counted(self, found: Miss | Native) -> bool:
+        """Count a lookup that served no call; whether the call runs natively (the program's
+        error in a record's graph, a record broke, or split loops)."""
+        if found is BROKEN:
+            return False
+        stats = self.stats
         if found is NATIVE:  # (a record's graph raised the program's error)
             stats.misses += 1
-            return found
+            return True
         if not self.split:  # (a call of split loops that no whole-call record serves runs split)
             stats.misses += 1
         if found.assumed_wrong:  # type: ignore[union-attr]
             self._assumption_missed()
-        return found
+        return self.split
 
     def missed(
-        self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], seen: int, stance: Any
+        self,
+        found: Miss | Native,
+        fn: Any,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        seen: int,
+        stance: Any,
     ) -> Then:
         """After a miss, what this call does: ``RECORD`` or ``RECORD_LAST`` (the last record
         the limit allows: its capture promotes everything dynamic), both monitored;
         ``NATIVE`` (the cache went eager, or split into segments, or another thread is
         recording, or the compiler's ``stance`` makes no record of it); ``AGAIN`` when a
         record was added since the call looked (``seen``: ``added`` then: a sibling's, a stored
-        one, another thread's), which may serve it."""
-        if self.eager_reason is not None:
+        one, another thread's), which may serve it. ``found``: what the lookup gave (counted
+        here)."""
+        if self._counted(found) or self.eager_reason is not None:
             return Then.NATIVE
         if stance is not None and not records_here(stance, self, args, kwargs):
             return Then.NATIVE

@@ -23,6 +23,7 @@ from __future__ import annotations
 import enum
 import threading
 from collections.abc import Callable
+from operator import itemgetter
 from time import perf_counter
 from typing import Any, Final, Protocol
 
@@ -32,15 +33,16 @@ from magpy_refgraph import SpeculationMiss
 __all__ = ["MISSED", "NATIVE", "Hit", "Miss", "Native", "RecordCache", "Then", "Timer"]
 
 
-class Hit:
-    """A record served the call: ``value`` is its result."""
+class Hit(tuple[Any, Record, int]):
+    """A record served the call: ``value`` is its result, ``record`` the record, ``tag``
+    what ``accept`` returned for it (a site's branch; 1 without ``accept``). A tuple made
+    and read in C: a hit runs no Python line for it."""
 
-    __slots__ = ("record", "tag", "value")
+    __slots__ = ()
 
-    def __init__(self, value: Any, record: Record, tag: int) -> None:
-        self.value = value
-        self.record = record
-        self.tag = tag  # what ``accept`` returned for it (a site's branch; 1 for a call)
+    value = property(itemgetter(0))
+    record = property(itemgetter(1))
+    tag = property(itemgetter(2))
 
 
 class Miss:
@@ -113,32 +115,38 @@ class RecordCache:
         nonzero), run; ``timer`` adds the time of each mock run. An exception of a record's
         guard or mock propagates: the caller decides what it means."""
         records = self.records
-        assumed_wrong = False
+        assumed_wrong, tag = False, 1
         for i, rec in enumerate(records):
             inputs = rec.guard.check(*roots)
-            if inputs is None:
-                continue
-            tag = 1 if accept is None else accept(rec)
-            if not tag:
+            if inputs is None or (accept is not None and not (tag := accept(rec))):
                 continue
             if rec.memoize is not None and self.memoize is not None:
                 self.memoize(rec, roots)
-            start = perf_counter() if timer is not None else 0.0
             try:
-                value = rec.mock(*roots, inputs)
+                value = (
+                    rec.mock(*roots, inputs) if timer is None else _timed(rec, roots, inputs, timer)
+                )
             except SpeculationMiss as miss:
-                if timer is not None:
-                    timer.graph_time += perf_counter() - start
                 if rec.program_failed(miss):  # the program's error: eager raises it
                     return NATIVE
                 assumed_wrong = True  # the graph ran, nothing was written: try on
                 continue
-            if timer is not None:
-                timer.graph_time += perf_counter() - start
             rec.hits += 1
             if i and self.move_to_front:
                 with self.lock:
                     if i < len(records) and records[i] is rec:
                         records.insert(0, records.pop(i))
-            return Hit(value, rec, tag)
+            return Hit((value, rec, tag))
         return ASSUMED_WRONG if assumed_wrong else MISSED
+
+
+def _timed(rec: Record, roots: tuple[Any, ...], inputs: Any, timer: Timer) -> Any:
+    """``rec``'s mock run, its time added to ``timer`` (also when it raises ``SpeculationMiss``)."""
+    start = perf_counter()
+    try:
+        value = rec.mock(*roots, inputs)
+    except SpeculationMiss:
+        timer.graph_time += perf_counter() - start
+        raise
+    timer.graph_time += perf_counter() - start
+    return value
