@@ -18,6 +18,10 @@ warning that names the compiled function's caller is a graph break and is issued
 Nothing else treats such a file specially: the import machinery only hides the frozen
 ``<frozen importlib._bootstrap>`` frames, by exact name.
 
+Where the program's code runs (natively, or monitored), ``run`` raises the recursion limit by
+what MagPy adds to the stack meanwhile (see ``_depth``); a hit runs no program code. The path
+of a hit and of a miss, and the policies they meet: docs/runtime.md.
+
 A frame cannot be hidden from ``sys._getframe``: ``sys._getframe(1)`` in the compiled
 function returns ``run``'s frame (eager: the caller's); ``sys._getframe(2)`` is the caller.
 """
@@ -43,11 +47,7 @@ __all__ = ["entry", "run"]
 
 
 def run(state: Any, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
-    """``fn(*args, **kwargs)`` through ``state``, the record cache of a compiled callable.
-
-    Where the program's code runs (natively, or monitored), the recursion limit is raised by
-    what MagPy adds to the stack meanwhile (see ``_depth``); a hit runs no program code.
-    """
+    """``fn(*args, **kwargs)`` through ``state``, a compiled callable's cache (see above)."""
     stance = current_stance()  # None: the default stance (see ``_stance``)
     if disabled() or (stance is not None and (state := under_stance(stance, state)) is None):
         return fn(*args, **kwargs)  # (magpy.disable, or force_eager: the original code)
@@ -64,13 +64,12 @@ def run(state: Any, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
             state.stats.time_total += perf_counter() - start
             return found.value
         then = state.missed(found, fn, args, kwargs, seen, stance)
-        while then is Then.AGAIN:  # rare: a record came meanwhile (a sibling's, a stored one)
-            seen = state.added
-            found = state.lookup(fn, args, kwargs)
-            if found.__class__ is Hit:
+        if then is Then.AGAIN:  # rare: a record came meanwhile (a sibling's, a stored one)
+            again = _again(state, fn, args, kwargs, stance)
+            if again.__class__ is Hit:
                 state.stats.time_total += perf_counter() - start
-                return found.value
-            then = state.missed(found, fn, args, kwargs, seen, stance)
+                return again.value
+            then = again
         if then is not Then.NATIVE:  # monitor this call, and record it
             epoch = state.epoch
             try:
@@ -106,6 +105,18 @@ def run(state: Any, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
         _depth.shrink(_depth.NATIVE)
         if counted and stats.segments_started == segments:
             state.ran_natively(perf_counter() - start, stats.graph_time - in_graphs)
+
+
+def _again(state: Any, fn: Any, args: Any, kwargs: Any, stance: Any) -> Hit | Then:
+    """Look again, while records keep coming meanwhile: a hit, or what the call does next."""
+    then = Then.AGAIN
+    while then is Then.AGAIN:
+        seen = state.added
+        found = state.lookup(fn, args, kwargs)
+        if found.__class__ is Hit:
+            return found
+        then = state.missed(found, fn, args, kwargs, seen, stance)
+    return then
 
 
 def entry(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
