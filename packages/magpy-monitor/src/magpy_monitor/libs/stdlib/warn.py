@@ -18,10 +18,12 @@ another on every call: the record keeps how many levels above the compiled call'
 (``_hops_above``: as eager counts them, MagPy's own frames not counted), and the mock finds the
 frame at that place on every hit and warns from there (``replay_warning_above``: its file, line,
 module and registry then); since that module may change, the record is guarded on no filter
-turning the text into an exception for any module. A filter that turns the warning into an exception would raise it
-in eager where the program calls ``warn``, before the rest of the program's effects; the mock
-replays write-backs after the graph ran, so the record is guarded on the filters not saying
-``"error"`` for this warning (a miss re-records, and the recording run raises as eager does).
+turning the text into an exception for any module.
+
+A filter that turns the warning into an exception would raise it in eager where the program
+calls ``warn``, before the rest of the program's effects; the mock replays write-backs after the
+graph ran, so the record is guarded on the filters not saying ``"error"`` for this warning (a
+miss re-records, and the recording run raises as eager does).
 
 A ``warnings.catch_warnings()`` block and a replayed warning never share a record (the mock does
 not replay the block's filters; it replays its reset of every registry, ``pyobj.contexts``, but a
