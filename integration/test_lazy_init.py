@@ -216,9 +216,9 @@ def test_a_lazy_initialisation_that_prints(capsys: pytest.CaptureFixture[str]) -
 
 class UsesLazyLinear(nn.Module):
     """torch's own lazy initialisation: ``nn.LazyLinear`` makes its weight (random draws) from
-    the first input's width and drops its initialising hook. The first call breaks in torch's
-    code (the hook), outside the program's frames: no segment could start there, so before the
-    second whole capture the module ran eagerly for good."""
+    the first input's width and drops its initialising hook. The first call runs the hook
+    natively (as ``_call_impl`` does) and records the call of the module as it is from then on:
+    one record, hit from the second call on."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -228,11 +228,69 @@ class UsesLazyLinear(nn.Module):
         return self.lin(x).relu()
 
 
+class LazyConvStack(nn.Module):
+    """Several of torch's lazy modules, one after the other (each initialises from what the
+    previous one made), in a list the forward iterates."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = nn.Sequential(nn.LazyConv2d(3, 3), nn.LazyBatchNorm2d(), nn.ReLU())
+        self.towers = [nn.LazyLinear(5), nn.LazyLinear(2)]
+        for i, t in enumerate(self.towers):
+            self.add_module(f"tower{i}", t)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.body(x).flatten(1)
+        for t in self.towers:
+            x = t(x)
+        return x
+
+
+def _lazy_torch_module_records_once(make: Callable[[], nn.Module], x: Callable[[], Any]) -> Any:
+    """Eager and compiled side by side over ``CALLS`` calls on fresh inputs, the same draws on
+    both sides: equal outputs and state on every call; the first call is the one record (no
+    break), every later call a hit of it."""
+    torch.manual_seed(0)
+    eager = make()
+    torch.manual_seed(0)
+    target = make()
+    compiled = magpy.compile(target, backend="eager")
+    for i in range(CALLS):
+        args = (x(),)
+        torch.manual_seed(1000 + i)
+        want = eager(*args)
+        torch.manual_seed(1000 + i)
+        got = compiled(*args)
+        H.assert_same(got, want, f"call {i}")
+        for key, value in _state(eager).items():
+            H.assert_same(_state(target)[key], value, f"call {i}: {key}")
+        st = magpy.stats(compiled)
+        assert (st.records, st.breaks, st.fallbacks, st.misses) == (1, 0, 0, 1), (i, st)
+        assert st.hits == i and st.graphs == 1, (i, st)
+    return compiled
+
+
 def test_a_lazy_torch_module() -> None:
-    compiled = assert_lazy_init_settles(
-        UsesLazyLinear, lambda: (torch.randn(2, 3),), first_break=True
-    )
+    compiled = _lazy_torch_module_records_once(UsesLazyLinear, lambda: torch.randn(2, 3))
     assert type(compiled._magpy_original.lin) is nn.Linear  # (it became a Linear, as eagerly)
+
+
+def test_lazy_torch_modules_in_a_sequence_and_a_list() -> None:
+    compiled = _lazy_torch_module_records_once(LazyConvStack, lambda: torch.randn(2, 2, 5, 5))
+    kinds = [type(m) for m in compiled._magpy_original.modules()]
+    assert nn.Conv2d in kinds and nn.BatchNorm2d in kinds and nn.Linear in kinds, kinds
+
+
+def test_a_lazy_module_with_another_pre_hook_first_settles() -> None:
+    """Another pre-hook runs before the initialising one: that call stays a break (the
+    monitor would have to run both natively, in order), and the next call records whole."""
+
+    def make() -> nn.Module:
+        mod = UsesLazyLinear()
+        mod.lin.register_forward_pre_hook(lambda m, a: (a[0] * 2,), prepend=True)
+        return mod
+
+    assert_lazy_init_settles(make, lambda: (torch.randn(2, 3),), first_break=True)
 
 
 # ---------------------------------------------------------------------------------- functions

@@ -74,16 +74,70 @@ def test_numpy_global_draws_and_arrays() -> None:
 
 
 def test_continuous_draws_stay_breaks() -> None:
-    """A float drawn (Python's or numpy's) is not specialised: no unseeded call draws it
-    again; it stays a break, and every call is eager's."""
+    """A float drawn (Python's, or numpy's met by arithmetic torch may not compute bit for bit
+    as numpy: ``**``) is not specialised: no unseeded call draws it again; it stays a break,
+    and every call is eager's."""
 
     def f(x: torch.Tensor) -> torch.Tensor:
-        return x * random.random() + torch.from_numpy(np.random.normal(size=[2])).float()
+        return x * random.random() + torch.from_numpy(np.random.normal(size=[2]) ** 2).float()
 
     x = torch.ones(2)
     ex = magpy.explain(f)(x)
     assert any("continuous" in r.reason for r in ex.break_reasons)
     _seeded_calls(f, x)
+
+
+def _unseeded_calls(fn, make_x, n: int = 5):  # type: ignore[no-untyped-def]
+    """``magpy.compile(fn)`` and ``fn`` side by side over ``n`` calls on fresh inputs, seeded
+    once only (each call draws new values): results and generator states equal eager's."""
+    cf = magpy.compile(fn, backend="eager")
+    _seed(1)
+    eager = [(fn(x), _states()) for x in (make_x(i) for i in range(n))]
+    _seed(1)
+    got = [(cf(x), _states()) for x in (make_x(i) for i in range(n))]
+    for i, (g, w) in enumerate(zip(got, eager, strict=True)):
+        assert _same(g, w), f"call {i}"
+    return magpy.stats(cf)
+
+
+def gdrop_prop(x: torch.Tensor) -> torch.Tensor:
+    # (progressive_growing_of_gans' GDropLayer, mode "prop": numpy noise scaled into the graph)
+    shape = [s if axis in (0, 1) else 1 for axis, s in enumerate(x.size())]
+    rnd = np.random.normal(size=shape) * (0.2 * x.size(1) ** 0.5) + 1
+    return x * torch.from_numpy(rnd).type(x.data.type())
+
+
+def uniform_and_generator(x: torch.Tensor) -> torch.Tensor:
+    rs = np.random.uniform(-1.0, 1.0, size=(x.size(0), 1, 1, 1))
+    return x + torch.from_numpy(rs) * 2 - torch.from_numpy(np.random.rand(1, x.size(1), 1, 1))
+
+
+@pytest.mark.parametrize("fn", [gdrop_prop, uniform_and_generator])
+def test_a_continuous_numpy_draw_is_a_graph_input(fn) -> None:  # type: ignore[no-untyped-def]
+    """A float array drawn that only feeds tensor arithmetic enters the graph as an input: the
+    mock draws it again on every call (the generator advancing as in eager) and the graph
+    computes with this call's values. One record, no break, hits from the second call on."""
+    _one_graph(fn, torch.randn(2, 3, 4, 4))
+    st = _unseeded_calls(fn, lambda i: torch.randn(2, 3, 4, 4))
+    assert (st.records, st.graphs, st.breaks, st.hits) == (1, 1, 0, 4), st
+    st = _seeded_calls(fn, torch.randn(2, 3, 4, 4))
+    assert (st.records, st.breaks, st.hits) == (1, 0, 3), st
+
+
+def test_a_continuous_draw_met_by_python_stays_a_break() -> None:
+    """The drawn array's values reach Python (a branch on their sum): a break there, and every
+    call is eager's."""
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        rnd = np.random.normal(size=[3])
+        if rnd.sum() > 0:
+            return x * torch.from_numpy(rnd)
+        return x - 1
+
+    ex = magpy.explain(f)(torch.ones(3))
+    assert ex.graph_break_count >= 1
+    st = _unseeded_calls(f, lambda i: torch.randn(3), n=6)
+    assert st.fallbacks == 0, st
 
 
 def test_numpy_choice_indexes_a_list() -> None:

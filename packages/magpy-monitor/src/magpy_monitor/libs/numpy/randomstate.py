@@ -10,12 +10,19 @@ array the run made from guarded values (``np.random.choice(a, p=weights)``).
 from __future__ import annotations
 
 import importlib
+import threading
+from collections.abc import Callable
 from typing import Any
+
+import torch
+
+from magpy_refgraph import Attr, Const
 
 from ...core.frame import FrameMonitor
 from ...core.values import Val
 from ..stdlib.draws import SEED_FUNCTIONS, GeneratorKind, add_generator
 from .ndarrays import _accept_one, _result
+from .tensorarrays import TensorArray
 
 __all__: list[str] = []
 
@@ -45,11 +52,56 @@ def _accept(m: FrameMonitor, v: Val) -> Any:
     return v.obj
 
 
+class _Holder(threading.local):
+    """The tensor a continuous draw is fed into, one per thread (the mock's draw and the graph
+    run in the calling thread: two threads never share the values)."""
+
+    def __init__(self, shape: tuple[int, ...], dtype: torch.dtype) -> None:
+        self.t = torch.empty(shape, dtype=dtype)
+
+
+_MAX_DRAWN = 1 << 16  # (elements of a continuous draw fed to the graph on every call)
+
+
+def _drawn(m: FrameMonitor, out: Any) -> tuple[Val, Callable[[Any], bool]] | None:
+    """A float array drawn (``np.random.normal(size=s)``): an input of the graph rather than a
+    constant. The record holds a tensor of its dtype and shape (``holder``, a graph input by a
+    constant path); the mock's draw on every call writes what it drew into it before the graph
+    runs, so the graph computes with this call's values, as eager does. The array's shadow
+    holds a copy of the holder's values in the graph (``TensorArray``): numpy arithmetic over it
+    that ``tensorarrays`` records and ``torch.from_numpy`` of it are graph operations; any other
+    use (a branch on it, its values read into Python, returning it) is a break there."""
+    if not (
+        type(out) is np.ndarray
+        and out.dtype in (np.float32, np.float64)
+        and out.ndim > 0
+        and out.size <= _MAX_DRAWN
+        and out.flags.c_contiguous
+    ):
+        return None
+    cap = m.cap
+    shape, dtype = out.shape, out.dtype
+    holder = _Holder(shape, torch.from_numpy(out).dtype)
+    holder.t.copy_(torch.from_numpy(out))
+    root = cap.root(Const(holder), holder)
+    node = cap.to_arg(cap.child(root, Attr("t"), holder.t))
+    node = cap.rec.call("call_method", "clone", (node,), {"memory_format": torch.contiguous_format})
+    val = cap.new(out, payload=TensorArray(node, view=True))
+
+    def feed(value: Any) -> bool:
+        if type(value) is not np.ndarray or value.dtype != dtype or value.shape != shape:
+            return False
+        holder.t.copy_(torch.from_numpy(value))
+        return True
+
+    return val, feed
+
+
 def _register() -> None:
     if np is None:
         return
     rs = np.random.RandomState
-    legacy = GeneratorKind(_STATE_METHODS, rs.get_state, rs.set_state, _result_of, _accept)
+    legacy = GeneratorKind(_STATE_METHODS, rs.get_state, rs.set_state, _result_of, _accept, _drawn)
     add_generator(rs, legacy)
     seed, glob = np.random.seed, getattr(np.random.mtrand, "_rand", None)
     if type(glob) is rs and getattr(seed, "__self__", None) is not glob:
@@ -64,7 +116,7 @@ def _register() -> None:
 
     add_generator(
         np.random.Generator,
-        GeneratorKind(_GENERATOR_METHODS, state, restore, _result_of, _accept),
+        GeneratorKind(_GENERATOR_METHODS, state, restore, _result_of, _accept, _drawn),
     )
 
 

@@ -13,7 +13,11 @@ tried, or the program runs again from that state and draws what eager draws (a b
 drawn value is never replayed down the wrong side).
 
 Only discrete draws are specialised (integers, choices, integer arrays): a float drawn is one
-no unseeded call draws again, so those stay breaks. Draws whose values keep changing (nobody
+no unseeded call draws again. Where the generator's kind can make such a value an input of the
+graph (``GeneratorKind.drawn``: numpy's float arrays, ``libs.numpy.randomstate``), the mock
+draws it again on every call and feeds it to the graph (``Draw.feed``) instead of comparing it,
+so the graph computes with this call's values; any other continuous draw (a Python float) stays
+a break. Draws whose values keep changing (nobody
 seeds them) miss on most calls: after
 ``config.max_assumption_misses`` such misses the cache stops assuming (``Capture.speculate``)
 and a draw is a break, as before.
@@ -52,7 +56,7 @@ class GeneratorKind:
     put back, and (``result``) the shadow of what a draw returned (None: plain values only);
     ``accept(m, v)`` accepts an argument that is no plain value (None: none is)."""
 
-    __slots__ = ("accept", "methods", "restore", "result", "state")
+    __slots__ = ("accept", "drawn", "methods", "restore", "result", "state")
 
     def __init__(
         self,
@@ -61,9 +65,14 @@ class GeneratorKind:
         restore: Callable[[Any, Any], None],
         result: Callable[[FrameMonitor, Any], Val] | None = None,
         accept: Callable[[FrameMonitor, Val], Any] | None = None,
+        drawn: Callable[[FrameMonitor, Any], tuple[Val, Callable[[Any], bool]] | None]
+        | None = None,
     ) -> None:
         self.methods, self.state, self.restore = methods, state, restore
         self.result, self.accept = result, accept
+        # a continuous value drawn that can enter the graph as this call's value: its shadow
+        # and what feeds the value of a later call to the graph (False: it does not fit)
+        self.drawn = drawn
 
 
 # type of a generator -> its kind (exact types: a subclass may draw from elsewhere)
@@ -76,7 +85,7 @@ SEED_FUNCTIONS: dict[int, tuple[Any, Any, GeneratorKind, Callable[[FrameMonitor]
 class Draw:
     """One draw of a record: ``fn(*args, **kwargs)`` gave ``expected`` from ``generator``."""
 
-    __slots__ = ("args", "expected", "fn", "generator", "kind", "kwargs", "where")
+    __slots__ = ("args", "expected", "feed", "fn", "generator", "kind", "kwargs", "where")
 
     def __init__(
         self,
@@ -90,6 +99,8 @@ class Draw:
     ) -> None:
         self.fn, self.generator, self.kind = fn, generator, kind
         self.args, self.kwargs, self.expected, self.where = args, kwargs, expected, where
+        # (a continuous draw: its value is the graph's on every call, not a constant)
+        self.feed: Callable[[Any], bool] | None = None
 
     def state(self) -> Any:
         return self.kind.state(self.generator)
@@ -98,7 +109,10 @@ class Draw:
         self.kind.restore(self.generator, state)
 
     def again(self) -> bool:
-        """The call once more (called by the mock): whether it gave the recorded value."""
+        """The call once more (called by the mock): whether it gave the recorded value (a
+        continuous draw: whether its value could be fed to the graph)."""
+        if self.feed is not None:
+            return self.feed(self.fn(*self.args, **self.kwargs))
         return same_value(self.fn(*self.args, **self.kwargs), self.expected)
 
     def __repr__(self) -> str:
@@ -208,10 +222,15 @@ def _random_draw(m: FrameMonitor, inst: Inst, c: Call) -> None:
 
     def make(real: list[Any]) -> list[Val]:
         out = real[0]
+        fed = None
         if _continuous(out):
-            # a record specialised to a float drawn is one no unseeded call draws again
-            raise m.unsupported(f"{what} draws a continuous value")
-        if kind.result is not None and not is_value_type(out) and out is not None:
+            # a record specialised to a float drawn is one no unseeded call draws again; an
+            # array of them may enter the graph as an input the mock feeds on every call
+            fed = kind.drawn(m, out) if kind.drawn is not None else None
+            if fed is None:
+                raise m.unsupported(f"{what} draws a continuous value")
+            val = fed[0]
+        elif kind.result is not None and not is_value_type(out) and out is not None:
             val = kind.result(m, out)
         elif out is None or is_value_type(out) or out is generator:
             val = cap.const(out)
@@ -222,6 +241,8 @@ def _random_draw(m: FrameMonitor, inst: Inst, c: Call) -> None:
         line = m.last.line if m.last is not None else m.code.co_firstlineno
         where = f"{what} at {m.code.co_filename}:{line}"
         draw = Draw(fn, generator, kind, args, kwargs, _snapshot(out), where)
+        if fed is not None:
+            draw.feed = fed[1]
         cap.writes.append(Write("draw", cap.const(generator), draw, None))
         return [val]
 

@@ -66,6 +66,7 @@ __all__ = [
     "arm",
     "calls",
     "disarm",
+    "is_internal",
     "last_seen",
     "native_replayed",
     "note_replay",
@@ -103,9 +104,12 @@ class WarnCall(NamedTuple):
     category: Any
     target: types.FrameType | None
     lineno: int
+    caller: types.FrameType | None = None  # (the frame that called ``warn``)
+    stacklevel: int = 1
 
 
-def _is_internal(frame: types.FrameType) -> bool:
+def is_internal(frame: types.FrameType) -> bool:
+    """An importlib bootstrap frame, which ``warnings.warn``'s ``stacklevel`` skips."""
     name = frame.f_code.co_filename
     return "importlib" in name and "_bootstrap" in name
 
@@ -114,14 +118,14 @@ def target_frame(start: types.FrameType, stacklevel: int) -> types.FrameType | N
     """The frame ``warnings.warn(stacklevel=...)`` called from ``start`` attributes the warning
     to (CPython's ``setup_context``: importlib's bootstrap frames are skipped)."""
     f: types.FrameType | None = start
-    if stacklevel <= 0 or _is_internal(start):
+    if stacklevel <= 0 or is_internal(start):
         while stacklevel > 1 and f is not None:
             f = f.f_back
             stacklevel -= 1
         return f
     while stacklevel > 1 and f is not None:
         f = f.f_back
-        while f is not None and _is_internal(f):
+        while f is not None and is_internal(f):
             f = f.f_back
         stacklevel -= 1
     return f
@@ -139,7 +143,8 @@ def _spied_warn(
         plain = type(message) is str and source is None and not kwargs and level == stacklevel + 1
         target = target_frame(sys._getframe(1), stacklevel) if plain else None
         lineno = target.f_lineno if target is not None else 0
-        spy[1].calls.append(WarnCall(message, category, target, lineno))
+        caller = sys._getframe(1) if plain else None
+        spy[1].calls.append(WarnCall(message, category, target, lineno, caller, stacklevel))
     _ORIGINAL_WARN(message, category, level, source, **kwargs)
 
 

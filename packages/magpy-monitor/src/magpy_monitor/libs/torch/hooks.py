@@ -6,8 +6,9 @@ that no backward or global hooks exist and that the module's forward-hook dicts 
 hooks seen now, and follows each hook and ``forward`` in turn, with the arguments
 ``_call_impl`` passes them (pre-hooks may replace the arguments, forward hooks the result; a
 hook registered ``with_kwargs=True`` also gets the kwargs, and its pre-hook may replace them).
-Hooks that are always called (they run when forward raises), torch.distributed's (FSDP2) and a
-lazy module's initialisation (its parameters materialized in place) are breaks.
+Hooks that are always called (they run when forward raises) and torch.distributed's (FSDP2) are
+breaks. torch's own lazy module's initialising pre-hook runs natively, and the call is followed
+as the module is after it (``_initialise_lazy``); any other lazy initialisation is a break.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any, cast
 
 import torch
 from torch.nn.modules import module as mm
+from torch.nn.modules.lazy import LazyModuleMixin
 
 from magpy_refgraph import Attr, GuardKind, Item, ModuleCall, ModuleNoHooks
 
@@ -77,6 +79,43 @@ def _lazy_state(mod: torch.nn.Module) -> bool:
     return any(torch.nn.parameter.is_lazy(t) for t in own if t is not None)
 
 
+def _initialise_lazy(m: FrameMonitor, fn_val: Val, pos: list[Val], kwargs: dict[str, Val]) -> bool:
+    """Run the initialising pre-hook of torch's own lazy module (``nn.LazyLinear``,
+    ``LazyConv2d``, ``LazyBatchNorm1d``...) natively, now, as ``_call_impl`` would: its
+    parameters are materialized from the inputs' sizes (and drawn from torch's generator), the
+    hook removes itself and the module becomes its ``cls_to_become``. The record then follows
+    the call of the module as it is from now on, which is what every later call finds (eager
+    never initialises twice): the first call records, the second hits. Only where nothing of
+    the module's lazy state was seen by the capture yet (no guard was taken on what the hook
+    changes) and the hook is the module's only pre-hook (no other hook runs before it); else
+    the call stays a break (True: initialised)."""
+    mod: torch.nn.Module = fn_val.obj
+    cls: Any = type(mod)
+    if not (
+        fn_val.external
+        and issubclass(cls, LazyModuleMixin)
+        and cls.__module__.startswith("torch.nn.")
+        and cls.initialize_parameters.__module__.startswith("torch.nn.")
+        and not mod._forward_hooks_always_called
+    ):
+        return False
+    hook = getattr(mod, "_initialize_hook", None)
+    pre = mod._forward_pre_hooks
+    if hook is None or list(pre) != [hook.id] or hook.id not in mod._forward_pre_hooks_with_kwargs:
+        return False
+    fn = pre[hook.id]
+    if getattr(fn, "__func__", None) is not LazyModuleMixin._infer_parameters:
+        return False
+    if getattr(fn, "__self__", None) is not fn_val.obj:
+        return False
+    own = (*mod._parameters.values(), *mod._buffers.values())
+    if any(m.cap.known(t) is not None for t in own if t is not None):
+        return False
+    args = tuple(v.obj for v in pos)
+    fn(mod, args, {k: v.obj for k, v in kwargs.items()})
+    return True
+
+
 def _stateless_torch_module(mod: torch.nn.Module, kept: dict[str, Val]) -> bool:
     """A module without parameters, buffers or submodules: torch.nn's (ReLU, Upsample,
     MaxPool), or one whose other attributes are plain values (``ScaledDotProductAttention()``
@@ -128,7 +167,7 @@ def module_call(
     why = _unsupported_hooks(mod, grad_off)
     if why is not None:
         raise m.unsupported(f"{type(mod).__name__} has {why}")
-    if _lazy_state(mod):
+    if _lazy_state(mod) and not _initialise_lazy(m, fn_val, pos, kwargs):
         # (``LazyModuleMixin``'s pre-hook materializes them: ``UninitializedParameter.
         # materialize`` swaps the parameter's data and class in place, then the hook removes
         # itself and the module changes class; the next call is captured whole again)

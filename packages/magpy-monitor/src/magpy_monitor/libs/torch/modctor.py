@@ -12,6 +12,11 @@ build an equal one:
   is a plain value (guarded by value). Such a tensor is read as a ``torch.tensor(values)`` node
   of the graph, so each call builds it anew, as eager does.
 
+A library's module built from tensors of the graph (``return nn.ReLU(self.conv(x))``, a slip
+for ``nn.ReLU()(...)``) is no constant: the mock builds it again on every call from that call's
+tensors (``Construction``), under the same conditions (no state, no random numbers) and keeping
+only its arguments or plain values; calling such a module is a break.
+
 The library's constructor is taken to be a deterministic function of its arguments; a frame of
 the program's own Python it starts (a metaclass ``__call__``, a ``__setattr__`` override) is a
 break (``core.programcode``).
@@ -38,7 +43,7 @@ import torch
 from ...core.attributes import guard_class_attr
 from ...core.frame import FrameMonitor, Inst
 from ...core.programcode import program_frames, program_function
-from ...core.values import Payload, Val
+from ...core.values import Construction, Payload, Val
 from ...core.valuetypes import is_value_type
 from ...pyobj.instances import follow_init, lookup
 
@@ -108,8 +113,9 @@ def construct_module(
     guard_class_attr(cap, cls, "__init__")  # (the one the class holds now)
     args = [*pos, *kwargs.values()]
     if any(v.fx is not None for v in args):
-        # (its attribute would be another tensor on every call: no constant of the record)
-        raise m.unsupported(f"{cls.__name__} built inside forward from a tensor of the graph")
+        # (its attribute is another tensor on every call: no constant of the record)
+        _built_from_graph(m, inst, cls_val, pos, kwargs)
+        return
     for v in args:
         cap.observe(v)
     before = _rng_fingerprint()
@@ -130,6 +136,46 @@ def construct_module(
 
     p = m.expect_outputs(inst, 1, make)
     p.calls_back = program_frames()  # (the program's Python, run natively: unseen)
+
+
+def _built_from_graph(
+    m: FrameMonitor, inst: Inst, cls_val: Val, pos: list[Val], kwargs: dict[str, Val]
+) -> None:
+    """A library's module built from tensors of the graph (``nn.ReLU(self.conv(x))``: a
+    program that returns the module by mistake): a new object on every call, which the mock
+    builds again from this call's tensors (``Construction``), as eager builds it. The same
+    conditions as a constant's: no state of its own, no random numbers drawn; and what it keeps
+    is its arguments themselves or plain values. It is never a constant: calling it is a break
+    (``hooks.module_call``)."""
+    cap, cls = m.cap, cls_val.obj
+    for v in (*pos, *kwargs.values()):
+        if v.fx is None and not isinstance(v.obj, torch.Tensor):
+            cap.observe(v)
+        elif v.fx is None:  # (a tensor from outside: the mock would share it)
+            raise m.unsupported(f"{cls.__name__} built inside forward from a tensor from outside")
+    args = {id(v.obj): v for v in (*pos, *kwargs.values()) if v.fx is not None}
+    before = _rng_fingerprint()
+
+    def make(real: list[Any]) -> list[Val]:
+        mod = real[0]
+        _check_stateless(m, mod, before)
+        kept = {}
+        for k, x in vars(mod).items():
+            if k in MODULE_INTERNALS and k != "training":
+                continue
+            if isinstance(x, torch.Tensor) and id(x) in args and args[id(x)].obj is x:
+                kept[k] = args[id(x)]
+            elif not _plain(x):
+                raise m.unsupported(
+                    f"{cls.__name__} built inside forward from a tensor of the graph keeps a "
+                    f"{type(x).__name__} of its own"
+                )
+        val = cap.new(mod, payload=Construction(cls, list(pos), dict(kwargs)))
+        val.attrs = kept
+        return [val]
+
+    p = m.expect_outputs(inst, 1, make)
+    p.calls_back = program_frames()
 
 
 def _follow_init(
