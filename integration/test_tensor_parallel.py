@@ -11,6 +11,12 @@ Llama-style block (q/k/v and gate/up colwise, o and down rowwise), with and with
 SequenceParallel, and AOTAutograd
 (``aot_eager``) run under ``slow`` (``nox -s integration_slow``, or ``nox -s distributed``).
 
+A program's own collectives (``integration/collectives_worker.py``): the functional
+collectives (``all_reduce``, ``all_gather_single``, ``reduce_scatter_single``, their deprecated
+aliases, ``wait_tensor``; a group given as a ``ProcessGroup`` or a ``DeviceMesh``) are nodes of
+one graph, hit on every later call, and another group misses; ``dist.all_reduce`` on a plain
+tensor and ``DTensor.from_local(..., run_check=True)`` are breaks with their reasons.
+
 Training (``integration/tp_train_worker.py``): a whole TP training step compiled (forward,
 ``loss.backward()``, the optimizer's step, ``zero_grad()``) equals eager's losses and
 parameters over 5 steps and, warm, each step is one hit of one record (one graph, no break,
@@ -26,6 +32,12 @@ import _integration_helpers as H
 import pytest
 
 pytest.importorskip("torch.distributed")
+
+# integration/collectives_worker.py's cases
+COLLECTIVES = (
+    "all_reduce", "all_gather", "reduce_scatter", "deprecated", "wait_on_mesh", "dropped",
+    "by_group", "c10d_in_place", "checked_from_local",
+)  # fmt: skip
 
 
 def _check(proc: object, cases: tuple[str, ...]) -> None:
@@ -56,6 +68,17 @@ def test_tp_llama_block_on_two_processes(backend: str) -> None:
     args = ("--calls", "4", "--llama", "--backend", backend)
     proc = H.run_module("integration.tp_worker", *args, timeout=480)
     _check(proc, ("mlp", "guards", "nograd", "llama", "sp"))
+
+
+def test_own_collectives_are_graph_nodes_on_two_processes() -> None:
+    proc = H.run_module("integration.collectives_worker", "--backend", "aot_eager", timeout=300)
+    _check_lines(proc, COLLECTIVES)
+
+
+@pytest.mark.slow
+def test_own_collectives_under_inductor_on_two_processes() -> None:
+    proc = H.run_module("integration.collectives_worker", "--backend", "inductor", timeout=600)
+    _check_lines(proc, COLLECTIVES)
 
 
 def _check_lines(proc: object, cases: tuple[str, ...]) -> None:
