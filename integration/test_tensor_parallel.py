@@ -22,8 +22,9 @@ Training (``integration/tp_train_worker.py``): a whole TP training step compiled
 parameters over 5 steps and, warm, each step is one hit of one record (one graph, no break,
 nothing run uncompiled). The MLP with SGD through AOTAutograd runs by default; Inductor, the
 Llama-style block with AdamW, and 2-D parallelism (FSDP2 on one mesh dimension, TP on the
-other, each block's forward compiled) are ``slow``. Two processes on this two-core machine
-make the 2-D meshes 1x2 and 2x1, not 2x2.
+other, each block's forward compiled: 1x2 and 2x1 meshes on 2 processes with the eager,
+aot_eager and Inductor backends, and a 2x2 mesh on 4 processes with the eager backend) are
+``slow``.
 """
 
 from __future__ import annotations
@@ -81,11 +82,11 @@ def test_own_collectives_under_inductor_on_two_processes() -> None:
     _check_lines(proc, COLLECTIVES)
 
 
-def _check_lines(proc: object, cases: tuple[str, ...]) -> None:
+def _check_lines(proc: object, cases: tuple[str, ...], world: int = 2) -> None:
     out = proc.stdout  # type: ignore[attr-defined]
     lines = out.strip().splitlines()
-    assert len(lines) == 2 * len(cases), out
-    for rank in (0, 1):
+    assert len(lines) == world * len(cases), out
+    for rank in range(world):
         for case in cases:
             # (the worker checked values, records and hits; a line says "ok" only then)
             assert any(line.startswith(f"rank {rank} {case}: ok (") for line in lines), out
@@ -105,9 +106,18 @@ def test_tp_training_step_is_one_record_on_two_processes() -> None:
         ("llama-step", "aot_eager"),
         ("fsdp-tp-1x2,fsdp-tp-2x1", "eager"),
         ("fsdp-tp-1x2,fsdp-tp-2x1", "aot_eager"),
+        ("fsdp-tp-1x2,fsdp-tp-2x1", "inductor"),
     ],
 )
 def test_tp_training_steps_and_2d_fsdp_tp_on_two_processes(cases: str, backend: str) -> None:
     args = ("--cases", cases, "--backend", backend, "--steps", "5")
     proc = H.run_module("integration.tp_train_worker", *args, timeout=600)
     _check_lines(proc, tuple(cases.split(",")))
+
+
+@pytest.mark.slow
+def test_2d_fsdp_tp_on_a_2x2_mesh_of_four_processes() -> None:
+    # (four processes on two cores: about 80 s with the eager backend)
+    args = ("--cases", "fsdp-tp-2x2", "--backend", "eager", "--steps", "5", "--world", "4")
+    proc = H.run_module("integration.tp_train_worker", *args, timeout=600)
+    _check_lines(proc, ("fsdp-tp-2x2",), world=4)

@@ -14,9 +14,9 @@ Each rank builds its meshes and runs the named cases (comma-separated):
   (FSDP2) on its ``dp`` dimension, the root too; each block's forward compiled
   (``block.forward = magpy.compile(block.forward)``), the training step (forward, backward,
   ``AdamW``) run as is around them. Two processes make a 2-D mesh of 1x2 (FSDP over one rank,
-  TP over two) or 2x1 (FSDP over two, TP over one): this machine has two cores, so a 2x2
-  mesh's four processes are out of reach; each shape puts both kinds of DTensor on its
-  parameters (FSDP's ``Shard(0)`` on ``dp``, TP's on ``tp``).
+  TP over two) or 2x1 (FSDP over two, TP over one); each shape puts both kinds of DTensor on
+  its parameters (FSDP's ``Shard(0)`` on ``dp``, TP's on ``tp``);
+- ``fsdp-tp-2x2``: the same on a 2x2 mesh, 4 processes (``--world 4``, this case alone).
 
 The eager reference is the same model, parallelized the same way, run uncompiled. After every
 step the losses and every parameter (gathered whole) must equal eager's; a whole step
@@ -152,7 +152,7 @@ WARM_UP = {"mlp-step": (1, 0), "llama-step": (2, 1)}
 
 def _two_d_case(name: str, rank: int, backend: str, steps: int) -> str:
     """FSDP2 on ``dp`` and TP on ``tp`` of a 2-D mesh, each block's forward compiled."""
-    dp, tp = (1, 2) if name == "fsdp-tp-1x2" else (2, 1)
+    dp, tp = (int(n) for n in name.removeprefix("fsdp-tp-").split("x"))
     mesh = init_device_mesh("cpu", (dp, tp), mesh_dim_names=("dp", "tp"))
     torch.manual_seed(0)
     models = (torch.nn.Sequential(_Block(), _Block()), torch.nn.Sequential(_Block(), _Block()))
@@ -189,14 +189,17 @@ CASES = {
     "llama-step": _step_case,
     "fsdp-tp-1x2": _two_d_case,
     "fsdp-tp-2x1": _two_d_case,
+    "fsdp-tp-2x2": _two_d_case,  # (4 processes: ``--world 4``)
 }
 
 
-def _worker(rank: int, port: int, backend: str, steps: int, cases: list[str], results: Any) -> None:
+def _worker(
+    rank: int, world: int, port: int, backend: str, steps: int, cases: list[str], results: Any
+) -> None:
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=2)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
     try:
         for name in cases:
             try:
@@ -212,18 +215,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backend", default="inductor", help="MagPy backend (default: inductor)")
     parser.add_argument("--steps", type=int, default=5, help="training steps (default: 5)")
     parser.add_argument("--cases", default="mlp-step", help=f"comma-separated, of {list(CASES)}")
+    parser.add_argument("--world", type=int, default=2, help="processes (4 for fsdp-tp-2x2)")
     args = parser.parse_args(argv)
     cases = args.cases.split(",")
     if unknown := set(cases) - set(CASES):
         parser.error(f"unknown cases {sorted(unknown)}")
+    if any((name == "fsdp-tp-2x2") != (args.world == 4) for name in cases):
+        parser.error("fsdp-tp-2x2 runs alone, with --world 4; the other cases with 2")
     results = mp.get_context("spawn").Queue()
     mp.start_processes(
         _worker,
-        args=(_free_port(), args.backend, args.steps, cases, results),
-        nprocs=2,
+        args=(args.world, _free_port(), args.backend, args.steps, cases, results),
+        nprocs=args.world,
         start_method="spawn",
     )
-    lines = sorted(results.get(timeout=60) for _ in range(2 * len(cases)))
+    lines = sorted(results.get(timeout=120) for _ in range(args.world * len(cases)))
     print("\n".join(lines))
     return 0 if all(": ok (" in line for line in lines) else 1
 
