@@ -9,8 +9,8 @@ themselves (``all_reduce``, ``all_gather_single``, ``reduce_scatter_single``, th
 default ``ProcessGroup``, a ``DeviceMesh`` or another ``ProcessGroup``), ``dist.all_reduce``
 on a plain tensor, and ``DTensor.from_local(..., run_check=True)``, and runs each ``--calls``
 times on inputs that differ per rank, next to the same function eager. Every result must
-equal eager's (the entry tensor too, where eager changes it in place), and the counters must
-be the case's exactly:
+equal eager's (the entry tensor too, where eager changes it in place; exactly, or within a
+few ulps under Inductor), and the counters must be the case's exactly:
 
 - a functional collective is a node of one graph: 1 record, a hit on every later call, no
   break; a collective whose result the program drops is still run (rank 1 runs that case
@@ -112,6 +112,14 @@ REASONS = {
 }
 
 
+def _same(backend: str) -> Callable[[torch.Tensor, torch.Tensor], bool]:
+    """Equal: exactly, but for Inductor, whose kernels (``sin``) round a few ulps apart from
+    eager's (as under ``torch.compile``)."""
+    if backend == "inductor":
+        return lambda a, b: torch.allclose(a, b, rtol=1e-5, atol=1e-6)
+    return torch.equal
+
+
 def _plain(t: Any) -> torch.Tensor:
     # (eager hands back an AsyncCollectiveTensor, a traced graph a plain tensor: waited here)
     waited = funcol.wait_tensor(t) if isinstance(t, funcol.AsyncCollectiveTensor) else t
@@ -122,6 +130,8 @@ def _case(name: str, rank: int, backend: str, calls: int) -> str:
     fn, want_stats = CASES[name]
     compiled = magpy.compile(fn, backend=backend)
     eager_only = name == "dropped" and rank == 1
+    wrong: str | None = None
+    same = _same(backend)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for i in range(calls):
@@ -135,10 +145,14 @@ def _case(name: str, rank: int, backend: str, calls: int) -> str:
                 args, args2 = (x, group), (x2, group)
             got = (fn if eager_only else compiled)(*args)
             want = fn(*args2)
-            if not torch.equal(_plain(got), _plain(want)):
-                return f"rank {rank} {name}: differs from eager at call {i}"
-            if not torch.equal(x, x2):
-                return f"rank {rank} {name}: the entry tensor differs from eager's at call {i}"
+            # (every call is made whatever an earlier one gave: a rank that stopped early
+            # would leave the other waiting in its collectives)
+            if wrong is None and not same(_plain(got), _plain(want)):
+                wrong = f"rank {rank} {name}: differs from eager at call {i}"
+            if wrong is None and not same(x, x2):
+                wrong = f"rank {rank} {name}: the entry tensor differs from eager's at call {i}"
+    if wrong is not None:
+        return wrong
     if eager_only:
         return f"rank {rank} {name}: ok (eager only, rank 0 compiled)"
     st = magpy.stats(compiled)
