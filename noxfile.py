@@ -297,8 +297,9 @@ def integration_slow(session: nox.Session) -> None:
 def distributed(session: nox.Session) -> None:
     """Every distributed integration test, slow ones included (opt-in): DDP and FSDP2
     (``integration/test_distributed.py``), tensor parallelism, its training steps through
-    AOTAutograd and Inductor, and 2-D FSDP2 x TP (``integration/test_tensor_parallel.py``);
-    2 gloo processes each, minutes on two cores. ``nox -s integration`` runs one of each."""
+    AOTAutograd and Inductor, 2-D FSDP2 x TP, the program's own collectives
+    (``integration/test_tensor_parallel.py``); 2 gloo processes each (a 2x2 mesh: 4), minutes
+    on two cores. ``nox -s integration`` runs one of each."""
     _install_all(session, "pytest", "hypothesis")
     _pytest(session, "integration/test_distributed.py", "integration/test_tensor_parallel.py",
             "-m", "not gpu")  # fmt: skip

@@ -37,32 +37,18 @@ __all__ = ["main", "measure"]
 
 
 def _builders(suite: str) -> dict[str, Callable[[], tuple[Any, Callable[[], Any]]]]:
-    """``name -> build() -> (model, call)``: ``call(compiled)`` runs one call on fixed inputs."""
-    if suite == "big":
-        from .bench_overhead import MODELS
+    """``name -> build() -> (model, call)``: ``call(compiled)`` runs one call on fixed inputs
+    (``bench_overhead.suite``'s builders; the tiny suites at batch 2)."""
+    from .bench_overhead import suite as builders
 
-        def big(build: Any) -> Callable[[], tuple[Any, Callable[[Any], Any]]]:
-            def make() -> tuple[Any, Callable[[Any], Any]]:
-                model, args, kwargs = build()
-                return model, lambda fn: fn(*args, **kwargs)
+    def make(build: Any) -> Callable[[], tuple[Any, Callable[[Any], Any]]]:
+        def made() -> tuple[Any, Callable[[Any], Any]]:
+            model, args, kwargs = build()
+            return model, lambda fn: fn(*args, **kwargs)
 
-            return make
+        return made
 
-        return {name: big(build) for name, build in MODELS.items()}
-    if suite == "hf":
-        from .models.hf import HF_MODELS as tiny
-    else:
-        from .models.extra import EXTRA_MODELS as tiny
-
-    def small(build: Any) -> Callable[[], tuple[Any, Callable[[Any], Any]]]:
-        def make() -> tuple[Any, Callable[[Any], Any]]:
-            model, make_kwargs = build()
-            kwargs = make_kwargs(2, 0)
-            return model, lambda fn: fn(**kwargs)
-
-        return make
-
-    return {name: small(build) for name, build in tiny.items()}
+    return {name: make(build) for name, build in builders(suite, batch=2).items()}
 
 
 def _two_calls(compiler: str, build: Callable[[], tuple[Any, Callable[[Any], Any]]]) -> list[float]:

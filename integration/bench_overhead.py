@@ -1,27 +1,36 @@
 """What a cache hit costs: MagPy's per-call work next to TorchDynamo's, model by model.
 
-    python -m integration.bench_overhead [--models a,b] [--rounds 7] [--calls 50] [--out F]
+    python -m integration.bench_overhead [--suite big|hf|extra|all] [--models a,b] [--rounds 7]
+        [--calls 50] [--out F]
 
 Both compilers get the same **replay backend**: the compiled graph returns the outputs it
 computed on its first call, so what is timed is only the compiler's own work per call (guard,
 mock, wrappers; TorchDynamo's frame hook and C++ guards). Calls of the two are interleaved
-round by round on one thread and the median per-call time of each is reported, with the
-spread of the rounds (max/min - 1) as the noise figure. Also, per model: the ratio
+round by round on one thread, after two untimed rounds; a round's figure is the median of its
+calls' times (one call preempted on a shared machine costs milliseconds and would move a mean),
+the table has the median of the rounds' figures, with their spread (max/min - 1) as the noise
+figure. Also, per model: the ratio
 MagPy/TorchDynamo (target <= 0.5), microseconds per 100 parameters and buffers, the Python
 lines a hit executes (counted with a trace function in a separate pass: MagPy's guard and
 mock are generated Python), and eager's own time per call, to show what share of a forward
 the overhead is.
 
-Models: the bundled ones (``integration.models``) and Hugging Face models built from their
-default configs' *structure* (number of layers, blocks and heads as the published config) with
-narrow widths, so that the module and parameter counts, which decide a guard's cost, are the
-real ones while building and running them stays cheap. Decoders run with ``use_cache=False``
-(the cache is issue 19's subject). ``nox -s bench_overhead`` runs this.
+Suites (``--suite``): ``big`` (the default) is the bundled models (``integration.models``) and
+Hugging Face models built from their default configs' *structure* (number of layers, blocks and
+heads as the published config) with narrow widths, so that the module and parameter counts,
+which decide a guard's cost, are the real ones while building and running them stays cheap;
+its decoders run with ``use_cache=False`` (the cache is issue 19's subject). ``hf`` and
+``extra`` are the model suites' tiny configs (``models.hf.HF_MODELS``, the 44+ architectures of
+``test_hf_models.py``; ``models.extra.EXTRA_MODELS``: MONAI and diffusers), batch 1, their
+decoders with ``use_cache=True`` as the suites run them; ``all`` is the three. The table ends
+with the median and the largest ratio and the models above 0.5. ``nox -s bench_overhead`` runs
+this.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import statistics
@@ -82,12 +91,14 @@ def _hf(model_cls: str, config_cls: str, inputs: dict[str, Any], **config: Any) 
     return build
 
 
-def _library(builder: Callable[[], tuple[torch.nn.Module, Callable[[int, int], Any]]]) -> Build:
-    """A builder of ``models.hf`` / ``models.extra``: keyword inputs for batch 1."""
+def _library(
+    builder: Callable[[], tuple[torch.nn.Module, Callable[[int, int], Any]]], batch: int = 1
+) -> Build:
+    """A builder of ``models.hf`` / ``models.extra``: keyword inputs for ``batch`` (seed 0)."""
 
     def build() -> tuple[torch.nn.Module, tuple[Any, ...], dict[str, Any]]:
         model, make = builder()
-        return model, (), make(1, 0)
+        return model, (), make(batch, 0)
 
     return build
 
@@ -132,6 +143,16 @@ MODELS: dict[str, Build] = {
     "autoencoder-kl": _library(extra.autoencoder_kl),
 }  # fmt: skip
 
+SUITES = ("big", "hf", "extra")
+
+
+def suite(name: str, batch: int = 1) -> dict[str, Build]:
+    """The builders of suite ``name`` (``SUITES``); the tiny suites' inputs have ``batch`` rows."""
+    if name == "big":
+        return MODELS
+    tiny = hf.HF_MODELS if name == "hf" else extra.EXTRA_MODELS
+    return {model: _library(builder, batch) for model, builder in tiny.items()}
+
 
 def replay(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
     """A backend whose graph returns the outputs of its first call on every call."""
@@ -146,10 +167,16 @@ def replay(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[...,
 
 
 def _per_call(fn: Callable[[], Any], calls: int) -> float:
-    start = time.perf_counter()
+    """The median of ``calls`` calls' times, in microseconds: on a shared machine a call the
+    OS preempts costs a time slice (milliseconds), which would move a mean of fast calls
+    tenfold and not their median."""
+    clock = time.perf_counter
+    times = []
     for _ in range(calls):
+        start = clock()
         fn()
-    return (time.perf_counter() - start) / calls * 1e6
+        times.append(clock() - start)
+    return statistics.median(times) * 1e6
 
 
 def _lines_per_call(fn: Callable[[], Any]) -> int:
@@ -169,21 +196,42 @@ def _lines_per_call(fn: Callable[[], Any]) -> int:
     return count[0]
 
 
-def measure(name: str, rounds: int, calls: int) -> dict[str, Any]:
+def _dynamo(model: torch.nn.Module, args: Any, kwargs: Any) -> tuple[Any, bool]:
+    """TorchDynamo's compiled ``model``, compiled and hit; with ``dynamic=False`` (True
+    returned) where its default fails on the model (MONAI's BasicUNet: a resumed frame's
+    symbolic shapes fail in the fake-tensor run)."""
+    for dynamic in (None, False):
+        torch._dynamo.reset()
+        dyn = torch.compile(model, backend=replay, dynamic=dynamic)
+        try:
+            for _ in range(3):  # compile, then hit
+                dyn(*args, **kwargs)
+        except Exception:
+            if dynamic is False:
+                raise
+            continue
+        return dyn, dynamic is False
+    raise AssertionError("unreachable")
+
+
+def measure(name: str, rounds: int, calls: int, suite_name: str = "big") -> dict[str, Any]:
     """One model: per-call microseconds of MagPy and TorchDynamo (replay backend) and eager."""
-    model, args, kwargs = MODELS[name]()
+    model, args, kwargs = suite(suite_name)[name]()
     n_tensors = sum(1 for _ in model.parameters()) + sum(1 for _ in model.buffers())
     magpy.reset()
     torch._dynamo.reset()
     mp = magpy.compile(model, backend=replay)
-    dyn = torch.compile(model, backend=replay)
     with torch.no_grad():
-        for _ in range(3):  # record, then hit; compile, then hit
+        for _ in range(3):  # record, then hit
             mp(*args, **kwargs)
-            dyn(*args, **kwargs)
+        dyn, dynamo_static = _dynamo(model, args, kwargs)
         stats = magpy.stats(mp)
         one_graph = stats.records == 1 and stats.breaks == 0 and stats.hits >= 2
         samples: dict[str, list[float]] = {"magpy": [], "dynamo": [], "eager": []}
+        for _ in range(2):  # (untimed: what the first hits still settle, caches, allocations)
+            _per_call(lambda: mp(*args, **kwargs), calls)
+            _per_call(lambda: dyn(*args, **kwargs), calls)
+        gc.collect()
         for _ in range(rounds):
             samples["magpy"].append(_per_call(lambda: mp(*args, **kwargs), calls))
             samples["dynamo"].append(_per_call(lambda: dyn(*args, **kwargs), calls))
@@ -195,6 +243,7 @@ def measure(name: str, rounds: int, calls: int) -> dict[str, Any]:
     med = {k: statistics.median(v) for k, v in samples.items()}
     noise = {k: max(v) / min(v) - 1 for k, v in samples.items()}
     return {
+        "suite": suite_name,
         "model": name,
         "tensors": n_tensors,
         "one_graph": one_graph,
@@ -207,6 +256,8 @@ def measure(name: str, rounds: int, calls: int) -> dict[str, Any]:
         "lines_magpy": lines["magpy"],
         "lines_dynamo": lines["dynamo"],
         "noise": noise,
+        "samples": samples,
+        "dynamo_static": dynamo_static,
     }
 
 
@@ -219,6 +270,7 @@ def table(rows: list[dict[str, Any]]) -> str:
     ]
     for r in rows:
         flag = "" if r["one_graph"] else " (not one graph)"
+        flag += " (Dynamo dynamic=False)" if r.get("dynamo_static") else ""
         n = r["noise"]
         out.append(
             f"| {r['model']}{flag} | {r['tensors']} | {r['magpy_us']:.0f} | {r['dynamo_us']:.0f} "
@@ -229,24 +281,48 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
+def summary(rows: list[dict[str, Any]], target: float = 0.5) -> str:
+    """Median and largest ratio, the models above ``target`` and the largest noise."""
+    if not rows:
+        return "no model measured"
+    ratios = sorted(rows, key=lambda r: r["ratio"])
+    above = [f"{r['model']} {r['ratio']:.2f}" for r in ratios if r["ratio"] > target]
+    noise = max(max(r["noise"]["magpy"], r["noise"]["dynamo"]) for r in rows)
+    split = [r["model"] for r in rows if not r["one_graph"]]
+    return (
+        f"{len(rows)} models: ratio MagPy/TorchDynamo median "
+        f"{statistics.median(r['ratio'] for r in rows):.2f}, max {ratios[-1]['ratio']:.2f} "
+        f"({ratios[-1]['model']}); above {target}: {', '.join(above) or 'none'}; "
+        f"not one graph: {', '.join(split) or 'none'}; largest noise (max/min - 1 of the "
+        f"rounds) {noise:.0%}"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--models", default=",".join(MODELS), help="comma-separated names")
+    ap.add_argument("--suite", default="big", choices=[*SUITES, "all"])
+    ap.add_argument("--models", default="", help="comma-separated names (default: the suite's)")
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--calls", type=int, default=50)
     ap.add_argument("--out", help="also write the rows as JSON to this file")
     opts = ap.parse_args(argv)
     torch.set_num_threads(1)
+    wanted = [m for m in opts.models.split(",") if m]
     rows = []
-    for name in opts.models.split(","):
-        try:
-            rows.append(measure(name, opts.rounds, opts.calls))
-        except Exception as exc:  # a model that fails is reported, the others still run
-            print(f"{name}: not measured ({type(exc).__name__}: {exc})", flush=True)
-            continue
-        print(table(rows[-1:]).splitlines()[-1], flush=True)
+    for suite_name in SUITES if opts.suite == "all" else (opts.suite,):
+        for name in suite(suite_name):
+            if wanted and name not in wanted:
+                continue
+            try:
+                rows.append(measure(name, opts.rounds, opts.calls, suite_name))
+            except Exception as exc:  # a model that fails is reported, the others still run
+                print(f"{name}: not measured ({type(exc).__name__}: {exc})", flush=True)
+                continue
+            print(table(rows[-1:]).splitlines()[-1], flush=True)
     print()
     print(table(rows))
+    print()
+    print(summary(rows))
     if opts.out:
         with open(opts.out, "w") as f:
             json.dump(rows, f, indent=1)

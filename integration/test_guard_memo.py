@@ -232,30 +232,31 @@ def test_plain_objects_and_classes_under_the_memo() -> None:
         _WithConfig.bonus = old  # type: ignore[method-assign]
 
 
-class _Counting(nn.Module):
-    """Writes an attribute of itself on every call: its ``__dict__`` changes every call."""
+class _Tagged(nn.Module):
+    """Its ``tag`` (read by its forward) is rebound to a new object between calls by the
+    caller, not by its forward (a forward's own writes keep the memo armed, see
+    ``test_own_writes_keep_the_memo_armed``)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.lin = nn.Linear(4, 4)
-        self.calls = 0
+        self.tag: object = object()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        self.calls += 1
+        if self.tag is None:
+            return x
         return self.lin(x)
 
 
 def test_a_memo_that_keeps_changing_turns_itself_off() -> None:
-    """Re-armed on every call (the module's ``__dict__`` changes each time): after
-    ``MAX_ARMS`` the memo is off, the full guard runs, results and writes stay eager's."""
-    model = _Counting().eval()
-    twin = _Counting().eval()
-    twin.load_state_dict(model.state_dict())
+    """Re-armed on every call (an attribute the guard reads is rebound by someone else before
+    each call): after ``MAX_ARMS`` the memo is off, the full guard runs, results stay eager's."""
+    model = _Tagged().eval()
     compiled = magpy.compile(model, backend="eager")
     for _ in range(MAX_ARMS + 4):
+        model.tag = object()
         x = torch.randn(2, 4)
-        torch.testing.assert_close(compiled(x), twin(x))
-    assert model.calls == twin.calls
+        torch.testing.assert_close(compiled(x), model(x))
     memo = compiled._magpy_state.records[0].memo_guard_code.memo
     assert memo.off is not None and "re-armed" in memo.off
     assert magpy.stats(compiled).hits >= MAX_ARMS
@@ -544,3 +545,122 @@ def test_the_order_of_an_ordered_dict_is_checked_every_call(kind: type) -> None:
         model.scales.move_to_end(key)
         for _ in range(2):
             _same(compiled, model, torch.randn(2, 4))
+
+
+# ---- the record's own writes (issue 36, ``_memo.written``): a forward that counts its calls
+# (``self.steps += 1``) or rebinds a list attribute (``self.features = []``) rewrites its
+# module's ``__dict__`` on every call. Before, that renewed the dict's version, so the snapshot
+# failed on every hit, was re-armed (the full stable walk) and turned itself off after
+# ``MAX_ARMS`` calls (``magpy bench --size small``'s ``dynamic`` model). Now the written
+# attributes are checked by the per-call part and the written object's dict entry by entry:
+# the memo stays armed, while a change by anyone else is still caught.
+
+OWN_CALLS = MAX_ARMS + 8
+
+
+class _Stepping(nn.Module):
+    """Counts its calls, rebinds a list that its blocks' hooks fill, reads a flag and a scale."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList(nn.Linear(4, 4) for _ in range(3))
+        self.steps = 0
+        self.features: list[torch.Tensor] = []
+        self.with_features = False
+        self.scale = 2.0
+        for block in self.blocks:
+            block.register_forward_hook(self._keep)
+
+    def _keep(self, module: nn.Module, args: Any, output: torch.Tensor) -> None:
+        self.features.append(output)
+
+    def forward(self, x: torch.Tensor) -> Any:
+        self.steps += 1
+        self.features = []
+        for block in self.blocks:
+            x = torch.relu(block(x))
+        if self.with_features:
+            return x * self.scale, torch.stack(self.features)
+        return x * self.scale
+
+
+def _stepping() -> tuple[_Stepping, _Stepping, Any]:
+    model = _Stepping().eval()
+    twin = _Stepping().eval()
+    twin.load_state_dict(model.state_dict())
+    return model, twin, magpy.compile(model, backend="eager")
+
+
+def _step(compiled: Any, model: _Stepping, twin: _Stepping) -> None:
+    x = torch.randn(2, 4)
+    got, want = compiled(x), twin(x)
+    torch.testing.assert_close(got, want)
+    assert model.steps == twin.steps
+    assert len(model.features) == len(twin.features) == 3
+    for a, b in zip(model.features, twin.features, strict=True):
+        torch.testing.assert_close(a, b)
+
+
+def _memo_of(compiled: Any, record: int = 0) -> Any:
+    code = compiled._magpy_state.records[record].memo_guard_code
+    assert code is not None, "no memo after the first hit"
+    return code.memo
+
+
+def test_own_writes_keep_the_memo_armed() -> None:
+    """Many hits in a row: one record, its memo armed once and still on (before: re-armed on
+    every hit, off after MAX_ARMS)."""
+    model, twin, compiled = _stepping()
+    for _ in range(OWN_CALLS):
+        _step(compiled, model, twin)
+    stats = magpy.stats(compiled)
+    assert (stats.records, stats.hits) == (1, OWN_CALLS - 1)
+    memo = _memo_of(compiled)
+    assert memo.off is None, memo.off
+    assert memo.arms == 1 and memo.state is not None
+    assert memo.valid(model) is not None  # (it holds after the last hit's own writes)
+
+
+def test_an_outside_change_to_a_guarded_attribute_still_misses() -> None:
+    """After the memo held for many hits, the caller flips the flag, changes the scale, or
+    rebinds the counter to a float: each next call equals eager and is a miss (a new record
+    or an eager fallback), never a hit of the old record."""
+    changes = (
+        lambda m: setattr(m, "with_features", True),
+        lambda m: setattr(m, "scale", 3.0),
+        lambda m: setattr(m, "steps", 0.5),
+    )
+    for change in changes:
+        model, twin, compiled = _stepping()
+        for _ in range(OWN_CALLS):
+            _step(compiled, model, twin)
+        hits = magpy.stats(compiled).hits
+        change(model)
+        change(twin)
+        _step(compiled, model, twin)
+        stats = magpy.stats(compiled)
+        assert stats.hits == hits, "the changed call hit the old record"
+        for _ in range(3):
+            _step(compiled, model, twin)
+        assert _memos_on(compiled)
+
+
+def _memos_on(compiled: Any) -> bool:
+    """Every record's memo is still on (an outside change re-arms a memo, it does not turn
+    it off)."""
+    records = compiled._magpy_state.records
+    return all(r.memo_guard_code is None or r.memo_guard_code.memo.off is None for r in records)
+
+
+def test_an_outside_write_to_an_unread_attribute_keeps_hitting() -> None:
+    """Someone else writes an attribute the forward never reads: the snapshot (entry by entry
+    for the written module) still holds or is re-armed once; every call hits and equals eager."""
+    model, twin, compiled = _stepping()
+    for _ in range(4):
+        _step(compiled, model, twin)
+    model.unrelated = 1
+    for _ in range(OWN_CALLS):
+        _step(compiled, model, twin)
+    stats = magpy.stats(compiled)
+    assert (stats.records, stats.hits) == (1, OWN_CALLS + 3)
+    assert _memo_of(compiled).arms <= 2

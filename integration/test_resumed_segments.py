@@ -82,3 +82,44 @@ def test_the_layers_after_a_break_inside_a_loop_run_compiled() -> None:
     assert after.misses == before.misses, after  # nothing monitored: every site hits
     assert after.hits >= before.hits + 3 * 4, after  # (the encoder, each layer's pieces)
     assert after.fallbacks == 0 and after.breaks >= 1, after
+
+
+class BuildsParts(torch.nn.Module):
+    """Builds a module with parameters on each call (a break) and hands it to a method call:
+    on 3.11 the break is decided at that call's ``PRECALL``, one instruction before its
+    ``CALL``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scale = torch.nn.Parameter(torch.ones(8))
+
+    def make(self, width: int) -> torch.nn.Sequential:
+        parts: list[torch.nn.Module] = []
+        for _ in range(2):
+            parts.append(torch.nn.ReLU())
+        parts.append(torch.nn.Linear(width, width))
+        torch.nn.init.constant_(parts[-1].weight, 0.25)
+        torch.nn.init.zeros_(parts[-1].bias)
+        return torch.nn.Sequential(*parts)
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        return self.make(h.shape[1])(h * self.scale)
+
+
+def test_a_break_inside_a_call_sequence_resumes_after_the_call() -> None:
+    """No site between a call's instructions (there the stack is one the compiler counts as
+    already shortened): the segment resumes after the call, and no site fails (was, on 3.11:
+    'runs eagerly: RuntimeError: Failed to compute stacksize, got negative size' after an
+    explain, a fallback)."""
+    model = BuildsParts()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        explained = magpy.explain(BuildsParts())(torch.randn(4, 8))
+        compiled = magpy.compile(model, backend="eager")
+        _calls(compiled, model, 4)
+    assert explained.graph_break_count >= 1
+    assert not [w for w in caught if "runs eagerly" in str(w.message)], caught
+    stats = magpy.stats(compiled)
+    # (a site may still give up: each call's Sequential is a new object, so the segment
+    # that calls it never hits; that is a choice, not a failure)
+    assert stats.fallbacks == 0 and stats.hits >= 2, stats

@@ -447,6 +447,7 @@ def _emit_memo(
         for path in names
     ]
     memo.checks = [(index[r.path], r) for i, r in enumerate(reqs) if i in split.checks]
+    memo.written = [index[p] for p in split.written if p in index]
     memo.names = list(names.values())
     memo.paths = list(names)
     ids_arg = ", __magpy_ids" if memo.distinct else ""

@@ -40,6 +40,16 @@ which keeps its full guard: exact, as before) any step it cannot vouch for: a pr
 a custom ``__getattribute__``/``__getattr__``/``__getitem__``, a list item. A memo re-armed more
 than ``MAX_ARMS`` times (something it depends on changes every call) turns itself off.
 
+**The record's own writes** (``self.steps += 1``, ``self.features = []`` in a forward): a
+plan's ``SetAttr``/``DelAttr`` (``SetItem``/``DelItem`` of a constant key) on a stable object
+would renew that object's dict version on every hit, so the snapshot would never hold twice
+and the memo would turn itself off. So (``written``): the paths the record writes (the
+attribute or item itself, and everything read through it) are left to the per-call part, which
+reads them fresh every call, and the dict of each object written to is checked entry by entry
+(the entries the stable part read, as a module's globals are) rather than by its version. A
+write by anyone else to an entry the stable part read still fails the snapshot; the written
+entries' new values are checked by the per-call part.
+
 A change made by another thread *during* a call is a data race in eager too; the snapshot is
 taken right after the checks it stands for.
 """
@@ -57,6 +67,10 @@ from magpy_monitor import ClassEntry, CodeOf, Defines
 from magpy_refgraph import (
     Access,
     AccessKind,
+    Constant,
+    DelAttr,
+    DelItem,
+    FromPath,
     GuardKind,
     GuardReq,
     ModuleCall,
@@ -65,6 +79,8 @@ from magpy_refgraph import (
     NotInInstanceDict,
     Outcome,
     Path,
+    SetAttr,
+    SetItem,
     immutable_value,
 )
 
@@ -147,11 +163,50 @@ def stable_check(req: GuardReq) -> bool:
 class MemoPlan:
     """Which paths of a plan the stable part evaluates (``safe``) and which requirements it
     checks (``checks``: indexes into ``plan.guards``), as ``classify`` found them; ``anchor``:
-    the root local whose object the memo is kept for."""
+    the root local whose object the memo is kept for; ``written``: the paths of the objects
+    the record writes attributes or items of (their dicts are checked entry by entry)."""
 
     safe: frozenset[Path]
     checks: frozenset[int]
     anchor: str = "fn"
+    written: frozenset[Path] = frozenset()
+
+
+_ATTR_STEPS = (AccessKind.ATTR, AccessKind.OBJATTR)
+_ITEM_STEPS = (AccessKind.ITEM, AccessKind.DICTITEM)
+
+
+def written(plan: Any) -> dict[Path, set[tuple[bool, Any]]]:
+    """What ``plan``'s writebacks store to or delete from pre-existing objects found at entry
+    paths: per target path, its ``(attribute?, name or key)`` written (an item only with a
+    constant key)."""
+    out: dict[Path, set[tuple[bool, Any]]] = {}
+    for w in plan.writebacks:
+        if not isinstance(w, SetAttr | DelAttr | SetItem | DelItem):
+            continue
+        if not isinstance(w.target, FromPath):
+            continue
+        if isinstance(w, SetAttr | DelAttr):
+            out.setdefault(w.target.path, set()).add((True, w.name))
+        elif isinstance(w.key, Constant):
+            out.setdefault(w.target.path, set()).add((False, w.key.value))
+    return out
+
+
+def _under_write(path: Path, writes: dict[Path, set[tuple[bool, Any]]]) -> bool:
+    """Whether ``path`` is, or is read through, an attribute or item the record writes."""
+    while path.parent is not None:
+        step, parent = path.steps[-1], path.parent
+        names = writes.get(parent)
+        if names and step.kind in (*_ATTR_STEPS, *_ITEM_STEPS):
+            key = (step.kind in _ATTR_STEPS, step.key)
+            try:
+                if key in names:
+                    return True
+            except TypeError:  # (an unhashable key: never a constant one)
+                pass
+        path = parent
+    return False
 
 
 def classify(plan: Any, fn: Any, anchor: str = "fn") -> tuple[MemoPlan, dict[Path, Any]] | None:
@@ -159,6 +214,7 @@ def classify(plan: Any, fn: Any, anchor: str = "fn") -> tuple[MemoPlan, dict[Pat
     now, and the value of each of its paths (read here, each step only once it is known to run
     no user code); None if it is empty."""
     parents: dict[Path, Path | None] = {}  # the stable paths, each with its parent
+    writes = written(plan)
     wanted = [req.path for req in plan.guards]
     for path in (
         *wanted,
@@ -166,6 +222,10 @@ def classify(plan: Any, fn: Any, anchor: str = "fn") -> tuple[MemoPlan, dict[Pat
         *plan.distinct,
         *(p for pair in plan.aliases for p in pair),
     ):
+        if writes and _under_write(path, writes):
+            path = path.parent  # (its parents may still be stable: climb from the first one)
+            while path is not None and _under_write(path, writes):
+                path = path.parent
         while path is not None and path not in parents and stable_path(path, anchor):
             parents[path] = parent = path.parent
             path = parent
@@ -177,9 +237,11 @@ def classify(plan: Any, fn: Any, anchor: str = "fn") -> tuple[MemoPlan, dict[Pat
         if parent is not None and parent not in values:
             continue
         try:
-            values[path] = _entry(s, parent and values[parent], path, fn)
+            values[path] = value = _entry(s, parent and values[parent], path, fn)
         except (_Unsafe, LookupError, AttributeError):
             continue
+        if path in writes:
+            s.per_entry(value)
     checks = set()
     for i, req in enumerate(plan.guards):
         if req.path in values and stable_check(req):
@@ -190,7 +252,8 @@ def classify(plan: Any, fn: Any, anchor: str = "fn") -> tuple[MemoPlan, dict[Pat
             checks.add(i)
     if not values:
         return None
-    return MemoPlan(frozenset(values), frozenset(checks), anchor), values
+    targets = frozenset(p for p in writes if p in values)
+    return MemoPlan(frozenset(values), frozenset(checks), anchor, targets), values
 
 
 class SnapshotCheck(NamedTuple):
@@ -234,6 +297,7 @@ class Memo:
         self.paths: list[Path] = []
         self.needed: list[int] = []
         self.distinct: list[Path] = []  # stable paths that must reach distinct objects
+        self.written: list[int] = []  # the variables the record writes attributes or items of
         self.state: Frozen | None = None
         self.arms = 0
         self.off: str | None = None  # why the memo is off for good
@@ -258,6 +322,8 @@ class Memo:
             return
         check = _CHECK[0]
         s = _Snapshot(check.values_state)
+        for i in self.written:
+            s.per_entry(values[i])
         try:
             for parent, access in self.entries:  # (the values the guard read are kept)
                 if parent is None:

@@ -152,6 +152,15 @@ class _Snapshot:
         # together stand for all its entries
         self.values_state = values_state
         self.with_values: dict[int, Any] = {}
+        self.entrywise: set[int] = set()  # ids of the objects the record writes to
+
+    def per_entry(self, obj: Any) -> None:
+        """``obj`` is written by the record itself (``_memo.written``): its dict (or ``obj``,
+        a dict) is checked entry by entry, so that its own writes to entries the snapshot
+        does not depend on leave the snapshot holding."""
+        self.entrywise.add(id(obj))
+        if isinstance(obj, dict):
+            self.namespaces.add(id(obj))
 
     def item(self, d: Any, key: Any) -> None:
         """What ``d[key]`` holds (or that it holds nothing) decides a result: a module's
@@ -193,6 +202,9 @@ class _Snapshot:
         if type(inst) is not dict:
             raise _Unsafe(f"a {kind.__name__} whose __dict__ is not a dict")
         self.owners[id(obj)] = (obj, inst)
+        if id(obj) in self.entrywise:
+            self.namespaces.add(id(inst))
+            return inst
         whole = INTERP.instance_dict_tags_exact
         if not whole and self.values_state is not None and isinstance(obj, torch.nn.Module):
             whole = True

@@ -58,6 +58,8 @@ class Annotation:
     ``method``: record as ``call_method`` with this name (Tensor methods), else ``call_function``.
     ``inplace``: argument positions the call mutates (in-place tensor ops, ``setitem``).
     ``returns_arg``: position of an argument the call returns as is (``x.add_(1)`` returns ``x``).
+    ``effect``: the node stays in the graph even where nothing reads its result (a collective:
+    the other ranks take part in it whether or not this one uses what it gives).
     """
 
     kind: Kind
@@ -65,6 +67,7 @@ class Annotation:
     inplace: tuple[int, ...] = ()
     returns_arg: int | None = None
     reason: str = ""
+    effect: bool = False
 
 
 _TENSOR_META_METHODS = frozenset(

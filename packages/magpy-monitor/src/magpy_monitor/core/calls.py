@@ -131,9 +131,9 @@ def _as_op(
         )  # fmt: skip
         kw = {k: cap.to_arg(v, promote=k in _SCALAR_FACTORS) for k, v in kwargs.items()}
         if ann.method is not None:
-            node = cap.rec.call("call_method", ann.method, args, kw)
+            node = cap.rec.call("call_method", ann.method, args, kw, effect=ann.effect)
         else:
-            node = cap.rec.call("call_function", fn, args, kw)
+            node = cap.rec.call("call_function", fn, args, kw, effect=ann.effect)
         target = None
         if ann.inplace and len(pos) > ann.inplace[0]:
             cand = pos[ann.inplace[0]]

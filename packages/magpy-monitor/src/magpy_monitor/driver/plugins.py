@@ -34,6 +34,7 @@ from ..libs.stdlib import draws, locks, pyenv, sleep, warn, weakrefs
 from ..libs.torch import (
     autograd,
     checkpoint,
+    collectives,
     dtensor,
     functions,
     globalstate,
@@ -98,7 +99,7 @@ LOADED = (
     # libs: stdlib < numpy < torch < transformers
     warn, pyenv, sleep, weakrefs, locks, draws, ndarrays, numpy_rules, randomstate, arrayindex,
     hooks, modattrs, modctor, tensorctors, autograd, tensorattrs, tensorrows, globalstate,
-    checkpoint, optim, regions, hops, functions, dtensor, seeding,
+    checkpoint, optim, regions, hops, functions, dtensor, collectives, seeding,
     torch_rules,
     hf_outputs,
 )  # fmt: skip

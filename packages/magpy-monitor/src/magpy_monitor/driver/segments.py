@@ -471,8 +471,8 @@ def _arm_finder(host: SegmentHost, frame: types.FrameType) -> None:
                 _release(epoch)
                 return None
             return finder
-        if lasti in _after_kw_names(f.f_code):
-            return finder  # a call's keyword names live outside the stack: not a site
+        if lasti in _inside_call(f.f_code):
+            return finder  # (inside a call's instruction sequence: not a site)
         depth = view.depth()
         stack = tuple(view.peek(i) for i in range(depth - 1, -1, -1))
         if any(x is NULL for x in stack):
@@ -505,21 +505,28 @@ def _arm_finder(host: SegmentHost, frame: types.FrameType) -> None:
     opcode_trace_on(frame, finder)
 
 
-_KW_NAMES_TAILS: weakref.WeakKeyDictionary[types.CodeType, frozenset[int]] = (
-    weakref.WeakKeyDictionary()
-)
+_CALL_TAILS: weakref.WeakKeyDictionary[types.CodeType, frozenset[int]] = weakref.WeakKeyDictionary()
 
 
-def _after_kw_names(code: types.CodeType) -> frozenset[int]:
-    """Offsets of the instructions of the call that follows a KW_NAMES in ``code``."""
-    found = _KW_NAMES_TAILS.get(code)
+def _inside_call(code: types.CodeType) -> frozenset[int]:
+    """Offsets inside a call's instruction sequence in ``code``, where no site may sit.
+
+    After a ``KW_NAMES`` the call's keyword names live outside the stack; and where a call is
+    more than one instruction (3.11's ``PRECALL``, ``CALL``) the ones after the first see a
+    stack the compiler counts as already shortened (``bytecode`` computes a negative depth
+    for a site block there, and a jump into the pair would skip the method unbinding).
+    """
+    found = _CALL_TAILS.get(code)
     if found is None:
+        ops = [name for name, _ in INTERP.call_ops(0)]
         tails: set[int] = set()
         insts = [i for i in dis.get_instructions(code) if i.opname != "CACHE"]
         for i, inst in enumerate(insts):
             if inst.opname == "KW_NAMES":
-                tails.update(x.offset for x in insts[i + 1 : i + 1 + len(INTERP.call_ops(0))])
-        found = _KW_NAMES_TAILS[code] = frozenset(tails)
+                tails.update(x.offset for x in insts[i + 1 : i + 1 + len(ops)])
+            elif len(ops) > 1 and inst.opname == ops[0]:
+                tails.update(x.offset for x in insts[i + 1 : i + len(ops)])
+        found = _CALL_TAILS[code] = frozenset(tails)
     return found
 
 

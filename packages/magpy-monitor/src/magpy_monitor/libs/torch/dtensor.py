@@ -33,6 +33,7 @@ from ...core.recorder import GraphConstant, held_whole
 from ...core.values import BoundMethod, Val
 
 __all__ = [
+    "checked_from_local",
     "dtensor_function",
     "graph_constant",
     "guard_layout",
@@ -43,12 +44,14 @@ __all__ = [
 ]
 
 try:  # (a build of torch without torch.distributed has neither)
+    from torch.distributed import ProcessGroup
     from torch.distributed.device_mesh import DeviceMesh
     from torch.distributed.tensor.placement_types import Placement
 
-    _LAYOUT: tuple[type, ...] = (DeviceMesh, Placement)
+    # (a process group: the group argument of a functional collective, ``libs/torch/collectives``)
+    _LAYOUT: tuple[type, ...] = (DeviceMesh, Placement, ProcessGroup)
 except ImportError:  # pragma: no cover
-    DeviceMesh = Placement = None  # type: ignore[assignment,misc]
+    DeviceMesh = Placement = ProcessGroup = None  # type: ignore[assignment,misc]
     _LAYOUT = ()
 
 
@@ -84,11 +87,12 @@ def graph_constant(cap: Capture, val: Val) -> Any:
         return None
     if isinstance(obj, torch.Tensor):  # pragma: no cover  (no layout object is a tensor)
         return None
-    if DeviceMesh is not None and isinstance(obj, DeviceMesh):
+    if DeviceMesh is not None and isinstance(obj, DeviceMesh | ProcessGroup):
         if val.external and val.node is not None:
             cap.observe_identity(val)
         elif not val.const:  # (a constant: read off a DTensor whose layout is guarded)
-            raise Unsupported("a DeviceMesh made during the run passed to a tensor operation")
+            kind = type(obj).__name__
+            raise Unsupported(f"a {kind} made during the run passed to a tensor operation")
         return GraphConstant(obj)
     observe_placement(cap, val)
     return GraphConstant(obj)
@@ -114,6 +118,21 @@ def dtensor_function(cls: type) -> bool:
     """``cls`` is one of DTensor's autograd Functions (``_FromTorchTensor``, ``Redistribute``):
     a graph node whatever the grad mode (``libs/torch/functions``)."""
     return cls.__module__.startswith("torch.distributed.tensor.")
+
+
+def checked_from_local(cls: type, args: list[Val]) -> bool:
+    """``_FromTorchTensor.apply(x, mesh, placements, run_check, ...)`` with ``run_check``
+    true (``DTensor.from_local(..., run_check=True)``): its forward gathers every rank's shard
+    metadata as Python objects (``all_gather_object``) and broadcasts a replicated shard from
+    the mesh's first rank into ``x`` in place (c10d's ``broadcast``). Run as a node it would do
+    both, but a compiler traces it on fake tensors, where neither can happen: a break there
+    (``from_local``'s default is ``run_check=False``, a graph node)."""
+    return (
+        cls.__name__ == "_FromTorchTensor"
+        and dtensor_function(cls)
+        and len(args) > 3
+        and bool(args[3].obj)
+    )
 
 
 def _is_dtensor(obj: Any) -> bool:

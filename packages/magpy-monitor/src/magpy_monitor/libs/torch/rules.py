@@ -29,7 +29,7 @@ from ...pyobj.instances import lookup
 from ...pyobj.special import OPAQUE_FORWARDS, opaque_module_call
 from ..stdlib import warnspy
 from ..stdlib.warn import record_warning
-from .dtensor import layout_attribute, local_tensor_attribute
+from .dtensor import checked_from_local, layout_attribute, local_tensor_attribute
 from .functions import apply_forward, follows_forward
 from .hooks import module_call
 from .modctor import ModuleBuild, construct_module
@@ -192,6 +192,12 @@ def _function_apply(m: FrameMonitor, inst: Inst, c: Call) -> None:
     if follows_forward(c.pos[0].obj, c.kwargs):  # grad mode off: apply computes forward
         apply_forward(m, inst, c.pos[0], c.pos[1:])
         return
+    if checked_from_local(c.pos[0].obj, c.pos[1:]):
+        raise m.unsupported(
+            "DTensor.from_local(..., run_check=True): a check across ranks with Python objects "
+            "and an in-place broadcast, which no compiled graph can hold (run_check=False is "
+            "one node)"
+        )
     # MyFn.apply(x): PRECALL unbound the classmethod; record the bound call as one node
     bound = cast(Any, c.pos[0].obj).apply
     _as_op(m, inst, bound, classify(bound), c.pos[1:], c.kwargs)
