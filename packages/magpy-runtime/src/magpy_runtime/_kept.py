@@ -20,7 +20,15 @@ from typing import Any
 import attrs
 import torch
 
-from ._entryfiles import MAGIC, MAX_ENTRIES_PER_KEY, SUFFIX, canonical, digest, versions
+from ._entryfiles import (
+    MAGIC,
+    MAX_ENTRIES_PER_KEY,
+    SUFFIX,
+    canonical,
+    digest,
+    versions,
+    warn_once,
+)
 from ._libraries import build_library
 from ._logging import log_topic
 from ._owner import RecordOwner
@@ -31,6 +39,7 @@ __all__ = [
     "Kept",
     "build_libraries",
     "clear_not_stored",
+    "failed",
     "keep",
     "not_stored",
     "not_stored_lines",
@@ -138,6 +147,17 @@ def not_stored(qualname: str, why: str) -> None:
     log_topic("records", "record of %s not stored: %s", qualname, why)
     with _lock:
         _counts[qualname, why] = _counts.get((qualname, why), 0) + 1
+
+
+def failed(qualname: str, exc: Exception, *, on_disk: bool) -> None:
+    """A record not stored by a failure of ours: warned once with a records directory
+    (``on_disk``); kept in memory, said when a bundle is saved (a process that saves none is
+    not troubled)."""
+    why = f"a record cannot be stored: {type(exc).__name__}: {exc}"
+    if on_disk:
+        warn_once(why, qualname)
+    else:
+        not_stored(qualname, why)
 
 
 def not_stored_lines(states: list[RecordOwner]) -> list[str]:

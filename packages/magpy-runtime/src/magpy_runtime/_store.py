@@ -51,7 +51,7 @@ import attrs
 import torch
 import torch.fx as fx
 
-from magpy_codegen import Record, build_record
+from magpy_codegen import PythonGuard, Record, build_record, record_guard
 from magpy_monitor import FAKE, UPDATE_RULES, ambient_state
 
 from ._bundled import (
@@ -82,6 +82,7 @@ from ._kept import (
     Kept,
     build_libraries,
     clear_not_stored,
+    failed,
     keep,
     not_stored,
     not_stored_lines,
@@ -113,7 +114,6 @@ __all__ = [
 ]
 
 
-# ----------------------------------------------------------------------------- slots
 @attrs.define(eq=False)
 class _Slot:
     """A compiled callable's place in the store: its directory and key, and what it took."""
@@ -197,7 +197,7 @@ def snapshot(state: RecordOwner, result: Any) -> Pending | None:
         not_stored(state.qualname, str(exc))
         return None
     except Exception as exc:  # a failure of ours: the record serves this process anyway
-        _failed(slot, state, exc)
+        failed(state.qualname, exc, on_disk=slot.directory is not None)
         return None
     return Pending(slot, content, inputs, examples)
 
@@ -233,17 +233,7 @@ def commit(state: RecordOwner, pending: Pending | None, epoch: int) -> None:
     try:
         _commit(state, pending)
     except Exception as exc:  # a failure of ours: the record serves this process anyway
-        _failed(pending.slot, state, exc)
-
-
-def _failed(slot: _Slot, state: RecordOwner, exc: Exception) -> None:
-    """A record not stored by a failure of ours: warned once with a records directory; kept
-    in memory, said when a bundle is saved (a process that saves none is not troubled)."""
-    why = f"a record cannot be stored: {type(exc).__name__}: {exc}"
-    if slot.directory is None:
-        not_stored(state.qualname, why)
-    else:
-        warn_once(why, state.qualname)
+        failed(state.qualname, exc, on_disk=pending.slot.directory is not None)
 
 
 def _commit(state: RecordOwner, pending: Pending) -> None:
@@ -337,14 +327,17 @@ def _add_library(
 # ----------------------------------------------------------------------------- loading
 @attrs.define(eq=False)
 class _Entry:
-    """An entry read, checked and unpickled; ``probe`` its record with the eager backend
-    (made on first use: it tries the guard, which does not depend on the backend)."""
+    """An entry read, checked and unpickled; ``guard``, its record's guard alone (made on
+    first use for the callable ``guard_for``: it does not depend on the backend), handed to the
+    record built from it; ``built``, that record, forked for other callables (eager backend)."""
 
     name: str
     header: dict[str, Any]
     content: dict[str, Any]
     native: bytes | None = None  # the compiled graph as a library (AOTInductor)
-    probe: Record | None = None
+    guard: PythonGuard | None = None
+    guard_for: str = ""  # (the qualname in its messages)
+    built: Record | None = None
     broken: bool = False
 
 
@@ -479,7 +472,9 @@ def _valid_refs(refs: Any) -> TypeGuard[list[list[Any]]]:
     )
 
 
-def _build(entry: _Entry, state: RecordOwner, backend: Any, inputs: list[Any]) -> Record:
+def _build(
+    entry: _Entry, state: RecordOwner, backend: Any, inputs: list[Any], guard: PythonGuard | None
+) -> Record:
     c, native = entry.content, isinstance(backend, Prebuilt)
     return build_record(
         c["plan"],
@@ -496,6 +491,7 @@ def _build(entry: _Entry, state: RecordOwner, backend: Any, inputs: list[Any]) -
         and backend != "eager"
         and background_compile(state.background_compile),
         on_compiled=state.note_uncompiled,
+        guard=guard,  # (tried on this call already: not generated and loaded again)
     )
 
 
@@ -503,14 +499,21 @@ def _probe(
     entry: _Entry, state: RecordOwner, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> tuple[Any, ...] | None:
     """The graph inputs ``entry``'s guard returns for this call (None: it does not pass)."""
-    if entry.probe is None:
+    if entry.guard is None or entry.guard_for != state.qualname:
+        c = entry.content
         try:
-            entry.probe = _build(entry, state, "eager", [])
+            entry.guard = record_guard(
+                c["plan"],
+                qualname=state.qualname,
+                grad_enabled=c["grad_enabled"],
+                ambient=(ambient_state, c["ambient"]),
+            )
         except Exception as exc:  # (MagPyError included: the entry is not usable)
             entry.broken = True
-            warn_once(f"its record cannot be rebuilt: {type(exc).__name__}: {exc}", entry.name)
+            warn_once(f"its guard cannot be rebuilt: {type(exc).__name__}: {exc}", entry.name)
             return None
-    inputs = entry.probe.guard.check(fn, args, kwargs)  # (a generated guard never raises)
+        entry.guard_for = state.qualname
+    inputs = entry.guard.check(fn, args, kwargs)  # (a generated guard never raises)
     if inputs is None or not _inputs_match(entry.header.get("inputs"), inputs):
         return None
     return tuple(inputs)
@@ -535,25 +538,29 @@ def _inputs_match(stored: Any, inputs: tuple[Any, ...]) -> bool:
 
 def _record(entry: _Entry, state: RecordOwner, inputs: tuple[Any, ...]) -> Record | None:
     """``entry``'s record built with ``state``'s backend, compiled for ``inputs``."""
-    probe = entry.probe
-    if state.backend == "eager" and probe is not None and probe.fork is not None:
-        return probe.fork()
+    built = entry.built
+    if state.backend == "eager" and built is not None and built.fork is not None:
+        return built.fork()
+    guard, entry.guard = entry.guard, None  # (the record takes it: a probe makes another)
     native = None
     if entry.native is not None and state.backend == "inductor":
         native = loaded_library(entry.name, entry.header, entry.native)
     if native is not None:
         try:
-            return _build(entry, state, Prebuilt(native), list(inputs))
+            return _build(entry, state, Prebuilt(native), list(inputs), guard)
         except Exception as exc:  # (the record is compiled as without the library)
             warn_once(f"its library cannot be used: {type(exc).__name__}: {exc}", entry.name)
     entry.native = None  # (not usable here: another platform, or it failed; the cache compiles)
     give_torch_its_artifacts()
     try:
-        return _build(entry, state, state.backend, list(inputs))
+        rec = _build(entry, state, state.backend, list(inputs), guard)
     except Exception as exc:  # (MagPyError included: the call is then monitored, as without it)
         entry.broken = True
         warn_once(f"its record cannot be compiled: {type(exc).__name__}: {exc}", entry.name)
         return None
+    if state.backend == "eager":
+        entry.built = rec
+    return rec
 
 
 # ----------------------------------------------------------------------------- clearing
