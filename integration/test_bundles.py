@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 
 import magpy
 from magpy_runtime import _bundle, _entryfiles, _persist, _store
@@ -66,6 +67,8 @@ def main():
     torch.manual_seed(0)
     net = Net().eval()
     compiled = {n: magpy.compile(p, backend=backend) for n, p in (("net", net), ("fn", fn))}
+    if action == "load-late":  # (compiled before the bundle is loaded)
+        info = magpy.load_cache_artifacts(Path(bundle).read_bytes(), key=key)
     equal = True
     with torch.no_grad():
         for i in range(3):
@@ -115,14 +118,15 @@ def _run(script: Path, *argv: str, records: Path | None = None) -> tuple[dict[st
     return json.loads(out.stdout.strip().splitlines()[-1]), out.stderr
 
 
-def _save(root: Path, backend: str, *key: str) -> tuple[Path, dict[str, Any]]:
+def _save(root: Path, backend: str, *key: str, on_disk: bool = True) -> tuple[Path, dict[str, Any]]:
+    """A bundle saved by a first process, its records written to a records directory
+    (``on_disk``) or, without one, kept in memory."""
     bundle = root / "bundle.bin"
-    result, log = _run(
-        _copy(root / "first"), "save", str(bundle), backend, *key, records=root / "records"
-    )
+    records = root / "records" if on_disk else None
+    result, log = _run(_copy(root / "first"), "save", str(bundle), backend, *key, records=records)
     assert result["equal"], result
     assert all(s["misses"] == 1 for s in result["stats"].values()), result
-    assert log.count("stored") >= 2, log
+    assert log.count("stored as" if on_disk else "kept in memory as") >= 2, log
     return bundle, result
 
 
@@ -143,6 +147,56 @@ def test_a_fresh_process_elsewhere_serves_its_first_calls_from_a_bundle(
     for name in ("net", "fn"):
         assert result["stats"][name] == {"hits": 3, "misses": 0, "records": 1, "from_disk": 1}
     assert "new record" not in log and log.count("loaded from") == 2, log
+
+
+def test_records_made_in_memory_are_saved(tmp_path: Path) -> None:
+    """No records directory in the saving process (``torch.compiler.save_cache_artifacts``
+    needs no setup either): its records, kept in memory, are in the bundle; a fresh process
+    elsewhere serves its first calls from them, nothing monitored."""
+    bundle, _ = _save(tmp_path, "eager", on_disk=False)
+    assert not (tmp_path / "records").exists()
+    result, log = _run(_copy(tmp_path / "second"), "load", str(bundle), "eager")
+    assert result["equal"], result
+    assert result["loaded"] == {"records": 2, "refused": None}
+    for name in ("net", "fn"):
+        assert result["stats"][name] == {"hits": 3, "misses": 0, "records": 1, "from_disk": 1}
+    assert "new record" not in log and log.count("loaded from") == 2, log
+
+
+def test_callables_compiled_before_the_bundle_is_loaded_are_served(
+    saved: Path, tmp_path: Path
+) -> None:
+    """The bundle loaded after both callables were compiled (before their first call): their
+    first call is served by it as well."""
+    result, log = _run(_copy(tmp_path / "second"), "load-late", str(saved), "eager")
+    assert result["equal"], result
+    assert result["loaded"] == {"records": 2, "refused": None}
+    for name in ("net", "fn"):
+        assert result["stats"][name] == {"hits": 3, "misses": 0, "records": 1, "from_disk": 1}
+    assert "new record" not in log, log
+
+
+def test_what_cannot_be_stored_is_named_when_saving(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A lambda (not found again by name) and a graph with symbolic sizes: their records are
+    not in the bundle, and the warning of ``save_cache_artifacts`` says which and why."""
+    magpy.reset()
+    square = magpy.compile(lambda x: x * x, backend="eager")
+    sized = magpy.compile(_sized, backend="eager", dynamic=True)
+    for n in (3, 4, 5):
+        x = torch.randn(n)
+        assert torch.equal(square(x), x * x) and torch.equal(sized(x), _sized(x))
+    magpy.save_cache_artifacts()
+    warned = [r.getMessage() for r in caplog.records if "not in the bundle" in r.getMessage()]
+    assert len(warned) == 1, warned
+    assert "<lambda>: code not found again by name" in warned[0], warned
+    assert "_sized: its graph has symbolic sizes" in warned[0], warned
+    magpy.reset()
+
+
+def _sized(x: torch.Tensor) -> torch.Tensor:
+    return x.cos() + x.shape[0]
 
 
 def test_a_signed_bundle_needs_its_key(tmp_path: Path) -> None:
@@ -254,11 +308,13 @@ def test_the_key_has_no_file_path(saved: Path) -> None:
 
 
 @pytest.mark.inductor
-def test_inductor_bundle_serves_without_compiling(tmp_path: Path) -> None:
+@pytest.mark.parametrize("on_disk", [True, False], ids=["records-dir", "in-memory"])
+def test_inductor_bundle_serves_without_compiling(tmp_path: Path, on_disk: bool) -> None:
     """Backend "inductor": the bundle carries each record with its library (AOTInductor) and
     torch's artifacts; a fresh process elsewhere serves its first calls from it without
-    importing Inductor, results close to eager's."""
-    bundle, first = _save(tmp_path, "inductor")
+    importing Inductor, results close to eager's. Without a records directory the libraries
+    are built when the bundle is saved."""
+    bundle, first = _save(tmp_path, "inductor", on_disk=on_disk)
     assert first["inductor_imported"]
     result, log = _run(_copy(tmp_path / "second"), "load", str(bundle), "inductor")
     assert result["equal"], result
@@ -267,4 +323,4 @@ def test_inductor_bundle_serves_without_compiling(tmp_path: Path) -> None:
         assert result["stats"][name] == {"hits": 3, "misses": 0, "records": 1, "from_disk": 1}
     assert "new record" not in log, log
     assert not result["inductor_imported"], log
-    shutil.rmtree(tmp_path / "records")
+    shutil.rmtree(tmp_path / "records", ignore_errors=True)

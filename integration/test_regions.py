@@ -3,13 +3,15 @@
 The monitor follows a marked function's call as any other and marks the graph nodes it made
 (``libs/torch/regions.py``). For Inductor and AOTAutograd the record's graph holds each marked
 call as one ``invoke_subgraph`` of a subgraph shared by every identical call, so the backend
-compiles it once (``magpy_codegen/_regions.py``); with the eager backend it stays inline. A call
+compiles it once (``magpy_codegen/_regions.py``), in a training step whose backward is in the
+graph as well; with the eager backend it stays inline. A call
 that updates a tensor in place (or is otherwise unsound to outline) stays inline, and says why
 in ``graph_module.meta["magpy_regions"]``. Results always equal eager's.
 """
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
@@ -109,6 +111,43 @@ def test_marked_blocks_with_grad_equal_eager() -> None:
         for a, p in zip(got, model.parameters(), strict=True):
             assert torch.allclose(a, p.grad, atol=1e-5)
     assert len(_invokes(_graph(f))) == 3
+
+
+def test_training_step_with_backward_outlines_regions() -> None:
+    """A whole training step compiled (forward, ``loss.backward()``, optimizer step): the
+    marked calls are outlined in its graph too (the joint trace goes through each
+    ``invoke_subgraph``'s autograd), the graph is compiled (not run as is), and the losses and
+    parameters equal eager's over several steps. The first block's input needs no gradient,
+    the others' do: two subgraphs."""
+    torch.manual_seed(0)
+    model = Stack(MarkedBlock, n=3)
+    twin = copy.deepcopy(model)
+    opts = [torch.optim.SGD(m.parameters(), lr=0.1) for m in (model, twin)]
+
+    def step(m: torch.nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor) -> torch.Tensor:
+        opt.zero_grad()
+        loss = m(x).square().sum()
+        loss.backward()
+        opt.step()
+        return loss
+
+    f = magpy.compile(step, backend="aot_eager")
+    for _ in range(4):
+        x = torch.randn(4, WIDTH)
+        assert torch.allclose(f(model, opts[0], x), step(twin, opts[1], x), atol=1e-5)
+        for a, b in zip(model.parameters(), twin.parameters(), strict=True):
+            assert torch.allclose(a, b, atol=1e-5)
+    records = f._magpy_state.records
+    assert records and magpy.stats(f).breaks == 0
+    for rec in records:
+        gm = rec.graph_module
+        assert gm is not None and "magpy_uncompiled" not in gm.meta, gm.meta
+        assert any(n.target is torch.autograd.grad for n in gm.graph.nodes)
+        assert [n.args[0].target for n in _invokes(gm)] == [
+            "magpy_region_0",
+            "magpy_region_1",
+            "magpy_region_1",
+        ]
 
 
 def test_blocks_of_two_widths_share_two_subgraphs() -> None:

@@ -31,7 +31,7 @@ from ._native import (
     native_platform,
     native_problem,
 )
-from ._record import Record, build_record
+from ._record import Record, build_record, record_guard
 from ._trust import directory_problem as trusted_directory
 from ._trust import open_trusted, write_private
 
@@ -69,6 +69,7 @@ __all__ = [
     "native_problem",
     "open_trusted",
     "pending_compiles",
+    "record_guard",
     "resolve_backend",
     "shape_guard",
     "snapcheck_artifact",

@@ -42,7 +42,7 @@ from ._fusable import nothing_to_fuse
 from ._fxsource import tie_fx_source
 from ._inductor_passes import with_passes
 from ._joint import compile_joint, runs_backward
-from ._regions import compile_outlined
+from ._regions import OUTLINED, compile_outlined
 
 __all__ = [
     "BACKENDS",
@@ -233,8 +233,12 @@ def compile_graph(
     gm = fx.GraphModule(torch.nn.Module(), graph)
     compiler = resolve_backend(backend)
     tie_fx_source(gm)
-    outline = _is_torch_compiler(compiler) and not runs_backward(gm)  # (marked calls, once)
-    gm, compiled = compile_outlined(gm, example_inputs, partial(_compile, compiler), outline)
+    outline = _is_torch_compiler(compiler)  # (marked calls, once; a training step's too)
+    built, compiled = compile_outlined(gm, example_inputs, partial(_compile, compiler), outline)
+    if built is not gm and UNCOMPILED in built.meta:  # (outlined, it could only run as is)
+        gm.meta[OUTLINED] = [f"all inlined (outlined: {built.meta[UNCOMPILED]})"[:300]]
+        built, compiled = gm, _compile(compiler, gm, example_inputs)
+    gm = built
     tie_fx_source(gm)  # (a backend may have recompiled it)
     drop_example_values(gm)
     return gm, compiled

@@ -24,7 +24,7 @@ from ._guards import Guard, MemoGuard, PythonGuard
 from ._memo import classify
 from ._mock import PROGRAM_FAILED, generate_mock
 
-__all__ = ["Record", "build_record"]
+__all__ = ["Record", "build_record", "record_guard"]
 
 
 @attrs.define(eq=False)
@@ -93,6 +93,7 @@ def build_record(
     background: bool = False,
     on_compiled: Callable[[Record], None] | None = None,
     confirmed_enough: Callable[[int], bool] | None = None,
+    guard: PythonGuard | None = None,
 ) -> Record:
     """Generate the guard and mock of ``plan`` and compile ``graph`` with ``backend``.
 
@@ -105,22 +106,21 @@ def build_record(
     frame's first argument; ``rec.memoize(L[anchor], None, None)`` on a hit). Calls: ``fn``.
     ``restore_inputs``: the inputs the graph updates in place; ``undo_inputs(rule)``: those a
     failed run puts back when the compiled graph applies its updates by ``rule`` (default: all;
-    ``magpy_monitor``'s ``UPDATE_RULES``, ``generate_mock``)."""
+    ``magpy_monitor``'s ``UPDATE_RULES``, ``generate_mock``). ``guard``: ``record_guard``'s."""
     op_count = sum(1 for n in graph.nodes if n.op in ("call_function", "call_method"))
     has_graph = op_count > 0 or plan.num_outputs > 0
     later = has_graph and (background or bool(plan.checks)) and compiles_later(graph, backend)
-    gm, compiled = None, None
+    gm, compiled, updated = None, None, (restore_inputs, undo_inputs)
     if later:
         copied = copy.deepcopy(graph)  # the worker's own: a backend may rewrite what it compiles
         gm, compiled = _compiled_graph(graph, example_inputs, "eager", qualname)
     elif has_graph:
         with COMPILE_LOCK:
             gm, compiled = _compiled_graph(graph, example_inputs, backend, qualname)
-    updated = (restore_inputs, undo_inputs)
     try:
         rec = _assemble(
             plan, graph, gm, compiled, "eager" if later else backend, qualname, roots,
-            grad_enabled, ambient, op_count, restore_rng, updated, anchor,
+            grad_enabled, ambient, op_count, restore_rng, updated, anchor, guard,
         )  # fmt: skip
     except MagPyError:
         raise
@@ -185,23 +185,20 @@ def _assemble(
     restore_rng: bool,
     updated: tuple[tuple[int, ...], Callable[[str], tuple[int, ...]] | None],
     anchor: str | None,
+    guard: PythonGuard | None,
 ) -> Record:
     shape_check = shape_guard(gm if gm is not None else graph)
-    guard_options: dict[str, Any] = {
-        "grad_enabled": torch.is_grad_enabled() if grad_enabled is None else grad_enabled,
-        "qualname": qualname,
-        "roots": roots,
-        "shape_check": shape_check,
-        "ambient": ambient,
-    }
-    guard_code = generate_guard(plan, NameAllocator(), **guard_options)
+    guard_options = _guard_options(grad_enabled, qualname, roots, shape_check, ambient)
+    if guard is None or shape_check is not None:
+        guard = PythonGuard.load(generate_guard(plan, NameAllocator(), **guard_options))
+    guard_code = guard.code
     mock_code = _mock_code(
         plan, gm, compiled, backend=backend, qualname=qualname, roots=roots,
         restore_rng=restore_rng, updated=updated,
     )  # fmt: skip
     mock = mock_code.load()["__magpy_mock"]
     rec = Record(
-        guard=PythonGuard.load(guard_code),
+        guard=guard,
         mock=mock,
         plan=plan,
         guard_code=guard_code,
@@ -213,6 +210,35 @@ def _assemble(
     _arm(rec, guard_options, "fn" if roots == "call" else anchor)
     rec.fork = functools.partial(_fork, rec, guard_options, "fn" if roots == "call" else anchor)
     return rec
+
+
+def _guard_options(
+    grad_enabled: bool | None, qualname: str, roots: str, shape_check: Any, ambient: Any
+) -> dict[str, Any]:
+    return {
+        "grad_enabled": torch.is_grad_enabled() if grad_enabled is None else grad_enabled,
+        "qualname": qualname,
+        "roots": roots,
+        "shape_check": shape_check,
+        "ambient": ambient,
+    }
+
+
+@_no_torch_function
+def record_guard(
+    plan: Plan,
+    *,
+    qualname: str = "",
+    roots: str = "call",
+    grad_enabled: bool | None = None,
+    ambient: tuple[Any, Any] | None = None,
+) -> PythonGuard:
+    """The guard ``build_record`` generates for ``plan`` with these options, alone: to try a
+    stored record before building it. Given to ``build_record(guard=...)`` with the same
+    options, the record takes it as is rather than generating and loading it again (not for a
+    graph with symbolic sizes, whose guard has a shape check: that one is generated)."""
+    options = _guard_options(grad_enabled, qualname, roots, None, ambient)
+    return PythonGuard.load(generate_guard(plan, NameAllocator(), **options))
 
 
 def _mock_code(

@@ -17,7 +17,9 @@ it computes or the subgraph's contract does not allow it: it updates a tensor in
 random numbers, has an output shape that depends on tensor values, takes or gives a value that
 is not a tensor, gives a tensor sharing storage with an operand or another output, or a value
 it gives is used between its own nodes. A graph the backend fails to compile outlined is
-compiled inline (``compile_outlined``).
+compiled inline (``compile_outlined``; ``compile_graph`` too where the outlined graph could only
+run as is). A training step's graph (its backward in it, ``_joint``) is outlined as well: the
+joint trace goes through each ``invoke_subgraph``'s autograd.
 """
 
 from __future__ import annotations

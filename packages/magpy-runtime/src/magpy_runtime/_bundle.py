@@ -3,11 +3,12 @@ same kind (``magpy.save_cache_artifacts`` / ``magpy.load_cache_artifacts``, the 
 ``torch.compiler.save_cache_artifacts`` / ``load_cache_artifacts``).
 
 A bundle holds the entries of the persistent records store (``_store``) that this process's
-compiled callables made or took (each with its library, when Inductor's graph was compiled
-ahead of time), torch's own artifacts (``torch.compiler.save_cache_artifacts()``: Inductor's
-and AOTAutograd's caches) and the guard memo's C snapshot check, when it was built. Records
-are keyed by module, qualified name and a digest of the code, never by a file's path: another
-checkout of the program finds them.
+compiled callables made or took, from the records directory or, without one, kept in memory
+(each with its library, when Inductor's graph was compiled ahead of time: for a record kept in
+memory, when the bundle is saved), torch's own artifacts
+(``torch.compiler.save_cache_artifacts()``: Inductor's and AOTAutograd's caches) and the guard
+memo's C snapshot check, when it was built. Records are keyed by module, qualified name and a
+digest of the code, never by a file's path: another checkout of the program finds them.
 
 Threat model: a bundle is code. Its records are unpickled, its libraries and the snapshot check
 are loaded into the process, torch unpickles its artifacts: load only bundles you trust, as
@@ -42,7 +43,7 @@ from ._config import config
 from ._entryfiles import canonical, parse_entry, versions
 from ._errors import BundleError
 from ._logging import log
-from ._store import add_bundled, used_entries
+from ._store import add_bundled, build_kept_libraries, unstored, used_entries
 
 __all__ = ["MAGIC", "BundleInfo", "load_cache_artifacts", "save_cache_artifacts"]
 
@@ -88,14 +89,18 @@ def _check_key(key: Any) -> bytes | None:
 def save_cache_artifacts(*, key: bytes | None = None) -> bytes:
     """This process's compiled records as a bundle (module docstring), for
     ``load_cache_artifacts`` in a new process: the entries of the records store that its
-    compiled callables made or took (``magpy.config.records_dir``: without it, MagPy keeps
-    no record in a storable form and the bundle holds torch's part only), with torch's own
-    artifacts. Waits for the libraries being built first. ``key`` (bytes, at least 16):
-    sign the bundle with an HMAC-SHA256 that ``load_cache_artifacts`` checks."""
+    compiled callables made or took (in ``magpy.config.records_dir``, or kept in memory
+    without one: no setup is needed), with torch's own artifacts. Builds the libraries of the
+    records kept in memory, and waits for those being built. Records that cannot be stored
+    are named, with the reason, in one warning. ``key`` (bytes, at least 16): sign the bundle
+    with an HMAC-SHA256 that ``load_cache_artifacts`` checks."""
     key = _check_key(key)
     wait_compiles()
-    if not config.records_dir:
-        log.warning("save_cache_artifacts: no records_dir (MAGPY_RECORDS_DIR): no MagPy record")
+    build_kept_libraries()
+    wait_compiles()
+    left_out = unstored()
+    if left_out:
+        log.warning("save_cache_artifacts: not in the bundle: %s", "; ".join(left_out))
     sections: list[dict[str, Any]] = []
     parts: list[bytes] = []
     for name, data in used_entries():
@@ -176,11 +181,12 @@ def _plain_name(name: Any) -> bool:
 
 
 def load_cache_artifacts(data: bytes, *, key: bytes | None = None) -> BundleInfo:
-    """Offer the records of bundle ``data`` (``save_cache_artifacts``) to the callables
-    compiled after this call: a call whose key and guard one passes is served by it, without
-    being monitored. Verified first (module docstring): raises ``BundleError`` for a bundle
-    that is not one, damaged, or not signed with ``key``; a bundle of other versions or
-    settings is ignored (``BundleInfo.refused``). A bundle is code: load only trusted ones."""
+    """Offer the records of bundle ``data`` (``save_cache_artifacts``) to this process's
+    compiled callables, those compiled before this call included (on their next miss): a call
+    whose key and guard one passes is served by it, without being monitored. Verified first
+    (module docstring): raises ``BundleError`` for a bundle that is not one, damaged, or not
+    signed with ``key``; a bundle of other versions or settings is ignored
+    (``BundleInfo.refused``). A bundle is code: load only trusted ones."""
     header, payload = _verified(data, _check_key(key))
     mine = {"versions": versions(), "config": _settings()}
     made = {"versions": header.get("versions"), "config": header.get("config")}

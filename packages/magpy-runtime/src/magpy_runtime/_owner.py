@@ -29,6 +29,7 @@ class RecordOwner(Protocol):
     max_records: int | None
     background_compile: bool | None  # its own option (None: ``config``'s)
     records: list[Record]
+    site_records: list[Record]  # records of a program split at breaks (segments)
     eager_reason: str | None  # why it runs eagerly from now on (None: it does not)
     epoch: int  # reset() count: a record made before a reset is not stored
     siblings: weakref.WeakSet[RecordOwner] | None  # callables sharing records (``_pool``)

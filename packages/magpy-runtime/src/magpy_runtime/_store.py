@@ -19,7 +19,12 @@ entry is then written again with the library after its content. A process that l
 entry runs the library (torch's C++ runner, ~1 ms to load) instead of compiling the graph:
 Inductor is not even imported. ``magpy.wait_compiles()`` waits for the libraries being built.
 
-Not stored: records of graphs with symbolic sizes, records of split programs (sites and
+Without a records directory each such record is kept in memory as the same entry (``_kept``),
+for ``magpy.save_cache_artifacts``. Loaded bundles' entries (``_bundled``) are served like the
+directory's, to callables compiled before or after the bundle was loaded.
+
+Not stored (``unstored`` says which and why): records of callables not found again by name or
+with a callable backend, of graphs with symbolic sizes, of split programs (sites and
 segments), and records holding what cannot be found again by name (``_persist``).
 
 Trust and integrity: the directory is created user-only (0700) and refused when it is
@@ -38,7 +43,6 @@ import hashlib
 import os
 import threading
 import time
-import types
 import weakref
 from pathlib import Path
 from typing import Any, TypeGuard
@@ -47,9 +51,16 @@ import attrs
 import torch
 import torch.fx as fx
 
-from magpy_codegen import Record, build_record
+from magpy_codegen import PythonGuard, Record, build_record, record_guard
 from magpy_monitor import FAKE, UPDATE_RULES, ambient_state
 
+from ._bundled import (
+    add_bundled,
+    bundled,
+    bundled_generation,
+    clear_bundled,
+    give_torch_its_artifacts,
+)
 from ._config import background_compile, config
 from ._entryfiles import (
     MAGIC,
@@ -66,82 +77,73 @@ from ._entryfiles import (
     warn_once,
     write_entry,
 )
+from ._kept import (
+    NO_NAME,
+    Kept,
+    build_libraries,
+    clear_not_stored,
+    failed,
+    keep,
+    not_stored,
+    not_stored_lines,
+)
+from ._keys import code_key
 from ._libraries import Prebuilt, build_library, library_examples, loaded_library, split_library
 from ._logging import log_topic
 from ._owner import RecordOwner
-from ._persist import (
-    Unstorable,
-    decode,
-    decode_graph,
-    encode,
-    encode_graph,
-    function_digest,
-    resolve_refs,
-)
+from ._persist import Unstorable, decode, decode_graph, encode, encode_graph, resolve_refs
 
 __all__ = [
     "add_bundled",
     "attach",
+    "build_kept_libraries",
     "clear_stored",
     "commit",
     "from_disk",
     "serve",
     "snapshot",
+    "unstored",
     "used_entries",
 ]
-
-
-# ----------------------------------------------------------------------------- keys
-def _code_key(model: Any) -> dict[str, Any] | None:
-    if isinstance(model, torch.nn.Module):
-        cls = type(model)
-        target, kind = getattr(cls, "forward", None), "module"
-        module: str | None = cls.__module__
-        qualname = cls.__qualname__
-    else:
-        target, kind = getattr(model, "__func__", model), "function"
-        module = getattr(target, "__module__", None)
-        qualname = str(getattr(target, "__qualname__", ""))
-    if not isinstance(target, types.FunctionType) or not isinstance(module, str):
-        return None
-    if "<" in qualname:
-        return None  # a local function or class, or a lambda: not found again by name
-    # (no file path: a checkout elsewhere, or a bundle loaded on another machine, finds the
-    # same module, name and code under another path)
-    code = function_digest(target)
-    return {"kind": kind, "module": module, "qualname": qualname, "code": code}
 
 
 @attrs.define(eq=False)
 class _Slot:
     """A compiled callable's place in the store: its directory and key, and what it took."""
 
-    directory: str | None  # (None: no records_dir; entries of loaded bundles only)
+    directory: str | None  # (None: no records_dir: its records are kept in memory)
     key: dict[str, Any]
     key_hash: str
     from_disk: int = 0  # records it took from the store
     used: set[str] = attrs.field(factory=set)  # entries it took (by file name)
+    kept: dict[str, Kept] = attrs.field(factory=dict)  # its records, kept in memory
 
 
 _slots: weakref.WeakKeyDictionary[RecordOwner, _Slot] = weakref.WeakKeyDictionary()
 
 
 def attach(state: RecordOwner, model: Any) -> None:
-    """Give ``state``, the cache of ``model`` compiled, its key in the store (when
-    ``config.records_dir`` is set or a bundle was loaded, and its code and backend can be
-    stored)."""
+    """Give ``state``, the cache of ``model`` compiled, its key in the store (when its code
+    and backend can be stored): its records are written to ``config.records_dir``, or kept in
+    memory without one (for ``magpy.save_cache_artifacts``), and it is served the entries of
+    the directory and of the bundles loaded, before or after it was compiled."""
     directory = config.records_dir
-    if not directory and not _bundled:
-        return
-    key = _code_key(model)
+    key = code_key(model)
     settings = state.settings().stored_key()  # (the backend, fullgraph, dynamic)
     if key is None or settings is None:
-        log_topic("records", "%s: records not stored (no stable key)", state.qualname)
+        why = "a backend that is a callable" if key is not None else NO_NAME
+        not_stored(state.qualname, why)
         return
     key |= settings
     key_hash = hashlib.sha256(canonical(key)).hexdigest()[:24]
     where = os.path.abspath(os.path.expanduser(directory)) if directory else None
     _slots[state] = _Slot(where, key, key_hash)
+
+
+def unstored() -> list[str]:
+    """What this process compiled that no bundle can hold, and why (``magpy.
+    save_cache_artifacts`` says it): one line per callable and reason."""
+    return not_stored_lines(list(_slots))
 
 
 def from_disk(state: RecordOwner) -> int:
@@ -163,10 +165,10 @@ class Pending:
 
 
 def snapshot(state: RecordOwner, result: Any) -> Pending | None:
-    """What ``state``'s new record from ``result`` would store (None: nothing: no store, or
+    """What ``state``'s new record from ``result`` would store (None: nothing: no key, or
     a graph with symbolic sizes, or example inputs that are not plain tensors)."""
     slot = _slots.get(state)
-    if slot is None or slot.directory is None:
+    if slot is None:
         return None
     try:
         graph = result.graph
@@ -185,10 +187,10 @@ def snapshot(state: RecordOwner, result: Any) -> Pending | None:
         inputs = [_input_meta(x) for x in result.example_inputs]
         examples = library_examples(state, result)
     except Unstorable as exc:
-        log_topic("records", "record of %s not stored: %s", state.qualname, exc)
+        not_stored(state.qualname, str(exc))
         return None
     except Exception as exc:  # a failure of ours: the record serves this process anyway
-        warn_once(f"a record cannot be stored: {type(exc).__name__}: {exc}", state.qualname)
+        failed(state.qualname, exc, on_disk=slot.directory is not None)
         return None
     return Pending(slot, content, inputs, examples)
 
@@ -224,35 +226,30 @@ def commit(state: RecordOwner, pending: Pending | None, epoch: int) -> None:
     try:
         _commit(state, pending)
     except Exception as exc:  # a failure of ours: the record serves this process anyway
-        warn_once(f"a record cannot be stored: {type(exc).__name__}: {exc}", state.qualname)
+        failed(state.qualname, exc, on_disk=pending.slot.directory is not None)
 
 
 def _commit(state: RecordOwner, pending: Pending) -> None:
     slot = pending.slot
-    assert slot.directory is not None  # (``snapshot`` made nothing without one)
+    if slot.directory is None:  # (kept in memory; pickled only when a bundle is saved)
+        rows = pending.content["graph"] if pending.examples is not None else None
+        name = keep(slot.kept, slot.key_hash, _header(state, pending, ()), pending.content, rows)
+        if name is not None:
+            slot.used.add(name)
+        return
     try:
         encoded = encode(pending.content)
     except Unstorable as exc:
-        log_topic("records", "record of %s not stored: %s", state.qualname, exc)
+        not_stored(state.qualname, str(exc))
         return
     problem = directory_problem(slot.directory, create=True)
     if problem is not None:
         warn_once(problem, slot.directory)
         return
     if len(entry_files(slot.directory, slot.key_hash + "-")) >= MAX_ENTRIES_PER_KEY:
-        log_topic(
-            "records", "record of %s not stored: %d entries", state.qualname, MAX_ENTRIES_PER_KEY
-        )
+        not_stored(state.qualname, f"{MAX_ENTRIES_PER_KEY} entries of its key already")
         return
-    header: dict[str, Any] = {
-        "format": 1,
-        "key": slot.key,
-        "versions": versions(),
-        "qualname": state.qualname,
-        "refs": [list(r) for r in encoded.refs],
-        "inputs": pending.inputs,
-        "created": time.time(),
-    }
+    header = _header(state, pending, encoded.refs) | {"versions": versions()}
     name = _write(slot, header, encoded.payload)
     if name is None:
         return
@@ -265,6 +262,23 @@ def _commit(state: RecordOwner, pending: Pending) -> None:
             pending.examples,
             lambda library: _add_library(state, slot, name, entry, library),
         )
+
+
+def _header(state: RecordOwner, pending: Pending, refs: Any) -> dict[str, Any]:
+    return {
+        "format": 1,
+        "key": pending.slot.key,
+        "qualname": state.qualname,
+        "refs": [list(r) for r in refs],
+        "inputs": pending.inputs,
+        "created": time.time(),
+    }
+
+
+def build_kept_libraries() -> None:
+    """Build the libraries of the records kept in memory that get one (then
+    ``wait_compiles``)."""
+    build_libraries([kept for slot in list(_slots.values()) for kept in slot.kept.values()])
 
 
 def _write(slot: _Slot, header: dict[str, Any], payload: bytes) -> str | None:
@@ -306,18 +320,21 @@ def _add_library(
 # ----------------------------------------------------------------------------- loading
 @attrs.define(eq=False)
 class _Entry:
-    """An entry read, checked and unpickled; ``probe`` its record with the eager backend
-    (made on first use: it tries the guard, which does not depend on the backend)."""
+    """An entry read, checked and unpickled; ``guard``, its record's guard alone (made on
+    first use for the callable ``guard_for``: it does not depend on the backend), handed to the
+    record built from it; ``built``, that record, forked for other callables (eager backend)."""
 
     name: str
     header: dict[str, Any]
     content: dict[str, Any]
     native: bytes | None = None  # the compiled graph as a library (AOTInductor)
-    probe: Record | None = None
+    guard: PythonGuard | None = None
+    guard_for: str = ""  # (the qualname in its messages)
+    built: Record | None = None
     broken: bool = False
 
 
-_loaded: dict[tuple[str | None, str], list[_Entry]] = {}
+_loaded: dict[tuple[str | None, str], tuple[int, list[_Entry]]] = {}  # (with the generation)
 _load_lock = threading.Lock()
 _CONTENT = frozenset(
     {"plan", "graph", "grad_enabled", "ambient", "restore_rng", "restore_inputs", "undo"}
@@ -365,16 +382,16 @@ def _serve(
 def _entries(slot: _Slot) -> list[_Entry]:
     at = (slot.directory, slot.key_hash)
     with _load_lock:
-        found = _loaded.get(at)
-        if found is None:
-            found = _loaded[at] = _load(slot)
-    return found
+        found, generation = _loaded.get(at), bundled_generation(slot.key_hash)
+        if found is None or found[0] != generation:  # (read again, with a bundle's entries)
+            found = _loaded[at] = (generation, _load(slot))
+    return found[1]
 
 
 def _load(slot: _Slot) -> list[_Entry]:
     entries = _load_files(slot) if slot.directory is not None else []
     have = {e.name for e in entries}
-    for name, data in sorted(_bundled.get(slot.key_hash, {}).items()):
+    for name, data in bundled(slot.key_hash):
         if name not in have:  # (the same entry in the directory and a bundle: read once)
             entry = _check_entry(name, parse_entry(data), slot, None)
             if isinstance(entry, str):
@@ -449,7 +466,9 @@ def _valid_refs(refs: Any) -> TypeGuard[list[list[Any]]]:
     )
 
 
-def _build(entry: _Entry, state: RecordOwner, backend: Any, inputs: list[Any]) -> Record:
+def _build(
+    entry: _Entry, state: RecordOwner, backend: Any, inputs: list[Any], guard: PythonGuard | None
+) -> Record:
     c, native = entry.content, isinstance(backend, Prebuilt)
     return build_record(
         c["plan"],
@@ -466,6 +485,7 @@ def _build(entry: _Entry, state: RecordOwner, backend: Any, inputs: list[Any]) -
         and backend != "eager"
         and background_compile(state.background_compile),
         on_compiled=state.note_uncompiled,
+        guard=guard,  # (tried on this call already: not generated and loaded again)
     )
 
 
@@ -473,14 +493,21 @@ def _probe(
     entry: _Entry, state: RecordOwner, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> tuple[Any, ...] | None:
     """The graph inputs ``entry``'s guard returns for this call (None: it does not pass)."""
-    if entry.probe is None:
+    if entry.guard is None or entry.guard_for != state.qualname:
+        c = entry.content
         try:
-            entry.probe = _build(entry, state, "eager", [])
+            entry.guard = record_guard(
+                c["plan"],
+                qualname=state.qualname,
+                grad_enabled=c["grad_enabled"],
+                ambient=(ambient_state, c["ambient"]),
+            )
         except Exception as exc:  # (MagPyError included: the entry is not usable)
             entry.broken = True
-            warn_once(f"its record cannot be rebuilt: {type(exc).__name__}: {exc}", entry.name)
+            warn_once(f"its guard cannot be rebuilt: {type(exc).__name__}: {exc}", entry.name)
             return None
-    inputs = entry.probe.guard.check(fn, args, kwargs)  # (a generated guard never raises)
+        entry.guard_for = state.qualname
+    inputs = entry.guard.check(fn, args, kwargs)  # (a generated guard never raises)
     if inputs is None or not _inputs_match(entry.header.get("inputs"), inputs):
         return None
     return tuple(inputs)
@@ -505,25 +532,29 @@ def _inputs_match(stored: Any, inputs: tuple[Any, ...]) -> bool:
 
 def _record(entry: _Entry, state: RecordOwner, inputs: tuple[Any, ...]) -> Record | None:
     """``entry``'s record built with ``state``'s backend, compiled for ``inputs``."""
-    probe = entry.probe
-    if state.backend == "eager" and probe is not None and probe.fork is not None:
-        return probe.fork()
+    built = entry.built
+    if state.backend == "eager" and built is not None and built.fork is not None:
+        return built.fork()
+    guard, entry.guard = entry.guard, None  # (the record takes it: a probe makes another)
     native = None
     if entry.native is not None and state.backend == "inductor":
         native = loaded_library(entry.name, entry.header, entry.native)
     if native is not None:
         try:
-            return _build(entry, state, Prebuilt(native), list(inputs))
+            return _build(entry, state, Prebuilt(native), list(inputs), guard)
         except Exception as exc:  # (the record is compiled as without the library)
             warn_once(f"its library cannot be used: {type(exc).__name__}: {exc}", entry.name)
     entry.native = None  # (not usable here: another platform, or it failed; the cache compiles)
-    _give_torch_its_artifacts()
+    give_torch_its_artifacts()
     try:
-        return _build(entry, state, state.backend, list(inputs))
+        rec = _build(entry, state, state.backend, list(inputs), guard)
     except Exception as exc:  # (MagPyError included: the call is then monitored, as without it)
         entry.broken = True
         warn_once(f"its record cannot be compiled: {type(exc).__name__}: {exc}", entry.name)
         return None
+    if state.backend == "eager":
+        entry.built = rec
+    return rec
 
 
 # ----------------------------------------------------------------------------- clearing
@@ -535,52 +566,25 @@ def clear_stored() -> int:
         directories.add(os.path.abspath(os.path.expanduser(config.records_dir)))
     with _load_lock:
         _loaded.clear()
-        _bundled.clear()
-        _torch_parts.clear()
+    clear_bundled()
     for slot in list(_slots.values()):
         slot.used.clear()
+        slot.kept.clear()
         slot.from_disk = 0
+    clear_not_stored()
     return sum(clear_entries(d) for d in sorted(directories))
 
 
 # ----------------------------------------------------------------------------- bundles
-_bundled: dict[str, dict[str, bytes]] = {}  # key hash -> entry name -> its bytes (``_bundle``)
-_torch_parts: list[bytes] = []  # torch's artifacts of loaded bundles, not yet given to torch
-
-
-def add_bundled(entries: list[tuple[str, bytes]], torch_part: bytes | None) -> None:
-    """Serve the entries of a verified bundle (``_bundle.load``) like the directory's; keep
-    ``torch_part`` (``torch.compiler.save_cache_artifacts()``'s bytes) for the first loaded
-    record that Inductor compiles: loading it imports Inductor, which a record running its
-    library never needs."""
-    with _load_lock:
-        for name, data in entries:
-            key_hash = name.partition("-")[0]
-            _bundled.setdefault(key_hash, {})[name] = data
-            for at in [at for at in _loaded if at[1] == key_hash]:
-                del _loaded[at]  # (read again, with the bundle's entries)
-        if torch_part:
-            _torch_parts.append(torch_part)
-
-
-def _give_torch_its_artifacts() -> None:
-    with _load_lock:
-        parts = list(_torch_parts)
-        _torch_parts.clear()
-    for part in parts:
-        try:
-            torch.compiler.load_cache_artifacts(part)
-        except Exception as exc:  # (torch's caches stay cold: Inductor compiles)
-            warn_once(f"torch's artifacts cannot be loaded: {type(exc).__name__}: {exc}", "bundle")
-
-
 def used_entries() -> list[tuple[str, bytes]]:
-    """The entries this process's compiled callables made or took (``magpy.
-    save_cache_artifacts``), each checked again (format and digest): (file name, bytes)."""
+    """The entries this process's compiled callables made (in the records directory, or kept
+    in memory) or took (``magpy.save_cache_artifacts``), each checked again (format and
+    digest): (file name, bytes)."""
     found: dict[str, bytes] = {}
     for slot in list(_slots.values()):
         for name in sorted(slot.used):
-            data = _bundled.get(slot.key_hash, {}).get(name)
+            kept = slot.kept.get(name)
+            data = dict(bundled(slot.key_hash)).get(name) if kept is None else kept.entry(name)
             if data is None and slot.directory is not None:
                 read = read_entry(Path(slot.directory) / name)
                 if not isinstance(read, str):  # (the bytes checked, as the file holds them)

@@ -7,7 +7,9 @@ for them. While a :class:`TorchCompileRedirect` is installed, ``torch.compile(..
 (:func:`magpy_options`; the table is in the README). A call MagPy cannot honour (a backend
 name only TorchDynamo knows, a backend callable that does not take ``(gm, example_inputs)``,
 ``options`` MagPy does not know, ``shapes_spec``) warns once per reason with a
-``MagPyWarning`` and is compiled by the real ``torch.compile``: never silently.
+``MagPyWarning`` and is compiled by the real ``torch.compile``: never silently. A
+``torch._dynamo.config`` setting that MagPy does not read (``DYNAMO_CONFIG_NOT_READ``), set to
+another value than torch's default, is warned once, with the reason, when MagPy compiles.
 
 Installing replaces two attributes, ``torch.compile`` and ``torch.nn.Module.compile``; undoing
 puts back exactly the objects found there (``torch.compiler.compile`` calls ``torch.compile`` by
@@ -33,8 +35,10 @@ from ._api import check_compile_args, compile
 from ._errors import MagPyWarning
 
 __all__ = [
+    "DYNAMO_CONFIG_NOT_READ",
     "Fallback",
     "TorchCompileRedirect",
+    "dynamo_config_not_read",
     "magpy_options",
     "model_problem",
     "use_for_torch_compile",
@@ -42,6 +46,62 @@ __all__ = [
 
 # options torch.compile takes out of ``options`` for TorchDynamo itself
 _DYNAMO_OPTIONS = ("guard_filter_fn", "use_aoti")
+
+
+# TorchDynamo settings (``torch._dynamo.config``) that change what ``torch.compile`` does and
+# that MagPy does not read: (name, torch's default, why). One set to another value is warned
+# once when MagPy serves a ``torch.compile`` (``recompile_limit`` is honoured: ``_config``).
+_SHAPES = (
+    "MagPy decides which sizes are symbolic itself (dynamic=, and torch._dynamo.mark_dynamic, "
+    "maybe_mark_dynamic, mark_static and mark_unbacked, which it honours)"
+)
+_CAPTURE = (
+    "TorchDynamo's capture switch: MagPy captures .item() and data-dependent sizes by its own "
+    "rules (a value it cannot follow is a graph break)"
+)
+DYNAMO_CONFIG_NOT_READ: tuple[tuple[str, Any, str], ...] = (
+    ("automatic_dynamic_shapes", True, _SHAPES),
+    ("assume_static_by_default", True, _SHAPES),
+    ("specialize_int", False, _SHAPES),
+    ("specialize_float", False, _SHAPES),
+    ("capture_scalar_outputs", False, _CAPTURE),
+    ("capture_dynamic_output_shape_ops", False, _CAPTURE),
+    (
+        "error_on_recompile",
+        False,
+        "use torch.compiler.set_stance('fail_on_recompile'), which MagPy honours",
+    ),
+    (
+        "fail_on_recompile_limit_hit",
+        False,
+        "a callable that reaches its record limit runs eagerly, with a warning",
+    ),
+    (
+        "accumulated_recompile_limit",
+        256,
+        "MagPy's limit is per compiled callable (recompile_limit, magpy.config.max_records)",
+    ),
+    (
+        "suppress_errors",
+        False,
+        "a failure of MagPy's never reaches the program (the call runs eagerly, warned); "
+        "the program's own errors are raised, as in eager",
+    ),
+)
+
+
+def dynamo_config_not_read() -> list[str]:
+    """The settings of ``DYNAMO_CONFIG_NOT_READ`` the program changed, each with its reason
+    (none when TorchDynamo is not imported: nothing can have been set)."""
+    module = sys.modules.get("torch._dynamo.config")
+    if module is None:
+        return []
+    found = []
+    for name, default, why in DYNAMO_CONFIG_NOT_READ:
+        value = getattr(module, name, default)
+        if value != default:
+            found.append(f"torch._dynamo.config.{name} = {value!r} is not read by MagPy: {why}")
+    return found
 
 
 # Classes whose compiled form a library accepts only as TorchDynamo's ``OptimizedModule``
@@ -207,6 +267,8 @@ class TorchCompileRedirect:
             return self._real_compile(model, **kwargs)
         if model is None:  # (@torch.compile(...) as a decorator)
             return lambda m: self.serve(m, kwargs, stacklevel=stacklevel)
+        for note in dynamo_config_not_read():
+            self._warn_once(note, f"torch.compile: {note}", stacklevel + 1)
         compiled = compile(model, **mapped)
         if compiled is not model:
             with self._lock:
@@ -217,15 +279,19 @@ class TorchCompileRedirect:
     def _fall_back(self, reason: str, stacklevel: int) -> None:
         with self._lock:
             self.fallbacks.append(reason)
+        self._warn_once(
+            reason,
+            f"torch.compile: MagPy cannot honour {reason}; this call, and any other with "
+            "the same reason, is compiled by TorchDynamo (the real torch.compile)",
+            stacklevel + 1,
+        )
+
+    def _warn_once(self, reason: str, message: str, stacklevel: int) -> None:
+        with self._lock:
             first = reason not in self._warned
             self._warned.add(reason)
         if first:
-            warnings.warn(
-                f"torch.compile: MagPy cannot honour {reason}; this call, and any other with "
-                "the same reason, is compiled by TorchDynamo (the real torch.compile)",
-                MagPyWarning,
-                stacklevel=stacklevel + 1,
-            )
+            warnings.warn(message, MagPyWarning, stacklevel=stacklevel + 1)
 
     def _torch_compile_entry(self) -> Callable[..., Any]:
         real = self._real_compile
