@@ -6,6 +6,7 @@ from .core.annotations import TABLE, Annotation, AnnotationTable, Kind, classify
 from .core.attributes import ClassEntry
 from .core.calls import ORIGINAL_CODE, CodeOf, disabled_function
 from .core.capture import Capture
+from .core.growing import length_key
 from .core.scalars import scalar_tensor
 from .core.shapes import FAKE, dim_key, symbolic_shapes
 from .core.speculation import is_random
@@ -58,6 +59,7 @@ __all__ = [
     "is_monitoring",
     "is_random",
     "is_view",
+    "length_key",
     "prepare",
     "quiet_nodes",
     "read_stack",

@@ -27,9 +27,11 @@ __all__ = [
     "Item",
     "IterPos",
     "Joined",
+    "Length",
     "Local",
     "ObjAttr",
     "Path",
+    "entry_length",
 ]
 
 
@@ -270,6 +272,20 @@ def Joined(fn: Callable[[Any, int], Any], dim: int) -> Access:
     """The tensor ``fn(container, dim)`` (``torch.stack``, ``torch.cat``) of a container read
     from outside: one value in place of its items."""
     return Access(AccessKind.JOINED, (fn, dim))
+
+
+def entry_length(obj: Any, _dim: int) -> int:
+    """The length of a list (the key function of ``Length``): a guard or mock computing it
+    over anything else fails (a miss), as a joining function refusing its items does."""
+    if type(obj) is not list:
+        raise TypeError(f"the length of a list, not of a {type(obj).__name__}")
+    return len(obj)
+
+
+def Length() -> Access:
+    """The length of a list from outside as an entry int (``len(lst)`` computed by the guard):
+    a JOINED access, since like a joined tensor it is one value computed from a container."""
+    return Access(AccessKind.JOINED, (entry_length, 0))
 
 
 def Const(obj: object) -> Access:

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from magpy_codegen import Record
-from magpy_monitor import dim_key
+from magpy_monitor import dim_key, length_key
 from magpy_refgraph import AccessKind, GuardKind, Local, Path, iter_remaining
 
 __all__ = ["as_locals", "changed_on_miss", "changed_scalars", "eval_path", "promote_all"]
@@ -62,11 +62,13 @@ def changed_scalars(plan: Any, others: list[Record]) -> set[Any]:
     """
 
     def scalars(p: Any) -> dict[Any, Any]:
-        return {
+        found = {
             g.path: g.payload
             for g in p.guards
             if g.kind is GuardKind.VALUE and type(g.payload) in (int, float, bool)
         }
+        found.update(_lengths(p))
+        return found
 
     def shapes(p: Any) -> dict[Any, tuple[Any, ...]]:
         return {g.path: g.payload[3] for g in p.guards if g.kind is GuardKind.TENSOR_META}
@@ -85,6 +87,16 @@ def changed_scalars(plan: Any, others: list[Record]) -> set[Any]:
             if path in my_shapes:
                 changed |= _changed_dims(path, my_shapes[path], shape)
     return changed
+
+
+def _lengths(plan: Any) -> dict[Any, int]:
+    """The lengths of the lists ``plan`` guards, by ``length_key`` (a list that grows from call
+    to call: its length becomes an entry int of the next capture, see ``core.growing``)."""
+    return {
+        length_key(g.path): g.payload
+        for g in plan.guards
+        if g.kind is GuardKind.LEN and type(g.payload) is int
+    }
 
 
 def _parameters(plan: Any) -> dict[Any, tuple[Any, ...]]:
@@ -123,6 +135,9 @@ def changed_on_miss(records: list[Record], roots: dict[str, Any]) -> set[Any]:
                     dims = _changed_sizes(g, roots)
                     sizes = None if dims is None else sizes | dims
                 continue
+            if g.kind is GuardKind.LEN and type(g.payload) is int:
+                changed |= _changed_length(g.path, g.payload, roots)
+                continue
             if g.kind is not GuardKind.VALUE or type(g.payload) not in (int, float, bool):
                 continue
             try:
@@ -133,6 +148,15 @@ def changed_on_miss(records: list[Record], roots: dict[str, Any]) -> set[Any]:
                 changed.add(g.path)
         changed |= sizes or set()
     return changed
+
+
+def _changed_length(path: Any, length: int, roots: dict[str, Any]) -> set[Any]:
+    """``length_key(path)`` where a list some record guarded the length of has another here."""
+    try:
+        now = eval_path(path, roots)
+    except Exception:  # the path does not resolve in this call
+        return set()
+    return {length_key(path)} if type(now) is list and len(now) != length else set()
 
 
 def _changed_sizes(guard: Any, roots: dict[str, Any]) -> set[Any] | None:

@@ -530,38 +530,6 @@ class Capture:
         self.written.add((root, access))
         self.writes.append(Write("setglobal", Val(scope, const=True), name, value))
 
-    def append_external(self, val: Val, item: Val) -> bool:
-        """``val.append(item)`` on a pre-existing list whose contents the run has not read.
-
-        Replayed as an append by the mock, without a guard on the list's length or contents
-        (an output list a loop appends to); False when the list needs materializing instead."""
-        if not (val.external and val.node is not None and type(val.obj) is list):
-            return False
-        log = val._items
-        if log is None:
-            self.observe_type(val)
-            log = val._items = AppendLog(self._flush_appends)
-        elif type(log) is not AppendLog:
-            return False
-        log.values.append(item)
-        self.writes.append(Write("append", val, None, item))
-        self.mutations += 1
-        return True
-
-    def _flush_appends(self, val: Val) -> None:
-        """The run reads a list it appended to: guard its entry length, complete its contents."""
-        log = val._items
-        assert type(log) is AppendLog and val.node is not None
-        val._items = None
-        n0 = len(val.obj) - len(log.values)
-        self.graph.observe(val.node, GuardKind.LEN, n0)
-        head = [self.child(val, Item(i), val.obj[i]) for i in range(n0)]
-        val._items = head + log.values
-        self.writes = [w for w in self.writes if not (w.op == "append" and w.target is val)]
-        self.graph.update_in_place(val.node, "list.append", keep_edges=False)
-        if val not in self.mutated_containers:
-            self.mutated_containers.append(val)
-
     def set_attr(self, base: Val, name: str, value: Val) -> None:
         """``base.name = value`` executed by the program."""
         self._store(base, Attr(name), value, "setattr")

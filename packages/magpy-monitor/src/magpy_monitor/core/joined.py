@@ -54,6 +54,8 @@ def joined_entry(cap: Any, fn: Any, pos: list[Val], kwargs: dict[str, Val], out:
     obj = seq.obj
     log = seq._items
     appended: list[Val] = log.values if type(log) is AppendLog else []
+    if type(log) is AppendLog and any(p is not None for p in log.positions):
+        return None  # (inserted into: where is known once the items are read)
     n0 = len(obj) - len(appended) if type(obj) in (list, tuple) else 0
     if not (
         type(dim) is int

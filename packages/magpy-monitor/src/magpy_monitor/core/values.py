@@ -67,18 +67,21 @@ UNBOUND: Any = _Unbound()
 
 
 class AppendLog:
-    """The ``items`` of a pre-existing list the run has only appended to so far.
+    """The ``items`` of a pre-existing list the run has only appended to (or inserted into) so
+    far: ``values`` in the order added, ``positions`` the index ``Val`` of each insert (None for
+    an append). See ``core.growing``.
 
-    The mock replays the appends (no guard on the list's length or contents is needed). The
+    The mock replays the changes (no guard on the list's length or contents is needed). The
     first time the run reads the list's contents, ``flush(val)`` materializes it: its length at
     entry is guarded and its shadow contents become complete.
     """
 
-    __slots__ = ("flush", "values")
+    __slots__ = ("flush", "positions", "values")
 
     def __init__(self, flush: Any) -> None:
         self.flush = flush
         self.values: list[Val] = []
+        self.positions: list[Val | None] = []
 
 
 class Payload:

@@ -325,6 +325,9 @@ class _Planner:
         if op == "append":
             assert value is not None
             return AppendItem(tgt, self.recipe(value))
+        if op == "insert":  # on a list whose contents the run never read (``core.growing``)
+            assert value is not None
+            return CallMethod(tgt, "insert", (self.recipe(key), self.recipe(value)))
         if op == "callmethod":  # a change to an entry set, replayed as the same call
             return CallMethod(tgt, key, () if value is None else (self.recipe(value),))
         raise Unsupported(f"write-back {op} is not supported yet")

@@ -31,6 +31,7 @@ from ..core import registry
 from ..core.annotations import classify
 from ..core.calls import _as_op, pure_call
 from ..core.frame import FrameMonitor, Inst
+from ..core.growing import live_length
 from ..core.operators import scalar_op, tensor_op
 from ..core.registry import (
     BUILTIN_HANDLERS,
@@ -161,6 +162,8 @@ def _len(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> Non
             return
         cap.guard_meta(v)
         m.expect_outputs(inst, 1, lambda real: [cap.const(real[0])])
+    elif (live := live_length(cap, v, len(obj))) is not None:
+        m.expect_outputs(inst, 1, lambda real: [live])  # a list that grows from call to call
     elif isinstance(v.items, list | dict):
         m.expect_outputs(inst, 1, lambda real: [cap.const(real[0])])
     elif (hook := _own_len(obj)) is not None:
@@ -183,7 +186,10 @@ def _len(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> Non
 def _own_len(obj: Any) -> Any:
     """The Python ``__len__`` of ``obj``'s class, but for torch's module containers (pure:
     the guard on ``len(obj)`` may run it)."""
-    return None if isinstance(obj, torch.nn.Module) else python_dunder(obj, "__len__")
+    hook = python_dunder(obj, "__len__")
+    if isinstance(obj, torch.nn.Module) and getattr(hook, "__module__", "").startswith("torch."):
+        return None
+    return hook
 
 
 def _dunder_len(owner: type) -> BuiltinHandler:

@@ -25,6 +25,7 @@ from ..bytecode.iteration import (
 from ..core import registry
 from ..core.capture import Capture
 from ..core.frame import FrameMonitor, Inst
+from ..core.growing import log_append, log_insert
 from ..core.programcode import program_frames
 from ..core.registry import METHOD_HANDLERS, opcode
 from ..core.values import Val
@@ -92,7 +93,9 @@ def _list_method(name: str) -> Any:
         base, args = pos[0], pos[1:]
         if kw:
             raise m.unsupported(f"list.{name} with keyword arguments")
-        if name == "append" and cap.append_external(base, args[0]):
+        if (name == "append" and log_append(cap, base, args[0])) or (
+            name == "insert" and len(args) == 2 and log_insert(cap, base, args[0], args[1])
+        ):
             m.expect_outputs(inst, 1, lambda real: [cap.const(None)])
             return
         materialize(cap, base, f"list.{name}")
