@@ -48,27 +48,11 @@ def _unread(val: Val) -> bool:
     )
 
 
-def _log(cap: Capture, val: Val) -> AppendLog:
-    log = val._items
-    if log is None:
-        cap.observe_type(val)
-        log = val._items = AppendLog(lambda v: flush_log(cap, v))
-    assert type(log) is AppendLog
-    return log
-
-
 def log_append(cap: Capture, val: Val, item: Val) -> bool:
     """``val.append(item)`` on a list whose contents the run has not read: replayed by the mock,
     without a guard on the list's length or contents (an output list a loop appends to).
     False when the list needs materializing instead."""
-    if not _unread(val):
-        return False
-    log = _log(cap, val)
-    log.values.append(item)
-    log.positions.append(None)
-    cap.writes.append(Write("append", val, None, item))
-    cap.mutations += 1
-    return True
+    return _unread(val) and _logged(cap, val, None, item)
 
 
 def log_insert(cap: Capture, val: Val, index: Val, item: Val) -> bool:
@@ -77,10 +61,19 @@ def log_insert(cap: Capture, val: Val, index: Val, item: Val) -> bool:
     them, such as a length): replayed as the same insert. False: materialize instead."""
     if not (_unread(val) and type(index.obj) is int and _recomputable(index)):
         return False
-    log = _log(cap, val)
+    return _logged(cap, val, index, item)
+
+
+def _logged(cap: Capture, val: Val, index: Val | None, item: Val) -> bool:
+    log = val._items
+    if log is None:
+        cap.observe_type(val)
+        log = val._items = AppendLog(lambda v: flush_log(cap, v))
+    assert type(log) is AppendLog
     log.values.append(item)
     log.positions.append(index)
-    cap.writes.append(Write("insert", val, index, item))
+    op = "append" if index is None else "insert"
+    cap.writes.append(Write(op, val, index, item))
     cap.mutations += 1
     return True
 
