@@ -31,7 +31,6 @@ __all__ = [
     "Local",
     "ObjAttr",
     "Path",
-    "entry_length",
 ]
 
 
