@@ -39,11 +39,12 @@ def test_appends_to_a_list_of_any_length_share_one_record() -> None:
 
 
 def test_a_list_read_after_appending_is_guarded_by_its_length() -> None:
-    """Reading the list after appending guards its entry length: one record per length, each
-    giving eager's result (a record for one length never answers for another). Stacking it
-    joins what it held at entry (one tensor of a dynamic length: two records, the second
-    serving every length) and the appended tensors."""
-    for fn, want in ((append_then_read, (3, 2)), (append_then_stack, (2, 3))):
+    """Reading the list after appending guards its entry length, each record giving eager's
+    result (a record for one length never answers for another). Its ``len()``, once a miss
+    saw the length change, is the entry length plus what was appended (``core.growing``): two
+    records, the second serving every length. Stacking it joins what it held at entry (one
+    tensor of a dynamic length: two records too) and the appended tensors."""
+    for fn, want in ((append_then_read, (2, 3)), (append_then_stack, (2, 3))):
         compiled = magpy.compile(fn, backend="eager")
         for n in (1, 2, 1, 2, 3):
             got_list = [torch.ones(2) * i for i in range(n)]

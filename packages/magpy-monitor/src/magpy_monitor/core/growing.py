@@ -118,8 +118,8 @@ def flush_log(cap: Capture, val: Val) -> None:
 _LOGGED = ("append", "insert")
 
 
-def live_length(cap: Capture, val: Val, real: int) -> Val | None:
-    """``len(val)`` (``real``) of a list from outside whose contents the run has not read and
+def live_length(cap: Capture, val: Val) -> Val | None:
+    """``len(val)`` of a list from outside whose contents the run has not read and
     whose length changed between calls: its entry length plus what the run added. None where
     ``len`` reads the list as before."""
     if not _unread(val) or not (
@@ -128,6 +128,7 @@ def live_length(cap: Capture, val: Val, real: int) -> Val | None:
         return None
     log = val._items
     added = len(log.values) if type(log) is AppendLog else 0
+    real = len(val.obj)  # (a list: no Python ``__len__`` runs)
     entry = cap.child(val, Length(), real - added)
     if not added:
         return entry

@@ -162,7 +162,7 @@ def _len(m: FrameMonitor, inst: Inst, pos: list[Val], kw: dict[str, Val]) -> Non
             return
         cap.guard_meta(v)
         m.expect_outputs(inst, 1, lambda real: [cap.const(real[0])])
-    elif (live := live_length(cap, v, len(obj))) is not None:
+    elif (live := live_length(cap, v)) is not None:
         m.expect_outputs(inst, 1, lambda real: [live])  # a list that grows from call to call
     elif isinstance(v.items, list | dict):
         m.expect_outputs(inst, 1, lambda real: [cap.const(real[0])])
