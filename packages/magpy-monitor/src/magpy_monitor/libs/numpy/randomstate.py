@@ -10,7 +10,6 @@ array the run made from guarded values (``np.random.choice(a, p=weights)``).
 from __future__ import annotations
 
 import importlib
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -20,7 +19,7 @@ from magpy_refgraph import Attr, Const
 
 from ...core.frame import FrameMonitor
 from ...core.values import Val
-from ..stdlib.draws import SEED_FUNCTIONS, GeneratorKind, add_generator
+from ..stdlib.draws import SEED_FUNCTIONS, DrawHolder, GeneratorKind, add_generator, drawn_float
 from .ndarrays import _accept_one, _result
 from .tensorarrays import TensorArray
 
@@ -52,14 +51,6 @@ def _accept(m: FrameMonitor, v: Val) -> Any:
     return v.obj
 
 
-class _Holder(threading.local):
-    """The tensor a continuous draw is fed into, one per thread (the mock's draw and the graph
-    run in the calling thread: two threads never share the values)."""
-
-    def __init__(self, shape: tuple[int, ...], dtype: torch.dtype) -> None:
-        self.t = torch.empty(shape, dtype=dtype)
-
-
 _MAX_DRAWN = 1 << 16  # (elements of a continuous draw fed to the graph on every call)
 
 
@@ -70,7 +61,10 @@ def _drawn(m: FrameMonitor, out: Any) -> tuple[Val, Callable[[Any], bool]] | Non
     runs, so the graph computes with this call's values, as eager does. The array's shadow
     holds a copy of the holder's values in the graph (``TensorArray``): numpy arithmetic over it
     that ``tensorarrays`` records and ``torch.from_numpy`` of it are graph operations; any other
-    use (a branch on it, its values read into Python, returning it) is a break there."""
+    use (a branch on it, its values read into Python, returning it) is a break there. A
+    Python float (``np.random.rand()``, no size) is ``drawn_float``."""
+    if type(out) is float:
+        return drawn_float(m, out)
     if not (
         type(out) is np.ndarray
         and out.dtype in (np.float32, np.float64)
@@ -81,7 +75,7 @@ def _drawn(m: FrameMonitor, out: Any) -> tuple[Val, Callable[[Any], bool]] | Non
         return None
     cap = m.cap
     shape, dtype = out.shape, out.dtype
-    holder = _Holder(shape, torch.from_numpy(out).dtype)
+    holder = DrawHolder(shape, torch.from_numpy(out).dtype)
     holder.t.copy_(torch.from_numpy(out))
     root = cap.root(Const(holder), holder)
     node = cap.to_arg(cap.child(root, Attr("t"), holder.t))

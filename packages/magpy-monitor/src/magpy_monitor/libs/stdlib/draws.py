@@ -16,9 +16,13 @@ Only discrete draws are specialised (integers, choices, integer arrays): a float
 no unseeded call draws again. Where the generator's kind can make such a value an input of the
 graph (``GeneratorKind.drawn``: numpy's float arrays, ``libs.numpy.randomstate``), the mock
 draws it again on every call and feeds it to the graph (``Draw.feed``) instead of comparing it,
-so the graph computes with this call's values; any other continuous draw (a Python float) stays
-a break. Draws whose values keep changing (nobody
-seeds them) miss on most calls: after
+so the graph computes with this call's values. A Python float drawn (``random.random()``,
+``random.uniform(a, b)``, ``np.random.rand()``: ``drawn_float``) is the value read from a 0-d
+double fed the same way: a speculated read (``core.speculation``), so while it only feeds
+tensor arithmetic the graph computes with this call's value, a branch on it assumes the outcome
+(checked after the graph; a miss puts the generators back), and any other use assumes its
+exact value. Any other continuous draw stays a break. Draws whose values keep changing
+(nobody seeds them) miss on most calls: after
 ``config.max_assumption_misses`` such misses the cache stops assuming (``Capture.speculate``)
 and a draw is a break, as before.
 
@@ -35,20 +39,33 @@ from __future__ import annotations
 
 import copy
 import random
+import threading
 import types
 from collections.abc import Callable
 from typing import Any
 
-from magpy_refgraph import Attr
+import torch
+
+from magpy_refgraph import Attr, Const
 
 from ...core.calls import _name as qualified_name
 from ...core.dispatch import Call, call_rule
 from ...core.frame import FrameMonitor, Inst
 from ...core.registry import GENERATOR_CLASSES
+from ...core.speculation import speculate_read
 from ...core.values import Val, Write
 from ...core.valuetypes import is_value_type
 
-__all__ = ["GENERATORS", "SEED_FUNCTIONS", "Draw", "GeneratorKind", "add_generator", "same_value"]
+__all__ = [
+    "GENERATORS",
+    "SEED_FUNCTIONS",
+    "Draw",
+    "DrawHolder",
+    "GeneratorKind",
+    "add_generator",
+    "drawn_float",
+    "same_value",
+]
 
 
 class GeneratorKind:
@@ -280,6 +297,37 @@ def _plain(obj: Any, depth: int) -> bool:
     return type(obj) in (list, tuple) and depth < 4 and all(_plain(x, depth + 1) for x in obj)
 
 
+class DrawHolder(threading.local):
+    """The tensor a continuous draw is fed into, one per thread (the mock's draw and the graph
+    run in the calling thread: two threads never share the values)."""
+
+    def __init__(self, shape: tuple[int, ...], dtype: torch.dtype) -> None:
+        self.t = torch.empty(shape, dtype=dtype)
+
+
+def drawn_float(m: FrameMonitor, out: Any) -> tuple[Val, Callable[[Any], bool]] | None:
+    """A Python float drawn: the value read (``speculate_read``) from a 0-d double the record
+    holds (``holder``, a graph input by a constant path), which the mock's draw on every call
+    sets to what it drew before the graph runs. A double holds a Python float exactly."""
+    cap = m.cap
+    if type(out) is not float or not cap.speculate:
+        return None
+    holder = DrawHolder((), torch.float64)
+    holder.t.fill_(out)
+    root = cap.root(Const(holder), holder)
+    node = cap.to_arg(cap.child(root, Attr("t"), holder.t))
+    node = cap.rec.call("call_method", "clone", (node,), {})
+    val = speculate_read(cap, node, out, "a float drawn at random")
+
+    def feed(value: Any) -> bool:
+        if type(value) is not float:
+            return False
+        holder.t.fill_(value)
+        return True
+
+    return val, feed
+
+
 # ---------------------------------------------------------------------- Python's random
 def _random_state(g: Any) -> Any:
     return random.Random.getstate(g)
@@ -302,4 +350,7 @@ def add_generator(cls: type, kind: GeneratorKind) -> None:
     GENERATOR_CLASSES.add(cls)
 
 
-add_generator(random.Random, GeneratorKind(_RANDOM_METHODS, _random_state, _random_restore))
+add_generator(
+    random.Random,
+    GeneratorKind(_RANDOM_METHODS, _random_state, _random_restore, drawn=drawn_float),
+)
