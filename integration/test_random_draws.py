@@ -6,6 +6,7 @@ value is never replayed down the wrong side)."""
 from __future__ import annotations
 
 import random
+import warnings
 
 import numpy as np
 import pytest
@@ -73,17 +74,18 @@ def test_numpy_global_draws_and_arrays() -> None:
     assert (st.records, st.graphs, st.breaks, st.hits) == (1, 1, 0, 3)
 
 
-def test_a_drawn_array_met_by_pow_stays_a_break() -> None:
-    """numpy's float array drawn, met by arithmetic torch may not compute bit for bit as numpy
-    (``**``), is not specialised (no unseeded call draws it again): it stays a break there,
-    and every call is eager's."""
+def test_a_drawn_array_met_by_a_numpy_function_stays_a_break() -> None:
+    """numpy's float array drawn, met by a numpy function that is no ufunc or operator
+    (``np.linalg.norm``: nothing the mock computes again), is a break there, and every call is
+    eager's."""
 
     def f(x: torch.Tensor) -> torch.Tensor:
-        return x * random.random() + torch.from_numpy(np.random.normal(size=[2]) ** 2).float()
+        rnd = np.random.normal(size=[2])
+        return x * random.random() + torch.from_numpy(rnd / np.linalg.norm(rnd)).float()
 
     x = torch.ones(2)
     ex = magpy.explain(f)(x)
-    assert [r.reason for r in ex.break_reasons] == ["operator.pow over a ndarray of tensor values"]
+    assert [r.reason for r in ex.break_reasons] == ["numpy.norm over a ndarray of tensor values"]
     _seeded_calls(f, x)
 
 
@@ -195,6 +197,55 @@ def test_a_continuous_numpy_draw_is_a_graph_input(fn) -> None:  # type: ignore[n
     assert (st.records, st.graphs, st.breaks, st.hits) == (1, 1, 0, 4), st
     st = _seeded_calls(fn, torch.randn(2, 3, 4, 4))
     assert (st.records, st.breaks, st.hits) == (1, 0, 3), st
+
+
+def numpy_over_draws(x: torch.Tensor) -> torch.Tensor:
+    # (progressive_growing_of_gans' GDropLayer, mode "mul", and a log-uniform scale)
+    rnd = (1 + 0.2) ** np.random.normal(size=[x.size(0), x.size(1)])
+    scale = np.exp(np.random.uniform(-1.0, 1.0, size=[x.size(1)]))
+    return x * torch.from_numpy(rnd).float() + torch.from_numpy(scale)
+
+
+def test_numpy_over_a_drawn_array_is_computed_by_numpy() -> None:
+    """numpy arithmetic torch need not compute bit for bit as numpy (``**``, ``np.exp``) over
+    arrays drawn: the mock computes it with numpy after its draws on every call and feeds the
+    result to the graph. One record, no break, eager's bits and generator state."""
+    x = torch.randn(2, 3)
+    _one_graph(numpy_over_draws, x)
+    st = _unseeded_calls(numpy_over_draws, lambda i: torch.randn(2, 3))
+    assert (st.records, st.graphs, st.breaks, st.hits) == (1, 1, 0, 4), st
+
+
+def _overflowing_seed() -> int:
+    """A seed whose first draw below gives finite ``exp`` values and a later one does not."""
+    for seed in range(1000):
+        rs = np.random.RandomState(seed)
+        draws = [rs.uniform(0.0, 1000.0, size=[4]) for _ in range(6)]
+        if draws[0].max() < 700 and any(d.max() > 710 for d in draws[1:]):
+            return seed
+    raise AssertionError("no seed found")
+
+
+def test_numpy_over_draws_that_overflows_misses_and_warns_as_eager() -> None:
+    """A later call whose recomputed result is not finite misses: the generators are put back
+    and the program runs, numpy warning (or raising) there as in eager."""
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return x + torch.from_numpy(np.exp(np.random.uniform(0.0, 1000.0, size=[4])))
+
+    seed = _overflowing_seed()
+    cf = magpy.compile(f, backend="eager")
+    runs = []
+    for fn in (cf, f):
+        np.random.seed(seed)
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            out = [fn(torch.zeros(4)) for _ in range(6)]
+        runs.append((out, np.random.rand(), [str(w.message) for w in seen]))
+    (got, got_next, got_warned), (want, want_next, want_warned) = runs
+    assert all(map(torch.equal, got, want)) and got_next == want_next
+    assert got_warned == want_warned and want_warned
+    assert magpy.stats(cf).hits >= 1
 
 
 def test_a_continuous_draw_met_by_python_stays_a_break() -> None:

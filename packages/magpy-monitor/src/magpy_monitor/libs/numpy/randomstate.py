@@ -13,15 +13,11 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
-import torch
-
-from magpy_refgraph import Attr, Const
-
 from ...core.frame import FrameMonitor
 from ...core.values import Val
-from ..stdlib.draws import SEED_FUNCTIONS, DrawHolder, GeneratorKind, add_generator, drawn_float
+from ..stdlib.draws import SEED_FUNCTIONS, GeneratorKind, add_generator, drawn_float
 from .ndarrays import _accept_one, _result
-from .tensorarrays import TensorArray
+from .tensorarrays import fed_array
 
 __all__: list[str] = []
 
@@ -73,22 +69,7 @@ def _drawn(m: FrameMonitor, out: Any) -> tuple[Val, Callable[[Any], bool]] | Non
         and out.flags.c_contiguous
     ):
         return None
-    cap = m.cap
-    shape, dtype = out.shape, out.dtype
-    holder = DrawHolder(shape, torch.from_numpy(out).dtype)
-    holder.t.copy_(torch.from_numpy(out))
-    root = cap.root(Const(holder), holder)
-    node = cap.to_arg(cap.child(root, Attr("t"), holder.t))
-    node = cap.rec.call("call_method", "clone", (node,), {"memory_format": torch.contiguous_format})
-    val = cap.new(out, payload=TensorArray(node, view=True))
-
-    def feed(value: Any) -> bool:
-        if type(value) is not np.ndarray or value.dtype != dtype or value.shape != shape:
-            return False
-        holder.t.copy_(torch.from_numpy(value))
-        return True
-
-    return val, feed
+    return fed_array(m.cap, out)
 
 
 def _register() -> None:

@@ -20,6 +20,12 @@ and runs the program eagerly, warnings included; the error state is guarded. At 
 every recorded operation is also run in torch over the run's values and must give numpy's
 result bit for bit, or it is a break.
 
+An array drawn at random (``np.random.normal(size=s)``, ``libs.numpy.randomstate``) is *fed*
+(``FedArray``): the mock draws it again on every call and sets the graph's input to it. Any
+other numpy operation over fed arrays and numbers (``(1 + s) ** rnd``, ``np.exp(rnd)``: not
+exact in torch) is computed again the same way (``_computed_from_draws``): by the mock, with
+numpy, right after the draws, its result fed to the graph in turn, so it has numpy's bits.
+
 Any other use of such an array (a Python branch on ``a.sum()``, an attribute, iteration, a
 write, returning it) finds an array that was not made from guarded values: a break, as before.
 """
@@ -28,20 +34,30 @@ from __future__ import annotations
 
 import importlib
 import operator
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from magpy_refgraph import Const, GuardKind, Outcome
+from magpy_refgraph import Attr, Const, GuardKind, Outcome
 
 from ...core import registry
 from ...core.capture import Capture
 from ...core.frame import FrameMonitor, Inst
 from ...core.speculation import assume
-from ...core.values import Payload, Val
+from ...core.values import Payload, Val, Write
+from ..stdlib.draws import Draw, DrawHolder, GeneratorKind
 from .errstate import ErrorState
 
-__all__ = ["TensorArray", "array_method", "numpy_call", "operator_result", "tensor_of_array"]
+__all__ = [
+    "FedArray",
+    "TensorArray",
+    "array_method",
+    "fed_array",
+    "numpy_call",
+    "operator_result",
+    "tensor_of_array",
+]
 
 try:
     np: Any = importlib.import_module("numpy")
@@ -58,6 +74,38 @@ class TensorArray(Payload):
 
     def __init__(self, fx: Any, *, view: bool = False) -> None:
         self.fx, self.view = fx, view
+
+
+class FedArray(TensorArray):
+    """An array the mock sets on every call before the graph runs (a draw, or numpy over
+    draws): ``holder.t`` holds its values, a graph input by a constant path."""
+
+    __slots__ = ("holder",)
+
+    def __init__(self, fx: Any, holder: DrawHolder) -> None:
+        super().__init__(fx, view=True)
+        self.holder = holder
+
+
+def fed_array(cap: Capture, out: Any) -> tuple[Val, Callable[[Any], bool]]:
+    """The shadow of C-contiguous array ``out``, fed to the graph on every call through a
+    holder of its dtype and shape; and ``feed(value)``, which sets the holder to the array
+    ``value`` of a later call (False where it does not fit)."""
+    shape, dtype = out.shape, out.dtype
+    holder = DrawHolder(shape, torch.from_numpy(out).dtype)
+    holder.t.copy_(torch.from_numpy(out))
+    root = cap.root(Const(holder), holder)
+    node = cap.to_arg(cap.child(root, Attr("t"), holder.t))
+    node = cap.rec.call("call_method", "clone", (node,), {"memory_format": torch.contiguous_format})
+    val = cap.new(out, payload=FedArray(node, holder))
+
+    def feed(value: Any) -> bool:
+        if type(value) is not np.ndarray or value.dtype != dtype or value.shape != shape:
+            return False
+        holder.t.copy_(torch.from_numpy(value))
+        return True
+
+    return val, feed
 
 
 def _dtypes() -> dict[Any, torch.dtype]:
@@ -146,6 +194,16 @@ def numpy_call(m: FrameMonitor, inst: Inst, fn: Any, pos: list[Val], kw: dict[st
         return True
     if not any(is_tensor_array(v) for v in (*pos, *kw.values())):
         return False
+    if not kw and name not in _EXACT and name not in _ARITHMETIC and _over_draws(fn, pos):
+
+        def computed(real: list[Any]) -> list[Val]:
+            val = _computed_from_draws(m, fn, pos, real[0])
+            if val is None:
+                raise m.unsupported(f"numpy.{name} over a ndarray of tensor values")
+            return [val]
+
+        m.expect_outputs(inst, 1, computed)
+        return True
     if (
         kw
         or (name not in _EXACT and name not in _ARITHMETIC)
@@ -169,7 +227,10 @@ def operator_result(m: FrameMonitor, fn: Any, args: list[Val], result: Any) -> V
     if name == "getitem":
         return _item(m, args, result)
     if name not in _EXACT and name not in _ARITHMETIC:  # (in-place operators among them)
-        raise m.unsupported(f"operator.{name} over a ndarray of tensor values")
+        computed = _computed_from_draws(m, fn, args, result) if _over_draws(fn, args) else None
+        if computed is None:
+            raise m.unsupported(f"operator.{name} over a ndarray of tensor values")
+        return computed
     return _record(m, name, args, result)
 
 
@@ -193,6 +254,76 @@ def array_method(
 
     m.expect_outputs(inst, 1, make)
     return True
+
+
+# ---------------------------------------------------------------------- numpy over draws
+_IN_PLACE = frozenset(
+    "iadd isub imul itruediv ifloordiv imod ipow imatmul iand ior ixor ilshift irshift".split()
+)
+_MAX_FED = 1 << 16  # (elements of an array fed to the graph on every call)
+
+
+def _over_draws(fn: Any, args: list[Val]) -> bool:
+    """A function over fed arrays and plain numbers only, that changes none of them (an
+    operator, a ufunc), at least one fed array among its operands."""
+    if getattr(fn, "__name__", "") in _IN_PLACE:
+        return False
+    if not (getattr(fn, "__module__", None) == "_operator" or isinstance(fn, np.ufunc)):
+        return False
+    fed = [a.payload(FedArray) is not None for a in args]
+    plain = (bool, int, float)
+    return any(fed) and all(f or type(a.obj) in plain for f, a in zip(fed, args, strict=True))
+
+
+class _Recompute:
+    """``fn`` over the arrays the holders hold now and the numbers, under an error state that
+    reports nothing: a non-finite result is a miss instead (the program runs again and numpy
+    warns or raises there, as in eager)."""
+
+    __slots__ = ("fn", "parts")
+
+    def __init__(self, fn: Any, parts: tuple[Any, ...]) -> None:
+        self.fn, self.parts = fn, parts
+
+    def __call__(self) -> Any:
+        args = [p.t.numpy() if isinstance(p, DrawHolder) else p for p in self.parts]
+        with np.errstate(all="ignore"):
+            out = self.fn(*args)
+        return out if type(out) is np.ndarray and np.isfinite(out).all() else None
+
+
+_NOT_DRAWN = GeneratorKind(frozenset(), lambda g: None, lambda g, state: None)
+
+
+def _computed_from_draws(m: FrameMonitor, fn: Any, args: list[Val], result: Any) -> Val | None:
+    """``fn(*args)`` (it gave ``result``) over arrays fed from draws and numbers, which torch
+    may not compute bit for bit as numpy: the mock computes it again with numpy on every
+    call, after the draws it depends on (a step of the record's draws), and feeds the result
+    to the graph. None where the result is no finite array the graph can take."""
+    if (
+        type(result) is not np.ndarray
+        or result.dtype not in _TORCH_DTYPE
+        or not result.flags.c_contiguous
+        or not 0 < result.size <= _MAX_FED
+        or not np.isfinite(result).all()
+        or np.geterr().get("under") != "ignore"
+        or not m.cap.speculate
+    ):
+        return None
+    cap = m.cap
+    parts: list[Any] = []
+    for a in args:
+        fed = a.payload(FedArray)
+        if fed is None:
+            cap.observe(a)  # a number: a guarded constant
+        parts.append(a.obj if fed is None else fed.holder)
+    _guard_error_state(cap)  # (underflow ignored, as when recorded)
+    val, feed = fed_array(cap, result)
+    where = f"numpy {getattr(fn, '__name__', fn)} over drawn arrays"
+    draw = Draw(_Recompute(fn, tuple(parts)), object(), _NOT_DRAWN, (), {}, None, where)
+    draw.feed = feed
+    cap.writes.append(Write("draw", cap.const(draw.generator), draw, None))
+    return val
 
 
 # ---------------------------------------------------------------------- recording
