@@ -73,3 +73,68 @@ def test_a_split_loop_running_past_the_tensor_raises_as_eager() -> None:
     st = magpy.stats(compiled)
     assert st.misses == before.misses and st.hits > before.hits, st
     assert st.fallbacks == 0 and st.eager_sites == 0, st
+
+
+# Operations whose result shares the storage of ``x[t]`` (a view, a view among several
+# results, a property): eager's ``x[t]`` is a view of ``x``, the graph's a copy, so writing
+# the result in place must update ``x`` in both (a graph break where the graph cannot).
+_VIEWS_OF_A_ROW = {
+    "swapdims": lambda r: r.swapdims(0, 1),
+    "adjoint": lambda r: r.adjoint(),
+    "ravel": lambda r: r.ravel(),
+    "T": lambda r: r.T,
+    "mT": lambda r: r.mT,
+    "H": lambda r: r.H,
+    "mH": lambda r: r.mH,
+    "data": lambda r: r.data,
+    "split item": lambda r: r.split(1)[0],
+    "chunk item": lambda r: r.chunk(3)[1],
+    "unbind item": lambda r: r.unbind()[2],
+    "tensor_split item": lambda r: torch.tensor_split(r, 2)[0],
+    "hsplit item": lambda r: torch.hsplit(r, 2)[1],
+    "unsafe_split item": lambda r: r.unsafe_split(1)[0],
+    "atleast_3d": lambda r: torch.atleast_3d(r),
+    "einsum transpose": lambda r: torch.einsum("ij->ji", r),
+    "einsum diagonal": lambda r: torch.einsum("ii->i", r[:, :3]),
+}
+
+
+@pytest.mark.parametrize("name", list(_VIEWS_OF_A_ROW))
+def test_writing_a_view_of_a_promoted_row_updates_x_as_eager(name: str) -> None:
+    """``op(x[t]).add_(1)`` with ``t`` promoted updates ``x`` as eager does, on every call
+    (ATen's alias annotations, ``magpy_monitor.is_view``, carry the copy's mark through
+    ``op``; an operation whose schema does not say it may alias is in its explicit table)."""
+    op = _VIEWS_OF_A_ROW[name]
+
+    def f(x: torch.Tensor, t: int) -> torch.Tensor:
+        v = op(x[t])
+        v.add_(1)
+        return x * 2
+
+    compiled = magpy.compile(f, backend="eager")
+    for t in [0, 1, 2, 3, 1, 2, -1]:
+        x = torch.arange(48.0).reshape(4, 3, 4)
+        expect = x.clone()
+        H.assert_same(compiled(x, t), f(expect, t), f"{name}, t={t}")
+        H.assert_same(x, expect, f"{name}: x after t={t}")
+    assert magpy.stats(compiled).fallbacks == 0
+
+
+@pytest.mark.parametrize("name", list(_VIEWS_OF_A_ROW))
+def test_a_view_of_a_promoted_row_returned_shares_x_as_eager(name: str) -> None:
+    """``op(x[t])`` returned with ``t`` promoted is a view of ``x`` as in eager: a later
+    update of ``x`` shows through it (the graph's copy must not escape: the call runs eagerly)."""
+    op = _VIEWS_OF_A_ROW[name]
+
+    def f(x: torch.Tensor, t: int) -> torch.Tensor:
+        return op(x[t])
+
+    compiled = magpy.compile(f, backend="eager")
+    with pytest.warns(magpy.MagPyWarning, match="changes per call escapes the graph"):
+        for t in [0, 1, 2, 3, 1, 2, -1]:
+            x = torch.arange(48.0).reshape(4, 3, 4)
+            expect = x.clone()
+            got, want = compiled(x, t), f(expect, t)
+            x.mul_(10)
+            expect.mul_(10)
+            H.assert_same(got, want, f"{name}, t={t}")

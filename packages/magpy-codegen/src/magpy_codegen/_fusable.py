@@ -7,11 +7,13 @@ ATen operator does, after about half a second of compiling (more with symbolic s
 wrapper costs about as much per call as running the graph's few nodes. Programs split at
 graph breaks have many such graphs, so ``"inductor"`` runs them as is (``nothing_to_fuse``).
 
-What does not count as work: views (what ATen's schemas say returns an alias of its input,
-``magpy_monitor.is_view``: ``view``, ``transpose``, ``x[:, i]`` without tensor indices) and
-metadata (``size()``, picking an item of a tuple an operator returned), and tensors made from
-nothing but a shape (``new_zeros``, ``torch.ones``). A graph that updates a tensor in place,
-runs a backward or calls a module is never taken for one: those keep the compiler's path.
+What does not count as work: views (what ATen's schemas say may return an alias of its
+input, ``magpy_monitor.is_view``: ``view``, ``transpose``, ``x.T``, ``x[:, i]`` without tensor
+indices; those that copy where they cannot alias, ``reshape``, ``to``, ``einsum``, count too:
+running a graph as is never changes its result) and metadata (``size()``, picking an item of a
+tuple an operator returned), and tensors made from nothing but a shape (``new_zeros``,
+``torch.ones``). A graph that updates a tensor in place, runs a backward or calls a module is
+never taken for one: those keep the compiler's path.
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ def _free(node: fx.Node) -> bool:
         nodes: list[fx.Node] = []
         fx.node.map_arg(node.args[1:], nodes.append)
         return not nodes
-    return is_view(node.target) or _name(node) in _FREE_NAMES
+    return is_view(node.target, node.args) or _name(node) in _FREE_NAMES
 
 
 def _updates_in_place(node: fx.Node) -> bool:

@@ -157,8 +157,10 @@ class TestNothingToFuse:
             lambda x: (x.new_zeros(3, 4), x.new_zeros(3, 4), x.size(0)),  # made from a shape
             lambda x: x.view(-1).transpose(0, 0).sum(),
             lambda x: torch.relu(x),
+            lambda x: x.mT.sum(),  # a property that is a view (``getattr(x, "mT")``)
+            lambda x: x.T.data.unsafe_split(1)[0].sum(),  # views the schema leaves unsaid
         ],
-        ids=["view-and-any", "new_zeros", "views-and-sum", "one-op"],
+        ids=["view-and-any", "new_zeros", "views-and-sum", "one-op", "mT", "unsafe_split"],
     )
     def test_one_operator_besides_views_is_nothing_to_fuse(self, fn: Any) -> None:
         assert nothing_to_fuse(self._traced(fn))

@@ -198,7 +198,7 @@ class GraphRecorder:
             self.graph.erase_node(node)
             raise Unsupported(sealed)
         self.created.append(node)
-        if is_view(target) and any(a.meta.get("copied_view") for a in node.all_input_nodes):
+        if is_view(target, args) and any(a.meta.get("copied_view") for a in node.all_input_nodes):
             node.meta["copied_view"] = True  # a view of a copied x[t]: a copy too
         node.meta["varies"] = random or any(_varies(a) for a in node.all_input_nodes)
         if _data_dependent_shape(node):
@@ -213,6 +213,8 @@ class GraphRecorder:
     def getitem(self, node: fx.Node, index: int) -> fx.Node:
         """``node[index]`` for operations returning several tensors."""
         item = self.graph.call_function(operator.getitem, (node, index))
+        if node.meta.get("copied_view"):  # an item of split(...) of a copied x[t]: a copy too
+            item.meta["copied_view"] = True
         if _unchecked_shape(node):  # (``mask.nonzero(as_tuple=True)[0]``)
             item.meta["dyn_shape"] = True
         item.meta["varies"] = _varies(node)
