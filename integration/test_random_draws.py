@@ -130,6 +130,33 @@ def test_a_branch_on_a_float_draw_assumes_its_outcome() -> None:
     assert st.assumption_misses >= 1, st
 
 
+class Accumulate(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("acc", torch.zeros(3))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.acc.add_(x)
+        if random.random() < 0.5:
+            return x + self.acc
+        return x - self.acc
+
+
+def test_a_branch_on_a_float_draw_after_an_update_in_place_is_eager() -> None:
+    """The graph updates a buffer before the drawn branch: a call that draws the other side
+    puts the buffer back with the generators, so the buffer ends as eager's."""
+    eager, target = Accumulate(), Accumulate()
+    compiled = magpy.compile(target, backend="eager")
+    random.seed(0)
+    want = [eager(torch.ones(3) * i) for i in range(12)]
+    want_next = random.random()
+    random.seed(0)
+    got = [compiled(torch.ones(3) * i) for i in range(12)]
+    assert all(map(torch.equal, got, want)) and random.random() == want_next
+    assert torch.equal(target.acc, eager.acc)
+    assert magpy.stats(compiled).hits >= 6
+
+
 def test_a_float_draw_kept_as_a_value_is_eager() -> None:
     """A float drawn that leaves the graph (stored on an object) assumes its exact value: a
     call that draws another misses, and every call leaves what eager leaves."""
