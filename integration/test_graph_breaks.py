@@ -696,6 +696,10 @@ def _in_threads(n: int, target: Callable[[int], None]) -> list[BaseException]:
     return errors
 
 
+# MagPy's report of time spent outside compiled graphs (a regex without colons: a pytest filter)
+_OUTSIDE_TIME_REPORT = r"magpy. .*of its run time is outside compiled graphs"
+
+
 def test_function_with_a_break_called_from_four_threads() -> None:
     compiled = magpy.compile(item_break, backend="eager")
 
@@ -707,6 +711,9 @@ def test_function_with_a_break_called_from_four_threads() -> None:
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
+        # (the report of time outside graphs depends on the machine's load: four threads on
+        # two busy cores can wait past its threshold; it is not what this test is about)
+        warnings.filterwarnings("ignore", _OUTSIDE_TIME_REPORT)
         errors = _in_threads(4, work)
     assert not errors, errors
     assert not caught, [str(w.message) for w in caught]
@@ -753,6 +760,7 @@ def outer_calls_compiled(x: torch.Tensor) -> torch.Tensor:
     return compiled_inner(a) * 2
 
 
+@pytest.mark.filterwarnings(f"ignore:{_OUTSIDE_TIME_REPORT}")  # (load-dependent, as above)
 def test_compiled_function_calling_a_compiled_function(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
