@@ -98,6 +98,27 @@ def test_a_type_checking_import_that_closes_a_circle_is_refused(
     )
 
 
+def test_a_circle_inside_a_subpackage_is_refused(checker: ModuleType, tmp_path: Path) -> None:
+    """Modules of the runtime's subpackages count as its modules: a circle through
+    ``cache/`` and ``store/`` (relative imports one and two levels up) is refused."""
+    pkg = _package(tmp_path, "magpy_runtime", {"__init__.py": "", "_owner.py": ""})
+    for sub, files in {
+        "cache": {"__init__.py": "", "_cache.py": "from ..store._store import serve\n"},
+        "store": {
+            "__init__.py": "",
+            "_store.py": "from .._owner import O\nfrom ._kept import K\n",
+            "_kept.py": "from ..cache import _cache\n",
+        },
+    }.items():
+        _package(pkg, sub, files)
+    errors = checker.check_cycles({"magpy_runtime": pkg})
+    assert len(errors) == 1, errors
+    assert (
+        "magpy_runtime.cache._cache -> magpy_runtime.store._store -> magpy_runtime.store._kept"
+        " -> magpy_runtime.cache._cache"
+    ) in errors[0]
+
+
 def test_modules_in_a_line_are_no_circle(checker: ModuleType, tmp_path: Path) -> None:
     """Imports that all point down (a Protocol module at the bottom) pass."""
     pkg = _package(

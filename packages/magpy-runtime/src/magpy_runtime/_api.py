@@ -18,13 +18,13 @@ from magpy_codegen import wait_compiles as _wait_compiles
 from magpy_monitor import TABLE, Annotation, Kind, disabled_function
 from magpy_refgraph import UnknownOptionError
 
-from ._cache import CacheState, all_states
 from ._explain import ExplainOutput, explain, outside_share_of, state_of
-from ._pool import join
-from ._sites import restore_all
-from ._stance import set_stance
-from ._store import clear_stored, from_disk
 from ._wrappers import CompiledFunction, CompiledModule, wrap
+from .cache._cache import CacheState, all_states
+from .cache._pool import join
+from .cache._sites import restore_all
+from .cache._stance import set_stance
+from .store._store import clear_stored, from_disk
 
 __all__ = [
     "CacheStats",

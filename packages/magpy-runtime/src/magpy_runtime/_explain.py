@@ -27,10 +27,10 @@ import torch
 from magpy_codegen import BACKENDS
 from magpy_refgraph import MagPyError, NotCompiledError
 
-from ._cache import BreakReason, CacheState
-from ._codes import REGISTRY
 from ._html import write_report
-from ._sites import ensure_entry_site, forget_backend
+from .cache._cache import BreakReason, CacheState
+from .cache._codes import REGISTRY
+from .cache._sites import ensure_entry_site, forget_backend
 
 __all__ = [
     "ExplainOutput",

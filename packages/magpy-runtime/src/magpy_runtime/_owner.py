@@ -1,10 +1,12 @@
 """What the record sources see of a compiled callable: ``RecordOwner``.
 
-``_cache.CacheState`` holds a compiled callable's records and counters and asks the record
-sources (``_sources``: ``_pool``, siblings' records; ``_store``, records on disk and in loaded
-bundles; ``_libraries``: their native libraries) for records. Those modules see the state only
-through this Protocol, so that they import nothing from ``_cache`` (which imports them): the
-layering is ``_owner < _libraries < _store < _pool < _sources < _cache``, without a circle.
+``cache._cache.CacheState`` holds a compiled callable's records and counters and asks the
+record sources (``cache._sources``: ``cache._pool``, siblings' records; ``store._store``,
+records on disk and in loaded bundles; ``store._libraries``: their native libraries) for
+records. Those modules see the state only through this Protocol, so that they import nothing
+from ``cache._cache`` (which imports them): the layering is ``_owner < store._libraries <
+store._store < cache._pool < cache._sources < cache._cache``, without a circle, and ``store``
+imports nothing of ``cache``.
 """
 
 from __future__ import annotations

@@ -32,9 +32,9 @@ from typing import Any
 
 import torch
 
-from ._boundary_importlib_bootstrap import run
-from ._cache import CacheState
-from ._pool import join
+from .cache._boundary_importlib_bootstrap import run
+from .cache._cache import CacheState
+from .cache._pool import join
 
 __all__ = ["CompiledFunction", "CompiledModule", "rebuild", "wrap"]
 

@@ -9,9 +9,9 @@ import attrs
 
 from magpy_codegen import ConfiguredInductor
 from magpy_refgraph import SpeculationMiss
-from magpy_runtime._recordcache import MISSED, NATIVE, Hit, Miss, RecordCache
 from magpy_runtime._settings import Settings
-from magpy_runtime._sources import SOURCES
+from magpy_runtime.cache._recordcache import MISSED, NATIVE, Hit, Miss, RecordCache
+from magpy_runtime.cache._sources import SOURCES
 
 
 @attrs.define(eq=False)

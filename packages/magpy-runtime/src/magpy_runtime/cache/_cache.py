@@ -32,21 +32,21 @@ from magpy_refgraph import (
     dump,
 )
 
+from .._config import background_compile, config, graph_backend, record_limit
+from .._errors import FullGraphError, MagPyWarning
+from .._logging import log_topic
+from .._owner import RecordOwner
+from .._settings import Settings
+from ..store._store import commit, snapshot
 from . import _depth
 from ._boundary_importlib_bootstrap import run
-from ._config import background_compile, config, graph_backend, record_limit
 from ._dynamic import as_locals, changed_on_miss, changed_scalars, promote_all
-from ._errors import FullGraphError, MagPyWarning
-from ._logging import log_topic
-from ._owner import RecordOwner
 from ._ownstate import OwnState, changed, own_state
 from ._recordcache import NATIVE, Hit, Miss, Native, RecordCache, Then
-from ._settings import Settings
 from ._sites import ensure_entry_site, split_loops_of, user_function
 from ._sources import adopt
 from ._stance import records_here
 from ._stats import Stats
-from ._store import commit, snapshot
 from ._tree import memoize_guard
 
 __all__ = ["BreakReason", "CacheState", "all_states"]

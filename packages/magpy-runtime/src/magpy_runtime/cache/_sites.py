@@ -42,13 +42,13 @@ from magpy_monitor import (
 )
 from magpy_refgraph import Unsupported
 
+from .._config import background_compile, config, graph_backend
+from .._disable import disabled
+from .._errors import MagPyWarning, StanceError
+from .._logging import log_topic
 from . import _depth
 from ._codes import ENTRY, REGISTRY, CodeState, installed, uninstalled
-from ._config import background_compile, config, graph_backend
-from ._disable import disabled
 from ._dynamic import changed_on_miss, changed_scalars
-from ._errors import MagPyWarning, StanceError
-from ._logging import log_topic
 from ._recordcache import NATIVE, Hit
 from ._sitestate import SiteState
 from ._stance import current as current_stance
@@ -256,7 +256,7 @@ def _at_site(state: Any, key: tuple[int, int, int], stack: tuple[Any, ...]) -> t
 builtins.__dict__["__magpy_site"] = site_entry
 
 
-_ENTRY_MODULE = "magpy_runtime._boundary_importlib_bootstrap"
+_ENTRY_MODULE = "magpy_runtime.cache._boundary_importlib_bootstrap"
 
 
 def _called_by_magpy(frame: types.FrameType) -> bool:

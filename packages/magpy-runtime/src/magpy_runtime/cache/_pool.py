@@ -39,8 +39,8 @@ import torch
 
 from magpy_codegen import Record
 
-from ._owner import RecordOwner
-from ._store import attach
+from .._owner import RecordOwner
+from ..store._store import attach
 
 __all__ = ["SIBLINGS", "join"]
 
