@@ -32,7 +32,7 @@ from magpy_refgraph import (
     dump,
 )
 
-from .._config import background_compile, config, graph_backend, record_limit
+from .._config import background_compile, config, graph_backend
 from .._errors import FullGraphError, MagPyWarning
 from .._logging import log_topic
 from .._owner import RecordOwner
@@ -42,7 +42,7 @@ from . import _depth
 from ._boundary_importlib_bootstrap import run
 from ._dynamic import as_locals, changed_on_miss, changed_scalars, promote_all
 from ._ownstate import OwnState, changed, own_state
-from ._recordcache import NATIVE, Hit, Miss, Native, RecordCache, Then
+from ._recordcache import NATIVE, Hit, Limit, Miss, Native, RecordCache, Then, limit_of
 from ._sites import ensure_entry_site, split_loops_of, user_function
 from ._sources import adopt
 from ._stance import records_here
@@ -230,13 +230,14 @@ class CacheState:
             )
         if self._splits_now() and self._split_loops(fn):
             return Then.NATIVE  # the loops run in chunks of iterations from now on
-        limit, source = self.limit_and_source()
-        if len(records) < limit and adopt(self, fn, args, kwargs):
+        own, limit = self.own, self.limit()
+        if not own.full(limit) and adopt(self, fn, args, kwargs):
             self.stats.misses -= 1
             return Then.AGAIN  # a sibling's record serves it
-        if len(records) >= limit:
+        if own.full(limit):
             self._go_eager(
-                f"more than {limit} records (the limit {source} sets); the inputs keep changing",
+                f"more than {limit.allowed} records (the limit {limit.source} sets); the inputs "
+                "keep changing",
                 warn=True,
             )
             return Then.NATIVE
@@ -253,7 +254,7 @@ class CacheState:
             first = self._recording == 1 and self.second_chance and not self.records
         if first and not self.split:  # (what the first call writes of it: see _retry_whole)
             self.first_state = own_state(fn)
-        return Then.RECORD_LAST if len(self.records) + 1 >= limit > 1 else Then.RECORD
+        return Then.RECORD_LAST if own.last(limit) and limit.allowed > 1 else Then.RECORD
 
     def release(self) -> None:
         """A monitored call that ``missed`` let in has ended (recorded or raised)."""
@@ -364,7 +365,7 @@ class CacheState:
         tier (one guard, one graph call); the split loops serve every other trip count."""
         if self.split:
             return True
-        return self.trip_records >= SPLIT_AFTER and len(self.records) + 1 >= self.limit()
+        return self.trip_records >= SPLIT_AFTER and self.own.last(self.limit())
 
     def _split_loops(self, fn: Any) -> bool:
         """Records keep coming for new trip counts of a range() loop: from now on each loop
@@ -431,16 +432,10 @@ class CacheState:
             self.forced_states[key] = state
         return state
 
-    def limit(self) -> int:
-        """Records allowed per site / per callable."""
-        return self.limit_and_source()[0]
-
-    def limit_and_source(self) -> tuple[int, str]:
-        """``limit()``, and the setting it comes from (named in the warning): the callable's
-        own ``options["magpy.max_records"]``, else ``_config.record_limit``'s."""
-        if self.max_records is not None:
-            return self.max_records, "options['magpy.max_records']"
-        return record_limit()
+    def limit(self) -> Limit:
+        """Records allowed to this callable (``_recordcache.limit_of``); a site scales it
+        (``SiteState.limit``)."""
+        return limit_of(self.max_records)
 
     def _split(self, chain: list[Any]) -> bool:
         """Switch to segments: give the functions on the break's call chain entry sites."""

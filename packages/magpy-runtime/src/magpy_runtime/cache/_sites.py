@@ -235,13 +235,12 @@ def _at_site(state: Any, key: tuple[int, int, int], stack: tuple[Any, ...]) -> t
     log_topic("sites", "miss at %s offset %d (%d records)", cs.original.co_qualname, key[1], mine)
     if state.dynamic is not False and mine:
         site.dynamic_paths |= changed_on_miss(cache.records, {"L": f_locals, "S": stack})
-    per_instance, source = state.limit_and_source()
-    limit = site.limit(per_instance, f_locals)
-    if mine >= limit:
+    limit = site.limit(state.limit(), f_locals)
+    if cache.full(limit):
         _give_up(site, state)
         _warn_once(
-            f"{cs.original.co_qualname}: more than {limit} records at one "
-            f"site (the limit {source} sets); it runs eagerly from now on"
+            f"{cs.original.co_qualname}: more than {limit.allowed} records at one "
+            f"site (the limit {limit.source} sets); it runs eagerly from now on"
         )
         return _miss(stack)
     # (a stance that serves records makes none; MagPy's own calls are never monitored)
@@ -513,7 +512,7 @@ class _Host:
             f_locals = frame.f_locals
             dry = any(rec.guard.check(f_locals, stack) is not None for rec in mine)
             if not dry:
-                if len(mine) >= site.limit(state.limit(), f_locals):
+                if site.cache_of(state.backend).full(site.limit(state.limit(), f_locals)):
                     return None
                 if state.dynamic is not False:
                     site.dynamic_paths |= changed_on_miss(mine, {"L": f_locals, "S": stack})
