@@ -25,10 +25,7 @@ class RecordOwner(Protocol):
     """The part of ``CacheState`` the record sources read and call."""
 
     qualname: str
-    backend: Any
-    fullgraph: bool
-    dynamic: bool | None
-    max_records: int | None
+    settings: Settings  # what it is compiled with, that its records depend on (frozen)
     background_compile: bool | None  # its own option (None: ``config``'s)
     records: list[Record]
     site_records: list[Record]  # records of a program split at breaks (segments)
@@ -36,8 +33,9 @@ class RecordOwner(Protocol):
     epoch: int  # reset() count: a record made before a reset is not stored
     siblings: weakref.WeakSet[RecordOwner] | None  # callables sharing records (``_pool``)
 
-    def settings(self) -> Settings:
-        """What it is compiled with, that its records depend on."""
+    @property
+    def backend(self) -> Any:
+        """``settings.backend``."""
         ...
 
     def adopted(self, rec: Record) -> None:

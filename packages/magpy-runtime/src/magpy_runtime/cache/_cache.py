@@ -98,9 +98,9 @@ class CacheState:
     """Records and counters of one compiled callable."""
 
     qualname: str
-    backend: Any
-    fullgraph: bool = False
-    max_records: int | None = None
+    # what it is compiled with, that its records depend on (frozen: a callable compiled with
+    # other settings, such as a stance's forced backend, is another ``CacheState``)
+    settings: Settings
     background_compile: bool | None = None  # its own option (None: ``config``'s)
     records: list[Record] = attrs.field(factory=list)  # (``own`` tries them)
     stats: Stats = attrs.field(factory=Stats)
@@ -111,7 +111,6 @@ class CacheState:
     second_chance: bool = True
     retrying: BreakReason | None = None
     first_state: OwnState | None = None  # the callable's own state before its first call
-    dynamic: bool | None = None
     dynamic_paths: set[Any] = attrs.field(factory=set)
     site_records: list[Record] = attrs.field(factory=list)
     warned_sites: bool = False
@@ -140,6 +139,22 @@ class CacheState:
     forced_states: dict[Any, CacheState] = attrs.field(factory=dict)
     # the hit loop over ``records`` (the same list, reordered under the same lock)
     own: RecordCache = attrs.field(init=False)
+
+    @property
+    def backend(self) -> Any:
+        return self.settings.backend
+
+    @property
+    def fullgraph(self) -> bool:
+        return self.settings.fullgraph
+
+    @property
+    def dynamic(self) -> bool | None:
+        return self.settings.dynamic
+
+    @property
+    def max_records(self) -> int | None:
+        return self.settings.max_records
 
     def __attrs_post_init__(self) -> None:
         self.own = RecordCache(self.records, lock=self._lock, memoize=_memoize_call)
@@ -342,10 +357,6 @@ class CacheState:
         if rec.graph_module is not None:
             log_topic("graphs", "%s", rec.graph_module.code)
 
-    def settings(self) -> Settings:
-        """Its settings that records depend on (``_pool``, ``_store`` key records by them)."""
-        return Settings(self.backend, self.fullgraph, self.dynamic, self.max_records)
-
     def adopted(self, rec: Record) -> None:
         """Add ``rec``, found by a record source (``_sources.adopt``): a sibling's twin, a
         stored record."""
@@ -423,12 +434,9 @@ class CacheState:
             resolve_backend(backend)  # (an unknown name: the error magpy.compile gives)
             state = CacheState(
                 f"{self.qualname} [force_backend={backend!r}]",
-                backend,
-                fullgraph=self.fullgraph,
-                max_records=self.max_records,
+                attrs.evolve(self.settings, backend=backend),
                 background_compile=self.background_compile,
             )
-            state.dynamic = self.dynamic
             self.forced_states[key] = state
         return state
 

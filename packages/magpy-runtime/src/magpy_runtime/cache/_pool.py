@@ -105,7 +105,7 @@ def _key(model: Any, state: RecordOwner) -> Hashable | None:
         if getattr(func, "__code__", None) is None:
             return None
         target = ("function", func)
-    settings = state.settings().key()
+    settings = state.settings.key()
     if settings is None:
         return None
     key = (target, settings)

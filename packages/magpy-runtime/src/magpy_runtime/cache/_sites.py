@@ -212,7 +212,7 @@ def _at_site(state: Any, key: tuple[int, int, int], stack: tuple[Any, ...]) -> t
     frame = sys._getframe(2)
     f_locals = frame.f_locals
     layouts = cs.variants.get(key[2], {}).get(key[1], [])
-    backend = state.backend
+    backend = state.settings.backend
     stats = state.stats
     cache = site.cache_of(backend)
     layout_of = site.layout_of

@@ -129,7 +129,7 @@ def attach(state: RecordOwner, model: Any) -> None:
     the directory and of the bundles loaded, before or after it was compiled."""
     directory = config.records_dir
     key = code_key(model)
-    settings = state.settings().stored_key()  # (the backend, fullgraph, dynamic)
+    settings = state.settings.stored_key()  # (the backend, fullgraph, dynamic)
     if key is None or settings is None:
         why = "a backend that is a callable" if key is not None else NO_NAME
         not_stored(state.qualname, why)
