@@ -17,7 +17,7 @@ call, so a compiler must recompile, generalize or fall back. Four workloads (bui
 - ``blocks``: the BERT-like encoder with 12 identical layers compiled one by one (each
   instance's ``forward`` replaced by its compiled version, as FSDP users compile), same shapes
   on every call: one compile should serve all twelve (MagPy: a block adopts the record another
-  block made, ``magpy_runtime._pool``; its "graphs" are the graphs compiled, not adopted).
+  block made, ``magpy_runtime.cache._pool``; its "graphs" are the graphs compiled, not adopted).
 
 Modes: ``eager``; ``torch.compile`` (default settings: Inductor, ``dynamic=None``); ``magpy``
 (``magpy.compile(backend="inductor")``, ``dynamic=None``); ``magpy-eager``

@@ -76,7 +76,7 @@ import magpy
 from integration.models import MODELS as ZOO
 from magpy._measure import add_model_and_mode_lists, mismatch, positive_int
 from magpy._report import markdown as _markdown
-from magpy_runtime._entryfiles import list_entries
+from magpy_runtime.store._entryfiles import list_entries
 
 __all__ = ["MODELS", "MODES", "Mode", "main", "run_child"]
 

@@ -29,7 +29,7 @@ import pytest
 import torch
 
 import magpy
-from magpy_runtime import _bundle, _entryfiles, _persist, _store
+from magpy_runtime.store import _bundle, _entryfiles, _persist, _store
 
 PROGRAM = """
 import json

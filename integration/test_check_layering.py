@@ -98,6 +98,47 @@ def test_a_type_checking_import_that_closes_a_circle_is_refused(
     )
 
 
+def test_a_circle_inside_a_subpackage_is_refused(checker: ModuleType, tmp_path: Path) -> None:
+    """Modules of the runtime's subpackages count as its modules: a circle through
+    ``cache/`` and ``store/`` (relative imports one and two levels up) is refused."""
+    pkg = _package(tmp_path, "magpy_runtime", {"__init__.py": "", "_owner.py": ""})
+    for sub, files in {
+        "cache": {"__init__.py": "", "_cache.py": "from ..store._store import serve\n"},
+        "store": {
+            "__init__.py": "",
+            "_store.py": "from .._owner import O\nfrom ._kept import K\n",
+            "_kept.py": "from ..cache import _cache\n",
+        },
+    }.items():
+        _package(pkg, sub, files)
+    errors = checker.check_cycles({"magpy_runtime": pkg})
+    assert len(errors) == 1, errors
+    assert (
+        "magpy_runtime.cache._cache -> magpy_runtime.store._store -> magpy_runtime.store._kept"
+        " -> magpy_runtime.cache._cache"
+    ) in errors[0]
+
+
+def test_the_store_importing_the_cache_is_refused(checker: ModuleType, tmp_path: Path) -> None:
+    """``store/`` lies below ``cache/``: a store module importing a cache module is refused
+    even where no circle closes; the cache importing the store passes."""
+    pkg = _package(tmp_path, "magpy_runtime", {"__init__.py": ""})
+    _package(pkg, "cache", {"__init__.py": "", "_cache.py": "from ..store import _store\n"})
+    _package(
+        pkg,
+        "store",
+        {"__init__.py": "", "_store.py": "", "_kept.py": "from ..cache._stats import S\n"},
+    )
+    (pkg / "cache" / "_stats.py").write_text("S = 1\n")
+    roots = {"magpy_runtime": pkg}
+    assert checker.check_cycles(roots) == []
+    errors = checker.check_subpackage_order(roots)
+    assert errors == [
+        "magpy_runtime.store._kept imports magpy_runtime.cache._stats: magpy_runtime.store lies"
+        " below magpy_runtime.cache"
+    ], errors
+
+
 def test_modules_in_a_line_are_no_circle(checker: ModuleType, tmp_path: Path) -> None:
     """Imports that all point down (a Protocol module at the bottom) pass."""
     pkg = _package(

@@ -26,7 +26,7 @@ import magpy
 from magpy import _cli
 from magpy._explain_cli import UsageError, example_arguments
 from magpy_runtime._html import INSTALL_HINT
-from magpy_runtime._sites import REGISTRY
+from magpy_runtime.cache._sites import REGISTRY
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = Path(__file__).resolve().parent / "samples"

@@ -8,8 +8,8 @@ Each stage is patched to raise where it is looked up:
 - guard generation: ``magpy_codegen._record.generate_guard`` (imported there by name);
 - mock generation: ``magpy_codegen._record.generate_mock``;
 - backend compile: a callable backend that raises;
-- guard evaluation: ``build_record`` (imported by name into ``magpy_runtime._cache`` and
-  ``magpy_runtime._sites``) is wrapped so that every guard it builds raises;
+- guard evaluation: ``build_record`` (imported by name into ``magpy_runtime.cache._cache`` and
+  ``magpy_runtime.cache._sites``) is wrapped so that every guard it builds raises;
 - graph execution: a backend whose compiled callable raises when run.
 
 For every program and stage: results and printed text equal eager's on every call, no trace
@@ -32,8 +32,8 @@ import torch
 import magpy
 import magpy_codegen._record as codegen_record
 import magpy_monitor.core.frame as monitor_frame
-import magpy_runtime._cache as runtime_cache
-import magpy_runtime._sites as runtime_sites
+import magpy_runtime.cache._cache as runtime_cache
+import magpy_runtime.cache._sites as runtime_sites
 
 CALLS = 4
 

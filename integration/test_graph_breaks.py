@@ -455,7 +455,7 @@ def test_item_used_in_tensor_math_stays_correct_and_bounded(
     """(f) with the .item() value in tensor math. Without dynamic scalar promotion every new
     value is a new record at the site after the break, so only correctness and the bound are
     asserted: at most ``max_records`` records per site, at most one warning."""
-    from magpy_runtime._sites import REGISTRY
+    from magpy_runtime.cache._sites import REGISTRY
 
     max_records = 4
     with warnings.catch_warnings(record=True) as caught:
@@ -606,7 +606,7 @@ def _outside_observations(fn: Any) -> list[Any]:
 
 def _instrumented(fn: Any) -> bool:
     """``fn`` has sites: an instrumented generation, installed while a compiled call runs."""
-    from magpy_runtime._sites import REGISTRY
+    from magpy_runtime.cache._sites import REGISTRY
 
     cs = REGISTRY.by_code.get(fn.__code__)
     return cs is not None and cs.current is not None
@@ -913,7 +913,7 @@ def site_loop_guard(monkeypatch: pytest.MonkeyPatch) -> Callable[[], None]:
     raises ``SiteLoop`` (a BaseException, which ``site_entry`` does not swallow) past 10,000
     calls. Returns ``new_call()``, to be called before each compiled call (resets the count).
     """
-    import magpy_runtime._sites as sites
+    import magpy_runtime.cache._sites as sites
 
     real = sites._current
     count = 0
@@ -1072,7 +1072,7 @@ def test_loop_resumed_after_a_break_looks_ahead_in_its_iterator(
 
 def test_iterator_look_ahead_guards_and_advances() -> None:
     """The guard of a loop segment checks what the iterator has left; the mock advances it."""
-    import magpy_runtime._sites as sites
+    import magpy_runtime.cache._sites as sites
 
     compiled = magpy.compile(list_loop_break, backend="eager")
     for n in (3, 3):

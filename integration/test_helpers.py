@@ -59,7 +59,7 @@ def test_check_catches_user_code_running_on_a_hit() -> None:
 
 def test_check_catches_different_aliasing(monkeypatch: pytest.MonkeyPatch) -> None:
     """Returning a copy where eager returns the input object fails the aliasing check."""
-    from magpy_runtime._recordcache import Hit, RecordCache
+    from magpy_runtime.cache._recordcache import Hit, RecordCache
 
     real_lookup = RecordCache.lookup
 

@@ -38,7 +38,7 @@ def count_up(x: torch.Tensor, n: int) -> torch.Tensor:
 
 
 def _site_records() -> dict[int, int]:
-    from magpy_runtime._sites import REGISTRY
+    from magpy_runtime.cache._sites import REGISTRY
 
     return {
         off: len(site.records) for st in REGISTRY.by_code.values() for off, site in st.sites.items()
@@ -98,7 +98,7 @@ def test_split_sites_start_dynamic_in_what_the_calls_changed() -> None:
     later length, instead of a record specialised on one length and then a symbolic one."""
     from magpy_monitor import dim_key
     from magpy_refgraph import Local, Path
-    from magpy_runtime._sites import REGISTRY
+    from magpy_runtime.cache._sites import REGISTRY
 
     w = torch.randn(4, 4)
     compiled = magpy.compile(rnn_steps, backend="eager")

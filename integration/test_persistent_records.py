@@ -28,7 +28,8 @@ import torch
 
 import magpy
 from magpy import _cli
-from magpy_runtime import _entryfiles, config
+from magpy_runtime import config
+from magpy_runtime.store import _entryfiles
 
 HELPERS = """
 import torch

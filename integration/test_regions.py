@@ -19,7 +19,7 @@ import torch
 import torch.fx as fx
 
 import magpy
-from magpy_runtime._persist import decode_graph, encode_graph
+from magpy_runtime.store._persist import decode_graph, encode_graph
 
 WIDTH = 8
 

@@ -1,8 +1,8 @@
-"""One record for N instances (``magpy_runtime._pool``): compiled callables of the same code and
-settings adopt each other's records where the guard passes, so identical blocks compiled one by
-one compile one graph; blocks that differ in structure, a hyperparameter, an instance override
-or a hook, and functions that only share code, do not share. Outputs are compared with eager on
-fresh inputs over several calls; backend compiles are counted."""
+"""One record for N instances (``magpy_runtime.cache._pool``): compiled callables of the same
+code and settings adopt each other's records where the guard passes, so identical blocks compiled
+one by one compile one graph; blocks that differ in structure, a hyperparameter, an instance
+override or a hook, and functions that only share code, do not share. Outputs are compared with
+eager on fresh inputs over several calls; backend compiles are counted."""
 
 from __future__ import annotations
 

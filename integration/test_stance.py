@@ -1,7 +1,7 @@
 """``torch.compiler.set_stance`` (and ``magpy.set_stance``, the same) while MagPy compiles.
 
 The stance is torch's own state, read on every compiled call: each stance keeps its torch
-meaning (``magpy_runtime/_stance.py``). Every test compares the compiled results to eager over
+meaning (``magpy_runtime/cache/_stance.py``). Every test compares the compiled results to eager over
 several calls and counts records, hits and misses with ``magpy.stats``, so a cache that never
 hits, or a stance that is ignored, cannot pass.
 """

@@ -20,6 +20,8 @@ Every import counts, including ones inside functions and ``if TYPE_CHECKING:`` b
 * inside a package of ACYCLIC, modules import each other in a circle (every import counts,
   ``if TYPE_CHECKING:`` ones included: a type-only import that closes a circle is still a
   circle; break it with a Protocol or by moving the shared type down),
+* a module of a subpackage in NOT_ABOVE imports a subpackage it lies below (``magpy_runtime``'s
+  ``store`` never imports its ``cache``), even where no circle closes,
 * a function of one of the packages imports something (``import`` in a function body, or a
   dynamic import with a literal name), unless FUNCTION_IMPORTS_ALLOWED names that function with
   a reason. Import at module level; an ``if TYPE_CHECKING:`` block there is fine.
@@ -359,6 +361,30 @@ def check_cycles(roots: dict[str, Path] | None = None) -> list[str]:
     return errors
 
 
+# Subpackages that lie below others of the same package: a module of the key must not import the
+# subpackages named (no circle needed). The runtime's store (records outside the process) is used
+# by its cache (the path of a call), never the reverse.
+NOT_ABOVE: dict[str, tuple[str, ...]] = {"magpy_runtime.store": ("magpy_runtime.cache",)}
+
+
+def check_subpackage_order(roots: dict[str, Path] | None = None) -> list[str]:
+    """Modules of a NOT_ABOVE subpackage that import a subpackage it lies below."""
+    roots = roots or source_roots()
+    errors: list[str] = []
+    for low, highs in NOT_ABOVE.items():
+        pkg = low.partition(".")[0]
+        if pkg not in roots:
+            continue
+        for name, targets in sorted(module_imports(roots[pkg]).items()):
+            if name != low and not name.startswith(f"{low}."):
+                continue
+            for target in sorted(targets):
+                for high in highs:
+                    if target == high or target.startswith(f"{high}."):
+                        errors.append(f"{name} imports {target}: {low} lies below {high}")
+    return errors
+
+
 # --- imports inside functions ----------------------------------------------------------------
 
 
@@ -492,7 +518,7 @@ def check_environment_reads(roots: dict[str, Path] | None = None) -> list[str]:
 
 def check(skip_monitor: bool = False) -> list[str]:
     errors = check_packages() + check_version_tests() + check_environment_reads()
-    errors += check_cycles()
+    errors += check_cycles() + check_subpackage_order()
     if not skip_monitor:
         errors += check_monitor_layers()
     errors += check_function_imports(frozenset({MONITOR}) if skip_monitor else frozenset())

@@ -12,7 +12,7 @@ import argparse
 import datetime
 from typing import Any
 
-from magpy_runtime._entryfiles import clear_entries, list_entries
+from magpy_runtime.store._entryfiles import clear_entries, list_entries
 
 __all__ = ["describe", "run"]
 

@@ -32,7 +32,7 @@ from torch._inductor.runtime.cache_dir_utils import cache_dir, temporary_cache_d
 import magpy
 from magpy_codegen import _record
 from magpy_monitor.driver.tracer import Monitor
-from magpy_runtime import _cache
+from magpy_runtime.cache import _cache
 
 __all__ = [
     "CaseResult",

@@ -1,5 +1,6 @@
 """Graphs compiled ahead of time into a shared library (AOTInductor) that a later process loads
-without Inductor: what a persistent record keeps of its compiled graph (``magpy_runtime._store``).
+without Inductor: what a persistent record keeps of its compiled graph
+(``magpy_runtime.store._store``).
 
 Loading a record's graph through Inductor's caches still imports Inductor, builds a ShapeEnv
 and probes the C++ compiler (seconds: most of a warm start). A library AOTInductor made from the

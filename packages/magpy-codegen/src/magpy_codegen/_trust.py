@@ -1,5 +1,5 @@
 """The owner and mode checks of the files MagPy runs or unpickles: one definition for the
-stored records (``magpy_runtime._entryfiles``) and the built snapshot check (``_cbuild``).
+stored records (``magpy_runtime.store._entryfiles``) and the built snapshot check (``_cbuild``).
 
 A directory or a file is trusted when it belongs to this user (``uid``: the caller's, which
 tests replace to simulate another owner) and group and others cannot write it; a directory

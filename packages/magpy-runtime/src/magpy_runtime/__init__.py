@@ -18,12 +18,12 @@ from ._api import (
     stats,
     wait_compiles,
 )
-from ._bundle import BundleInfo, load_cache_artifacts, save_cache_artifacts
-from ._cache import BreakReason
 from ._config import config
 from ._disable import disable
 from ._errors import BundleError, FullGraphError, MagPyWarning, StanceError
 from ._torch_compile import TorchCompileRedirect, use_for_torch_compile
+from .cache._cache import BreakReason
+from .store._bundle import BundleInfo, load_cache_artifacts, save_cache_artifacts
 
 __version__ = "0.1.0"
 

@@ -18,13 +18,14 @@ from magpy_codegen import wait_compiles as _wait_compiles
 from magpy_monitor import TABLE, Annotation, Kind, disabled_function
 from magpy_refgraph import UnknownOptionError
 
-from ._cache import CacheState, all_states
 from ._explain import ExplainOutput, explain, outside_share_of, state_of
-from ._pool import join
-from ._sites import restore_all
-from ._stance import set_stance
-from ._store import clear_stored, from_disk
+from ._settings import Settings
 from ._wrappers import CompiledFunction, CompiledModule, wrap
+from .cache._cache import CacheState, all_states
+from .cache._pool import join
+from .cache._sites import restore_all
+from .cache._stance import set_stance
+from .store._store import clear_stored, from_disk
 
 __all__ = [
     "CacheStats",
@@ -148,10 +149,8 @@ def compile(
     if not callable(model):
         raise TypeError(f"magpy.compile needs a function or nn.Module, got {type(model).__name__}")
     qualname = getattr(model, "__qualname__", None) or type(model).__qualname__
-    state = CacheState(qualname, configured, fullgraph=fullgraph)
-    state.dynamic = dynamic
-    if "max_records" in own:
-        state.max_records = int(own["max_records"])
+    max_records = int(own["max_records"]) if "max_records" in own else None
+    state = CacheState(qualname, Settings(configured, fullgraph, dynamic, max_records))
     if "background_compile" in own:
         state.background_compile = bool(own["background_compile"])
     join(state, model)

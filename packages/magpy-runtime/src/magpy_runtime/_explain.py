@@ -27,10 +27,11 @@ import torch
 from magpy_codegen import BACKENDS
 from magpy_refgraph import MagPyError, NotCompiledError
 
-from ._cache import BreakReason, CacheState
-from ._codes import REGISTRY
 from ._html import write_report
-from ._sites import ensure_entry_site, forget_backend
+from ._settings import Settings
+from .cache._cache import BreakReason, CacheState
+from .cache._codes import REGISTRY
+from .cache._sites import ensure_entry_site, forget_backend
 
 __all__ = [
     "ExplainOutput",
@@ -155,7 +156,7 @@ def explain(fn: Any) -> Callable[..., ExplainOutput]:
             return BACKENDS["eager"](gm, example_inputs)
 
         qualname = getattr(target, "__qualname__", None) or type(target).__qualname__
-        state = CacheState(qualname, explain_backend)
+        state = CacheState(qualname, Settings(explain_backend))
         func = python_function(target)
         with _instrumentation_undone():
             try:

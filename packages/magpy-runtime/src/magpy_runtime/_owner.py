@@ -1,10 +1,12 @@
 """What the record sources see of a compiled callable: ``RecordOwner``.
 
-``_cache.CacheState`` holds a compiled callable's records and counters and asks the record
-sources (``_sources``: ``_pool``, siblings' records; ``_store``, records on disk and in loaded
-bundles; ``_libraries``: their native libraries) for records. Those modules see the state only
-through this Protocol, so that they import nothing from ``_cache`` (which imports them): the
-layering is ``_owner < _libraries < _store < _pool < _sources < _cache``, without a circle.
+``cache._cache.CacheState`` holds a compiled callable's records and counters and asks the
+record sources (``cache._sources``: ``cache._pool``, siblings' records; ``store._store``,
+records on disk and in loaded bundles; ``store._libraries``: their native libraries) for
+records. Those modules see the state only through this Protocol, so that they import nothing
+from ``cache._cache`` (which imports them): the layering is ``_owner < store._libraries <
+store._store < cache._pool < cache._sources < cache._cache``, without a circle, and ``store``
+imports nothing of ``cache``.
 """
 
 from __future__ import annotations
@@ -23,10 +25,7 @@ class RecordOwner(Protocol):
     """The part of ``CacheState`` the record sources read and call."""
 
     qualname: str
-    backend: Any
-    fullgraph: bool
-    dynamic: bool | None
-    max_records: int | None
+    settings: Settings  # what it is compiled with, that its records depend on (frozen)
     background_compile: bool | None  # its own option (None: ``config``'s)
     records: list[Record]
     site_records: list[Record]  # records of a program split at breaks (segments)
@@ -34,8 +33,9 @@ class RecordOwner(Protocol):
     epoch: int  # reset() count: a record made before a reset is not stored
     siblings: weakref.WeakSet[RecordOwner] | None  # callables sharing records (``_pool``)
 
-    def settings(self) -> Settings:
-        """What it is compiled with, that its records depend on."""
+    @property
+    def backend(self) -> Any:
+        """``settings.backend``."""
         ...
 
     def adopted(self, rec: Record) -> None:

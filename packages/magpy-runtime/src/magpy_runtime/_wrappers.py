@@ -32,25 +32,26 @@ from typing import Any
 
 import torch
 
-from ._boundary_importlib_bootstrap import run
-from ._cache import CacheState
-from ._pool import join
+from ._settings import Settings
+from .cache._boundary_importlib_bootstrap import run
+from .cache._cache import CacheState
+from .cache._pool import join
 
 __all__ = ["CompiledFunction", "CompiledModule", "rebuild", "wrap"]
 
-Settings = tuple[str, Any, bool, "bool | None", "int | None"]
+# (the pickled form: the qualname, then the ``Settings`` fields as plain values)
+Copied = tuple[str, Any, bool, "bool | None", "int | None"]
 
 
-def _settings(state: CacheState) -> Settings:
+def _settings(state: CacheState) -> Copied:
     """What a copy is compiled with (never the records or counters)."""
     return (state.qualname, state.backend, state.fullgraph, state.dynamic, state.max_records)
 
 
-def rebuild(model: Any, settings: Settings) -> Any:
+def rebuild(model: Any, settings: Copied) -> Any:
     """``model`` compiled with ``settings``, with an empty cache (unpickling, copies)."""
     qualname, backend, fullgraph, dynamic, max_records = settings
-    state = CacheState(qualname, backend, fullgraph=fullgraph, max_records=max_records)
-    state.dynamic = dynamic
+    state = CacheState(qualname, Settings(backend, fullgraph, dynamic, max_records))
     join(state, model)
     return wrap(model, state)
 

@@ -15,6 +15,7 @@ import magpy_runtime as magpy
 from magpy_refgraph import RefGraph
 from magpy_runtime import MagPyWarning, config
 from magpy_runtime._config import Config
+from magpy_runtime._settings import Settings
 
 
 def affine(x: torch.Tensor) -> torch.Tensor:
@@ -295,3 +296,30 @@ class TestConfigReachesThePackages:
     def test_verify_off_checks_nothing(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """With verify=False no capture runs verify() after its mutations."""
         assert self._verify_calls(False, monkeypatch) == 0
+
+
+class TestSettings:
+    """A callable's settings are one frozen ``Settings`` (its ``key()`` is the one key)."""
+
+    def test_settings_are_one_frozen_value_and_the_fields_read_it(self) -> None:
+        fast = magpy.compile(
+            affine, backend="eager", dynamic=False, options={"magpy.max_records": 3}
+        )
+        state = fast._magpy_state
+        assert isinstance(state.settings, Settings)
+        assert (state.backend, state.fullgraph, state.dynamic, state.max_records) == (
+            state.settings.backend,
+            False,
+            False,
+            3,
+        )
+        with pytest.raises(AttributeError):
+            state.settings.max_records = 4  # type: ignore[misc]
+        with pytest.raises(AttributeError):
+            state.max_records = 4  # type: ignore[misc]
+        assert state.settings.key() == Settings(state.backend, False, False, 3).key()
+
+    def test_a_forced_backend_is_the_same_settings_with_another_backend(self) -> None:
+        state = magpy.compile(affine, backend="eager", dynamic=True)._magpy_state
+        forced = state.forced("aot_eager")
+        assert forced.settings == Settings("aot_eager", state.fullgraph, True, state.max_records)

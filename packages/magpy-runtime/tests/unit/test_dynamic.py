@@ -11,7 +11,7 @@ import torch
 import magpy_runtime as magpy
 from magpy_monitor import dim_key
 from magpy_refgraph import DictItem, Item, Local, Path
-from magpy_runtime._dynamic import as_locals, changed_on_miss, changed_scalars, promote_all
+from magpy_runtime.cache._dynamic import as_locals, changed_on_miss, changed_scalars, promote_all
 
 X = Path(Local("args"), (Item(0),))
 

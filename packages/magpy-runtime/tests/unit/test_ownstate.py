@@ -10,7 +10,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from magpy_runtime._ownstate import changed, own_state
+from magpy_runtime.cache._ownstate import changed, own_state
 
 SHARED_LOG: list[int] = []
 FLAG: bool = False

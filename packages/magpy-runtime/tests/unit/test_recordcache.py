@@ -1,5 +1,5 @@
-"""Unit tests for the one hit loop (_recordcache.py), the record sources' order (_sources.py)
-and the settings key (_settings.py), with stand-in records."""
+"""Unit tests for the one hit loop and the limit (_recordcache.py), the record sources' order
+(_sources.py) and the settings key (_settings.py), with stand-in records."""
 
 from __future__ import annotations
 
@@ -9,9 +9,18 @@ import attrs
 
 from magpy_codegen import ConfiguredInductor
 from magpy_refgraph import SpeculationMiss
-from magpy_runtime._recordcache import MISSED, NATIVE, Hit, Miss, RecordCache
+from magpy_runtime import config
 from magpy_runtime._settings import Settings
-from magpy_runtime._sources import SOURCES
+from magpy_runtime.cache._recordcache import (
+    MISSED,
+    NATIVE,
+    Hit,
+    Limit,
+    Miss,
+    RecordCache,
+    limit_of,
+)
+from magpy_runtime.cache._sources import SOURCES
 
 
 @attrs.define(eq=False)
@@ -98,3 +107,24 @@ def test_settings_key_one_shape_for_the_pool_and_the_store() -> None:
     }
     assert Settings(lambda gm, ex: gm).stored_key() is None
     assert Settings({"unhashable": 1}).key() is None
+
+
+def test_the_limit_is_the_callables_own_else_the_configs() -> None:
+    """``limit_of``: ``options["magpy.max_records"]`` wins over ``magpy.config.max_records``,
+    and each is named as the source."""
+    assert limit_of(3) == Limit(3, "options['magpy.max_records']")
+    with config.patch(max_records=5):
+        found = limit_of(None)
+    assert found.allowed == 5 and "max_records" in found.source
+
+
+def test_a_cache_is_full_at_its_limit_and_knows_its_last_record() -> None:
+    """The go-eager policy: full at as many records as allowed; the next record is the last
+    one allowed when it brings the cache to the limit."""
+    recs = [_Rec(_Guard(False), _mock(i)) for i in range(2)]
+    cache = RecordCache(recs[:1])  # type: ignore[arg-type]
+    two = Limit(2, "test")
+    assert not cache.full(two) and cache.last(two)
+    cache.records.append(recs[1])  # type: ignore[arg-type]
+    assert cache.full(two) and cache.last(two)
+    assert not RecordCache([]).full(two) and not RecordCache([]).last(two)

@@ -16,7 +16,7 @@ import magpy_runtime as magpy
 from magpy_monitor import dim_key
 from magpy_refgraph import Item, Local, Path
 from magpy_runtime._config import record_limit
-from magpy_runtime._stance import changed_between, check, current, example_of
+from magpy_runtime.cache._stance import changed_between, check, current, example_of
 
 ARGS = Path(Local("args"))
 

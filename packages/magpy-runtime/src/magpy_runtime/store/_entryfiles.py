@@ -28,7 +28,7 @@ import torch
 
 from magpy_codegen import open_trusted, trusted_directory, write_private
 
-from ._logging import log
+from .._logging import log
 
 __all__ = [
     "MAGIC",

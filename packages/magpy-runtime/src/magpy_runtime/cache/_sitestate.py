@@ -10,7 +10,7 @@ import attrs
 from magpy_codegen import Layout, Record
 from magpy_refgraph import IterLen
 
-from ._recordcache import RecordCache
+from ._recordcache import Limit, RecordCache
 
 __all__ = ["SiteState"]
 
@@ -35,14 +35,16 @@ class SiteState:
     # the chunks of iterations (``IterLen`` guards) of the records at a split loop's head
     chunks: set[tuple[IterLen, ...]] = attrs.field(factory=set)
 
-    def limit(self, per_instance: int, f_locals: dict[str, Any]) -> int:
-        """Records allowed at this site, ``per_instance`` for each ``self`` seen here, and
-        two more for each further chunk of a split loop (a first record specialised on the
-        values it saw, then a dynamic one; ``magpy_monitor.driver.segments.LOOP_CHUNK``)."""
+    def limit(self, per_instance: Limit, f_locals: dict[str, Any]) -> Limit:
+        """Records allowed at this site (of one backend): ``per_instance`` (the callable's
+        limit) for each ``self`` seen here, and two more for each further chunk of a split loop
+        (a first record specialised on the values it saw, then a dynamic one;
+        ``magpy_monitor.driver.segments.LOOP_CHUNK``)."""
         this = f_locals.get("self")
         if this is not None and len(self.selves) < 64:
             self.selves.add(id(this))
-        return per_instance * max(1, len(self.selves)) + 2 * max(0, len(self.chunks) - 1)
+        selves, chunks = max(1, len(self.selves)), max(0, len(self.chunks) - 1)
+        return Limit(per_instance.allowed * selves + 2 * chunks, per_instance.source)
 
     @property
     def records(self) -> list[tuple[Record, Layout, Any]]:

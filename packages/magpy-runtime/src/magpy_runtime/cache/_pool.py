@@ -39,8 +39,8 @@ import torch
 
 from magpy_codegen import Record
 
-from ._owner import RecordOwner
-from ._store import attach
+from .._owner import RecordOwner
+from ..store._store import attach
 
 __all__ = ["SIBLINGS", "join"]
 
@@ -105,7 +105,7 @@ def _key(model: Any, state: RecordOwner) -> Hashable | None:
         if getattr(func, "__code__", None) is None:
             return None
         target = ("function", func)
-    settings = state.settings().key()
+    settings = state.settings.key()
     if settings is None:
         return None
     key = (target, settings)

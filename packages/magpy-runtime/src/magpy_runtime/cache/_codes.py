@@ -45,7 +45,7 @@ from magpy_codegen import Instrumented, Layout, instrument
 from magpy_monitor import ORIGINAL_CODE, CodeInfo
 from magpy_refgraph import MagPyError
 
-from ._logging import log_topic
+from .._logging import log_topic
 from ._sitestate import SiteState
 
 __all__ = ["ENTRY", "REGISTRY", "CodeState", "first_offset", "installed", "uninstalled"]

@@ -9,7 +9,7 @@ import torch
 
 from magpy_codegen import Record
 
-from ._logging import log_topic
+from .._logging import log_topic
 
 __all__ = ["memoize_guard"]
 

@@ -54,6 +54,9 @@ import torch.fx as fx
 from magpy_codegen import PythonGuard, Record, build_record, record_guard
 from magpy_monitor import FAKE, UPDATE_RULES, ambient_state
 
+from .._config import background_compile, config
+from .._logging import log_topic
+from .._owner import RecordOwner
 from ._bundled import (
     add_bundled,
     bundled,
@@ -61,7 +64,6 @@ from ._bundled import (
     clear_bundled,
     give_torch_its_artifacts,
 )
-from ._config import background_compile, config
 from ._entryfiles import (
     MAGIC,
     MAX_ENTRIES_PER_KEY,
@@ -89,8 +91,6 @@ from ._kept import (
 )
 from ._keys import code_key
 from ._libraries import Prebuilt, build_library, library_examples, loaded_library, split_library
-from ._logging import log_topic
-from ._owner import RecordOwner
 from ._persist import Unstorable, decode, decode_graph, encode, encode_graph, resolve_refs
 
 __all__ = [
@@ -129,7 +129,7 @@ def attach(state: RecordOwner, model: Any) -> None:
     the directory and of the bundles loaded, before or after it was compiled."""
     directory = config.records_dir
     key = code_key(model)
-    settings = state.settings().stored_key()  # (the backend, fullgraph, dynamic)
+    settings = state.settings.stored_key()  # (the backend, fullgraph, dynamic)
     if key is None or settings is None:
         why = "a backend that is a callable" if key is not None else NO_NAME
         not_stored(state.qualname, why)

@@ -29,10 +29,10 @@ from magpy_codegen import (
     submit,
 )
 
-from ._config import config
+from .._config import config
+from .._logging import log_topic
+from .._owner import RecordOwner
 from ._entryfiles import warn_once
-from ._logging import log_topic
-from ._owner import RecordOwner
 from ._persist import decode_graph
 
 __all__ = ["Prebuilt", "build_library", "library_examples", "loaded_library", "split_library"]

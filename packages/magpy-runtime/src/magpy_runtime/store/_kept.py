@@ -20,6 +20,8 @@ from typing import Any
 import attrs
 import torch
 
+from .._logging import log_topic
+from .._owner import RecordOwner
 from ._entryfiles import (
     MAGIC,
     MAX_ENTRIES_PER_KEY,
@@ -30,8 +32,6 @@ from ._entryfiles import (
     warn_once,
 )
 from ._libraries import build_library
-from ._logging import log_topic
-from ._owner import RecordOwner
 from ._persist import Unstorable, encode
 
 __all__ = [

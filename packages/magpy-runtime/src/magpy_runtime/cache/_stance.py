@@ -36,7 +36,7 @@ import torch
 from magpy_monitor import dim_key
 from magpy_refgraph import Item, Local, Path
 
-from ._errors import StanceError
+from .._errors import StanceError
 
 __all__ = [
     "STANCES",

@@ -12,6 +12,13 @@ inputs or None (the next record); a passing record's mock runs ``mock(*roots, in
 - ``NATIVE``: a record's graph raised the program's own error (``Record.program_failed``): the
   call runs natively, which raises it as eager does.
 
+**The limit and the go-eager policy** are the cache's too: ``limit_of`` says how many records
+a callable may have (``Limit``: its own ``options["magpy.max_records"]``, else the config's),
+``RecordCache.full`` whether a cache holds as many as its limit allows (then a call none of
+them serves makes the cache's owner run eagerly from now on: the callable, or the site), and
+``RecordCache.last`` whether the next record is the last one allowed. A site's limit is the
+callable's, scaled by the site (``SiteState.limit``).
+
 What happens around a lookup stays with its caller: the counters (``_stats``), the memo of a
 site's guard (anchored on the frame's first argument, after the mock), a site's branch for a
 record's layout (``accept``), and what an exception in a record means (the callable goes eager;
@@ -25,12 +32,25 @@ import threading
 from collections.abc import Callable
 from operator import itemgetter
 from time import perf_counter
-from typing import Any, Final, Protocol
+from typing import Any, Final, NamedTuple, Protocol
 
 from magpy_codegen import Record
 from magpy_refgraph import SpeculationMiss
 
-__all__ = ["MISSED", "NATIVE", "Hit", "Miss", "Native", "RecordCache", "Then", "Timer"]
+from .._config import record_limit
+
+__all__ = [
+    "MISSED",
+    "NATIVE",
+    "Hit",
+    "Limit",
+    "Miss",
+    "Native",
+    "RecordCache",
+    "Then",
+    "Timer",
+    "limit_of",
+]
 
 
 class Hit(tuple[Any, Record, int]):
@@ -72,6 +92,23 @@ class Then(enum.Enum):
     RECORD = "record"  # it is monitored and becomes a record
     RECORD_LAST = "record_last"  # the same, the last record the limit allows
     AGAIN = "again"  # a record came since it looked (a sibling's, a stored one): look again
+
+
+class Limit(NamedTuple):
+    """How many records a cache may hold (``allowed``), and the setting that says so
+    (``source``: named in the warning when the cache goes eager)."""
+
+    allowed: int
+    source: str
+
+
+def limit_of(max_records: int | None) -> Limit:
+    """A compiled callable's limit: its own ``options["magpy.max_records"]`` (``max_records``),
+    else ``_config.record_limit``'s (``magpy.config.max_records``, or TorchDynamo's
+    ``recompile_limit`` where it was set), read at each miss."""
+    if max_records is not None:
+        return Limit(max_records, "options['magpy.max_records']")
+    return Limit(*record_limit())
 
 
 class Timer(Protocol):
@@ -138,6 +175,16 @@ class RecordCache:
                         records.insert(0, records.pop(i))
             return Hit((value, rec, tag))
         return ASSUMED_WRONG if assumed_wrong else MISSED
+
+    def full(self, limit: Limit) -> bool:
+        """The go-eager policy: it holds as many records as ``limit`` allows, so no record is
+        added and a call none of them serves makes its owner run eagerly from now on, with one
+        warning (a callable: ``CacheState._go_eager``; a site: ``_sites._give_up``)."""
+        return len(self.records) >= limit.allowed
+
+    def last(self, limit: Limit) -> bool:
+        """The next record is the last one ``limit`` allows (or beyond it)."""
+        return len(self.records) + 1 >= limit.allowed
 
 
 def _timed(rec: Record, roots: tuple[Any, ...], inputs: Any, timer: Timer) -> Any:

@@ -39,10 +39,10 @@ import torch
 
 from magpy_codegen import install_snapcheck, snapcheck_artifact, wait_compiles
 
-from ._config import config
+from .._config import config
+from .._errors import BundleError
+from .._logging import log
 from ._entryfiles import canonical, parse_entry, versions
-from ._errors import BundleError
-from ._logging import log
 from ._store import add_bundled, build_kept_libraries, unstored, used_entries
 
 __all__ = ["MAGIC", "BundleInfo", "load_cache_artifacts", "save_cache_artifacts"]

@@ -20,9 +20,9 @@ from typing import Any, Protocol
 
 from magpy_codegen import Record
 
-from ._owner import RecordOwner
+from .._owner import RecordOwner
+from ..store._store import serve
 from ._pool import SIBLINGS
-from ._store import serve
 
 __all__ = ["SOURCES", "RecordSource", "adopt"]
 

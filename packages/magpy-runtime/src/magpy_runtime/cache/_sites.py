@@ -42,13 +42,13 @@ from magpy_monitor import (
 )
 from magpy_refgraph import Unsupported
 
+from .._config import background_compile, config, graph_backend
+from .._disable import disabled
+from .._errors import MagPyWarning, StanceError
+from .._logging import log_topic
 from . import _depth
 from ._codes import ENTRY, REGISTRY, CodeState, installed, uninstalled
-from ._config import background_compile, config, graph_backend
-from ._disable import disabled
 from ._dynamic import changed_on_miss, changed_scalars
-from ._errors import MagPyWarning, StanceError
-from ._logging import log_topic
 from ._recordcache import NATIVE, Hit
 from ._sitestate import SiteState
 from ._stance import current as current_stance
@@ -212,7 +212,7 @@ def _at_site(state: Any, key: tuple[int, int, int], stack: tuple[Any, ...]) -> t
     frame = sys._getframe(2)
     f_locals = frame.f_locals
     layouts = cs.variants.get(key[2], {}).get(key[1], [])
-    backend = state.backend
+    backend = state.settings.backend
     stats = state.stats
     cache = site.cache_of(backend)
     layout_of = site.layout_of
@@ -235,13 +235,12 @@ def _at_site(state: Any, key: tuple[int, int, int], stack: tuple[Any, ...]) -> t
     log_topic("sites", "miss at %s offset %d (%d records)", cs.original.co_qualname, key[1], mine)
     if state.dynamic is not False and mine:
         site.dynamic_paths |= changed_on_miss(cache.records, {"L": f_locals, "S": stack})
-    per_instance, source = state.limit_and_source()
-    limit = site.limit(per_instance, f_locals)
-    if mine >= limit:
+    limit = site.limit(state.limit(), f_locals)
+    if cache.full(limit):
         _give_up(site, state)
         _warn_once(
-            f"{cs.original.co_qualname}: more than {limit} records at one "
-            f"site (the limit {source} sets); it runs eagerly from now on"
+            f"{cs.original.co_qualname}: more than {limit.allowed} records at one "
+            f"site (the limit {limit.source} sets); it runs eagerly from now on"
         )
         return _miss(stack)
     # (a stance that serves records makes none; MagPy's own calls are never monitored)
@@ -256,7 +255,7 @@ def _at_site(state: Any, key: tuple[int, int, int], stack: tuple[Any, ...]) -> t
 builtins.__dict__["__magpy_site"] = site_entry
 
 
-_ENTRY_MODULE = "magpy_runtime._boundary_importlib_bootstrap"
+_ENTRY_MODULE = "magpy_runtime.cache._boundary_importlib_bootstrap"
 
 
 def _called_by_magpy(frame: types.FrameType) -> bool:
@@ -513,7 +512,7 @@ class _Host:
             f_locals = frame.f_locals
             dry = any(rec.guard.check(f_locals, stack) is not None for rec in mine)
             if not dry:
-                if len(mine) >= site.limit(state.limit(), f_locals):
+                if site.cache_of(state.backend).full(site.limit(state.limit(), f_locals)):
                     return None
                 if state.dynamic is not False:
                     site.dynamic_paths |= changed_on_miss(mine, {"L": f_locals, "S": stack})

@@ -36,8 +36,8 @@ from torch._C._dynamo.eval_frame import _FrameAction, _FrameExecStrategy, set_co
 
 from magpy_monitor import finish, prepare
 
+from .._disable import disabled
 from . import _depth
-from ._disable import disabled
 from ._recordcache import Hit, Then
 from ._sites import activate, deactivate
 from ._stance import current as current_stance

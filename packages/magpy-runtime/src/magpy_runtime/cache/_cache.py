@@ -32,21 +32,21 @@ from magpy_refgraph import (
     dump,
 )
 
+from .._config import background_compile, config, graph_backend
+from .._errors import FullGraphError, MagPyWarning
+from .._logging import log_topic
+from .._owner import RecordOwner
+from .._settings import Settings
+from ..store._store import commit, snapshot
 from . import _depth
 from ._boundary_importlib_bootstrap import run
-from ._config import background_compile, config, graph_backend, record_limit
 from ._dynamic import as_locals, changed_on_miss, changed_scalars, promote_all
-from ._errors import FullGraphError, MagPyWarning
-from ._logging import log_topic
-from ._owner import RecordOwner
 from ._ownstate import OwnState, changed, own_state
-from ._recordcache import NATIVE, Hit, Miss, Native, RecordCache, Then
-from ._settings import Settings
+from ._recordcache import NATIVE, Hit, Limit, Miss, Native, RecordCache, Then, limit_of
 from ._sites import ensure_entry_site, split_loops_of, user_function
 from ._sources import adopt
 from ._stance import records_here
 from ._stats import Stats
-from ._store import commit, snapshot
 from ._tree import memoize_guard
 
 __all__ = ["BreakReason", "CacheState", "all_states"]
@@ -98,9 +98,9 @@ class CacheState:
     """Records and counters of one compiled callable."""
 
     qualname: str
-    backend: Any
-    fullgraph: bool = False
-    max_records: int | None = None
+    # what it is compiled with, that its records depend on (frozen: a callable compiled with
+    # other settings, such as a stance's forced backend, is another ``CacheState``)
+    settings: Settings
     background_compile: bool | None = None  # its own option (None: ``config``'s)
     records: list[Record] = attrs.field(factory=list)  # (``own`` tries them)
     stats: Stats = attrs.field(factory=Stats)
@@ -111,7 +111,6 @@ class CacheState:
     second_chance: bool = True
     retrying: BreakReason | None = None
     first_state: OwnState | None = None  # the callable's own state before its first call
-    dynamic: bool | None = None
     dynamic_paths: set[Any] = attrs.field(factory=set)
     site_records: list[Record] = attrs.field(factory=list)
     warned_sites: bool = False
@@ -140,6 +139,22 @@ class CacheState:
     forced_states: dict[Any, CacheState] = attrs.field(factory=dict)
     # the hit loop over ``records`` (the same list, reordered under the same lock)
     own: RecordCache = attrs.field(init=False)
+
+    @property
+    def backend(self) -> Any:
+        return self.settings.backend
+
+    @property
+    def fullgraph(self) -> bool:
+        return self.settings.fullgraph
+
+    @property
+    def dynamic(self) -> bool | None:
+        return self.settings.dynamic
+
+    @property
+    def max_records(self) -> int | None:
+        return self.settings.max_records
 
     def __attrs_post_init__(self) -> None:
         self.own = RecordCache(self.records, lock=self._lock, memoize=_memoize_call)
@@ -230,13 +245,14 @@ class CacheState:
             )
         if self._splits_now() and self._split_loops(fn):
             return Then.NATIVE  # the loops run in chunks of iterations from now on
-        limit, source = self.limit_and_source()
-        if len(records) < limit and adopt(self, fn, args, kwargs):
+        own, limit = self.own, self.limit()
+        if not own.full(limit) and adopt(self, fn, args, kwargs):
             self.stats.misses -= 1
             return Then.AGAIN  # a sibling's record serves it
-        if len(records) >= limit:
+        if own.full(limit):
             self._go_eager(
-                f"more than {limit} records (the limit {source} sets); the inputs keep changing",
+                f"more than {limit.allowed} records (the limit {limit.source} sets); the inputs "
+                "keep changing",
                 warn=True,
             )
             return Then.NATIVE
@@ -253,7 +269,7 @@ class CacheState:
             first = self._recording == 1 and self.second_chance and not self.records
         if first and not self.split:  # (what the first call writes of it: see _retry_whole)
             self.first_state = own_state(fn)
-        return Then.RECORD_LAST if len(self.records) + 1 >= limit > 1 else Then.RECORD
+        return Then.RECORD_LAST if own.last(limit) and limit.allowed > 1 else Then.RECORD
 
     def release(self) -> None:
         """A monitored call that ``missed`` let in has ended (recorded or raised)."""
@@ -341,10 +357,6 @@ class CacheState:
         if rec.graph_module is not None:
             log_topic("graphs", "%s", rec.graph_module.code)
 
-    def settings(self) -> Settings:
-        """Its settings that records depend on (``_pool``, ``_store`` key records by them)."""
-        return Settings(self.backend, self.fullgraph, self.dynamic, self.max_records)
-
     def adopted(self, rec: Record) -> None:
         """Add ``rec``, found by a record source (``_sources.adopt``): a sibling's twin, a
         stored record."""
@@ -364,7 +376,7 @@ class CacheState:
         tier (one guard, one graph call); the split loops serve every other trip count."""
         if self.split:
             return True
-        return self.trip_records >= SPLIT_AFTER and len(self.records) + 1 >= self.limit()
+        return self.trip_records >= SPLIT_AFTER and self.own.last(self.limit())
 
     def _split_loops(self, fn: Any) -> bool:
         """Records keep coming for new trip counts of a range() loop: from now on each loop
@@ -422,25 +434,16 @@ class CacheState:
             resolve_backend(backend)  # (an unknown name: the error magpy.compile gives)
             state = CacheState(
                 f"{self.qualname} [force_backend={backend!r}]",
-                backend,
-                fullgraph=self.fullgraph,
-                max_records=self.max_records,
+                attrs.evolve(self.settings, backend=backend),
                 background_compile=self.background_compile,
             )
-            state.dynamic = self.dynamic
             self.forced_states[key] = state
         return state
 
-    def limit(self) -> int:
-        """Records allowed per site / per callable."""
-        return self.limit_and_source()[0]
-
-    def limit_and_source(self) -> tuple[int, str]:
-        """``limit()``, and the setting it comes from (named in the warning): the callable's
-        own ``options["magpy.max_records"]``, else ``_config.record_limit``'s."""
-        if self.max_records is not None:
-            return self.max_records, "options['magpy.max_records']"
-        return record_limit()
+    def limit(self) -> Limit:
+        """Records allowed to this callable (``_recordcache.limit_of``); a site scales it
+        (``SiteState.limit``)."""
+        return limit_of(self.max_records)
 
     def _split(self, chain: list[Any]) -> bool:
         """Switch to segments: give the functions on the break's call chain entry sites."""
