@@ -31,7 +31,6 @@ from __future__ import annotations
 import dis
 import math
 import opcode
-import random
 import sys
 import types
 from collections.abc import Callable, Iterator
@@ -550,7 +549,8 @@ def break_in_handler(x: torch.Tensor, fail: bool) -> torch.Tensor:
             raise ValueError("v")
         y = x
     except ValueError:
-        y = x + random.random() * 0  # (Python's RNG: a graph break inside the handler)
+        print("handled")  # (a graph break inside the handler)
+        y = x
     return y + 1
 
 
