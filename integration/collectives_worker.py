@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import os
 import sys
 import warnings
@@ -42,7 +43,7 @@ from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.tensor import DTensor, Replicate
 
 import magpy
-from integration.tp_worker import _free_port
+from integration.tp_worker import _free_port, put_results
 
 MESH: DeviceMesh | None = None
 OTHER: Any = None  # a second process group of the same two ranks
@@ -190,11 +191,8 @@ def _worker(rank: int, port: int, backend: str, calls: int, cases: list[str], re
     try:
         MESH = init_device_mesh("cpu", (2,))
         OTHER = dist.new_group([0, 1])
-        for name in cases:
-            try:
-                results.put(_case(name, rank, backend, calls))
-            except Exception as exc:  # (reported as the case's line, the other cases go on)
-                results.put(f"rank {rank} {name}: raised {exc!r}")
+        runs = [(name, functools.partial(_case, name, rank, backend, calls)) for name in cases]
+        put_results(rank, runs, results)
     finally:
         dist.destroy_process_group()
 

@@ -32,6 +32,7 @@ case (``rank R case: ok (...)`` or what differed) and exits non-zero if any diff
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 import warnings
@@ -47,7 +48,7 @@ from torch.distributed.tensor import DTensor
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
 import magpy
-from integration.tp_worker import _BLOCK_PLAN, _Block, _free_port, _mlp
+from integration.tp_worker import _BLOCK_PLAN, _Block, _free_port, _mlp, put_results
 
 TOL = {"rtol": 1e-5, "atol": 1e-6}  # (Inductor rounds a few ulps apart from eager)
 Step = Callable[[torch.Tensor], torch.Tensor]
@@ -201,11 +202,10 @@ def _worker(
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=world)
     try:
-        for name in cases:
-            try:
-                results.put(CASES[name](name, rank, backend, steps))
-            except Exception as exc:  # (reported as the case's line, the other cases go on)
-                results.put(f"rank {rank} {name}: raised {exc!r}")
+        runs = [
+            (name, functools.partial(CASES[name], name, rank, backend, steps)) for name in cases
+        ]
+        put_results(rank, runs, results)
     finally:
         dist.destroy_process_group()
 

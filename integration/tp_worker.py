@@ -31,6 +31,7 @@ import argparse
 import os
 import socket
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -269,13 +270,19 @@ def _worker(
         if llama:
             cases.append(lambda: _llama_case(rank, mesh, backend, calls))
             cases.append(lambda: _sp_case(rank, mesh, backend, calls))
-        for case in cases:
-            try:
-                results.put(case())
-            except Exception as exc:  # (reported as the case's line, the other cases go on)
-                results.put(f"rank {rank} case raised {exc!r}")
+        put_results(rank, [(f"case {i}", case) for i, case in enumerate(cases)], results)
     finally:
         dist.destroy_process_group()
+
+
+def put_results(rank: int, cases: list[tuple[str, Callable[[], str]]], results: Any) -> None:
+    """Run each ``(name, case)``, putting the line it returns on ``results``; a case that
+    raises is reported as its line, and the other cases go on."""
+    for name, case in cases:
+        try:
+            results.put(case())
+        except Exception as exc:
+            results.put(f"rank {rank} {name}: raised {exc!r}")
 
 
 def _free_port() -> int:
