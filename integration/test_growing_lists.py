@@ -157,6 +157,28 @@ def test_lists_read_after_growing_are_equal_to_eager(
     assert stats.records >= 1 and stats.breaks == 0, stats
 
 
+class InsertReadPop(nn.Module):
+    """An item inserted in front of the entry items, the items read, the item taken out again:
+    the entry items are found behind the inserted one (each by its entry position)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.items: list[torch.Tensor] = [torch.zeros(2), torch.ones(4)]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.items.insert(0, x)
+        self.items.insert(-1, x * 2)
+        y = self.items[1].sum() + self.items[2].sum() * 2 + self.items[3].sum() * 3
+        self.items.pop(0)
+        self.items.pop(1)
+        return y + self.items[0].sum()
+
+
+def test_items_read_after_inserts_in_front_of_them() -> None:
+    stats = run_side_by_side(InsertReadPop, 1)
+    assert (stats.records, stats.hits, stats.fallbacks) == (1, CALLS - 1, 0), stats
+
+
 def test_a_bounded_history_hits_once_full() -> None:
     stats = run_side_by_side(BoundedHistory, 1)
     assert stats.hits >= 1, stats  # (calls 5 and 6 find four items: the length settled)

@@ -71,7 +71,8 @@ def _logged(cap: Capture, val: Val, index: Val | None, item: Val) -> bool:
         log = val._items = AppendLog(lambda v: flush_log(cap, v))
     assert type(log) is AppendLog
     log.values.append(item)
-    log.positions.append(index)
+    # (before the call runs: where ``list.insert`` puts the item in a list of this length)
+    log.positions.append(None if index is None else (index, _landing(index.obj, len(val.obj))))
     op = "append" if index is None else "insert"
     cap.writes.append(Write(op, val, index, item))
     cap.mutations += 1
@@ -99,15 +100,17 @@ def flush_log(cap: Capture, val: Val) -> None:
     log = val._items
     assert type(log) is AppendLog and val.node is not None
     val._items = None
-    n0 = len(val.obj) - len(log.values)
-    cap.graph.observe(val.node, GuardKind.LEN, n0)
-    items = [cap.child(val, Item(i), val.obj[i]) for i in range(n0)]
-    for index, item in zip(log.positions, log.values, strict=True):
-        if index is None:
+    entry = list(val.obj)  # (what it held at entry: the logged changes taken back, last first)
+    for position in reversed(log.positions):
+        entry.pop(-1 if position is None else position[1])
+    cap.graph.observe(val.node, GuardKind.LEN, len(entry))
+    items = [cap.child(val, Item(i), x) for i, x in enumerate(entry)]
+    for position, item in zip(log.positions, log.values, strict=True):
+        if position is None:
             items.append(item)
         else:
-            cap.observe(index)
-            items.insert(index.obj, item)
+            cap.observe(position[0])  # (its value, with the entry length: where it went)
+            items.insert(position[1], item)
     val._items = items
     cap.writes = [w for w in cap.writes if not (w.op in _LOGGED and w.target is val)]
     cap.graph.update_in_place(val.node, "list.append", keep_edges=False)
@@ -116,6 +119,13 @@ def flush_log(cap: Capture, val: Val) -> None:
 
 
 _LOGGED = ("append", "insert")
+
+
+def _landing(index: int, n: int) -> int:
+    """The position ``list.insert(index, x)`` gives ``x`` in a list of length ``n``."""
+    if index < 0:
+        return max(index + n, 0)
+    return min(index, n)
 
 
 def live_length(cap: Capture, val: Val) -> Val | None:

@@ -68,8 +68,8 @@ UNBOUND: Any = _Unbound()
 
 class AppendLog:
     """The ``items`` of a pre-existing list the run has only appended to (or inserted into) so
-    far: ``values`` in the order added, ``positions`` the index ``Val`` of each insert (None for
-    an append). See ``core.growing``.
+    far: ``values`` in the order added, ``positions`` the index ``Val`` of each insert and the
+    position the item took (None for an append). See ``core.growing``.
 
     The mock replays the changes (no guard on the list's length or contents is needed). The
     first time the run reads the list's contents, ``flush(val)`` materializes it: its length at
@@ -81,7 +81,7 @@ class AppendLog:
     def __init__(self, flush: Any) -> None:
         self.flush = flush
         self.values: list[Val] = []
-        self.positions: list[Val | None] = []
+        self.positions: list[tuple[Val, int] | None] = []
 
 
 class Payload:
